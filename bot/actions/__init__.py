@@ -1,0 +1,1 @@
+"""Remediation actions: declarations (pure) and their executors (adapters)."""

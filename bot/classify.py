@@ -1,0 +1,347 @@
+"""Classification: playbooks x signals -> hits, fast.
+
+Every regex of every playbook is compiled once into one Hyperscan database,
+used as a prefilter: a text is scanned once, whatever the number of playbooks,
+and Python `re` re-runs only the signatures that Hyperscan says matched, to
+get exact positions and named-group captures. Logs are scanned as bytes in
+large chunks (with a few lines of overlap so signatures spanning lines are
+not lost at chunk borders), so a 1 GB file never sits in memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.model import LOG_SOURCES, ObjectRef, Signal, SourceKind
+from bot.playbooks import Library, LoadedPlaybook, Signature
+
+log = logging.getLogger(__name__)
+
+CHUNK_BYTES = 1 << 20
+OVERLAP_LINES = 12
+OVERLAP_MAX_BYTES = 64 << 10
+MAX_LINE_BYTES = 8 << 20
+EVIDENCE_CHARS = 500
+
+try:
+    import hyperscan as _hs
+except ImportError:  # pragma: no cover - exercised only where no wheel exists
+    _hs = None
+
+
+@dataclass(frozen=True, eq=False)
+class CompiledSignature:
+    """A signature ready to run: its regexes compiled for text and for bytes."""
+
+    id: int
+    loaded: LoadedPlaybook
+    signature: Signature
+    sources: frozenset[SourceKind]
+    reason: re.Pattern[str] | None
+    fields: tuple[tuple[str, re.Pattern[str]], ...]
+    text_regex: re.Pattern[str] | None
+    bytes_regex: re.Pattern[bytes] | None
+    unless: tuple[re.Pattern[str], ...]
+
+    @property
+    def playbook_id(self) -> str:
+        return self.loaded.playbook.id
+
+    def applies_to(self, source: SourceKind) -> bool:
+        return not self.sources or source in self.sources
+
+    def structured_match(self, signal: Signal) -> bool:
+        if self.reason is not None and not self.reason.fullmatch(signal.reason):
+            return False
+        for name, pattern in self.fields:
+            value = signal.fields.get(name)
+            if value is None or not pattern.fullmatch(value):
+                return False
+        return True
+
+
+@dataclass
+class Hit:
+    """A signature matched: how often, the first evidence lines, and the first captures."""
+
+    sig: CompiledSignature
+    signal: Signal
+    captures: dict[str, str]
+    evidence: list[tuple[str, int | None]]
+    count: int = 1
+    max_evidence: int = 5
+
+    def add(self, text: str, line: int | None, captures: dict[str, str]) -> None:
+        self.count += 1
+        for key, value in captures.items():
+            self.captures.setdefault(key, value)
+        if len(self.evidence) < self.max_evidence:
+            self.evidence.append((text, line))
+
+
+def _flags(signature: Signature) -> int:
+    return (re.IGNORECASE if signature.ignore_case else 0) | re.MULTILINE
+
+
+def _compile(index: int, loaded: LoadedPlaybook, signature: Signature) -> CompiledSignature:
+    flags = _flags(signature)
+    unless = [*signature.unless, *loaded.playbook.unless]
+    return CompiledSignature(
+        id=index,
+        loaded=loaded,
+        signature=signature,
+        sources=frozenset(signature.sources),
+        reason=re.compile(signature.reason) if signature.reason is not None else None,
+        fields=tuple((k, re.compile(v)) for k, v in signature.fields.items()),
+        text_regex=re.compile(signature.regex, flags) if signature.regex else None,
+        bytes_regex=re.compile(signature.regex.encode(), flags) if signature.regex else None,
+        unless=tuple(re.compile(u, flags) for u in unless),
+    )
+
+
+class Prefilter:
+    """Which regex signatures may match a buffer, from one scan of it."""
+
+    def __init__(self, signatures: list[CompiledSignature]) -> None:
+        self._always: list[CompiledSignature] = []
+        self._by_id = {s.id: s for s in signatures}
+        self._db: Any = None
+        if _hs is None:
+            log.warning("hyperscan is not installed: classification runs each regex in turn")
+            self._always = list(signatures)
+            return
+        expressions, ids, flags = [], [], []
+        for sig in signatures:
+            assert sig.signature.regex is not None
+            hs_flags = self._hs_flags(sig)
+            if hs_flags is None:
+                self._always.append(sig)
+                continue
+            expressions.append(sig.signature.regex.encode())
+            ids.append(sig.id)
+            flags.append(hs_flags)
+        if expressions:
+            self._db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+            self._db.compile(expressions=expressions, ids=ids, elements=len(ids), flags=flags)
+            self._scratch = _hs.Scratch(self._db)
+
+    @staticmethod
+    def _hs_flags(sig: CompiledSignature) -> int | None:
+        assert _hs is not None and sig.signature.regex is not None
+        base = _hs.HS_FLAG_SINGLEMATCH | _hs.HS_FLAG_MULTILINE
+        if sig.signature.ignore_case:
+            base |= _hs.HS_FLAG_CASELESS
+        pattern = sig.signature.regex.encode()
+        for flags in (base, base | _hs.HS_FLAG_PREFILTER):
+            probe = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+            try:
+                probe.compile(expressions=[pattern], ids=[0], elements=1, flags=[flags])
+            except _hs.error:
+                continue
+            return flags
+        log.info("signature %s/%s is checked without prefilter", sig.playbook_id, sig.id)
+        return None
+
+    def candidates(self, data: bytes) -> list[CompiledSignature]:
+        found: list[CompiledSignature] = list(self._always)
+        if self._db is None or not data:
+            return found
+        ids: list[int] = []
+
+        def on_match(pattern_id: int, start: int, end: int, flags: int, ctx: Any) -> None:
+            ids.append(pattern_id)
+
+        self._db.scan(data, match_event_handler=on_match, scratch=self._scratch)
+        found.extend(self._by_id[i] for i in ids)
+        return found
+
+
+@dataclass
+class _LogState:
+    hits: dict[int, Hit] = field(default_factory=dict)
+
+
+class Classifier:
+    """Runs a library's signatures over signals and log streams."""
+
+    def __init__(self, library: Library) -> None:
+        self.library = library
+        compiled: list[CompiledSignature] = []
+        for loaded in library.playbooks:
+            for signature in loaded.playbook.match:
+                compiled.append(_compile(len(compiled), loaded, signature))
+        self.signatures = compiled
+        self._noise = tuple(re.compile(n.regex) for n in library.noise)
+        regex_sigs = [s for s in compiled if s.text_regex is not None]
+        self._prefilter = Prefilter(regex_sigs)
+        self._plain: dict[SourceKind, list[CompiledSignature]] = {
+            source: [s for s in compiled if s.text_regex is None and s.applies_to(source)]
+            for source in SourceKind
+        }
+
+    # -- structured signals -------------------------------------------------
+
+    def classify(self, signal: Signal) -> list[Hit]:
+        """The signatures one event-sized signal matches."""
+        hits: list[Hit] = []
+        for sig in self._plain[signal.source]:
+            if sig.structured_match(signal) and not self._benign(sig, signal.text):
+                hits.append(self._hit(sig, signal, {}, signal.text, signal.line))
+        if not signal.text:
+            return hits
+        for sig in self._prefilter.candidates(signal.text.encode()):
+            if not sig.applies_to(signal.source) or not sig.structured_match(signal):
+                continue
+            assert sig.text_regex is not None
+            match = sig.text_regex.search(signal.text)
+            if match is None:
+                continue
+            evidence = _line_around(signal.text, match.start(), match.end())
+            if self._benign(sig, evidence):
+                continue
+            captures = {k: v for k, v in match.groupdict().items() if v is not None}
+            hits.append(self._hit(sig, signal, captures, evidence, signal.line))
+        return hits
+
+    def _hit(
+        self,
+        sig: CompiledSignature,
+        signal: Signal,
+        captures: dict[str, str],
+        evidence: str,
+        line: int | None,
+    ) -> Hit:
+        spec = sig.loaded.playbook.evidence
+        return Hit(
+            sig, signal, captures, [(_clip(evidence), line)], max_evidence=spec.max_lines
+        )
+
+    def _benign(self, sig: CompiledSignature, evidence: str) -> bool:
+        return any(p.search(evidence) for p in sig.unless) or any(
+            p.search(evidence) for p in self._noise
+        )
+
+    # -- logs -----------------------------------------------------------------
+
+    def scan_log(
+        self,
+        chunks: Iterable[bytes],
+        source: SourceKind = SourceKind.DRIVER_LOG,
+        origin: str = "",
+        obj: ObjectRef | None = None,
+        workload: ObjectRef | None = None,
+    ) -> list[Hit]:
+        """Hits of log signatures in a byte stream, one per signature, in first-seen order."""
+        state = _LogState()
+        template = Signal(source=source, text="", origin=origin, obj=obj, workload=workload)
+        for window, first_line, fresh_from in _windows(chunks):
+            self._scan_window(window, first_line, fresh_from, source, template, state)
+        return list(state.hits.values())
+
+    def _scan_window(
+        self,
+        window: bytes,
+        first_line: int,
+        fresh_from: int,
+        source: SourceKind,
+        template: Signal,
+        state: _LogState,
+    ) -> None:
+        for sig in self._prefilter.candidates(window):
+            if not sig.applies_to(source) or sig.reason is not None or sig.fields:
+                continue
+            assert sig.bytes_regex is not None
+            line, counted_to = first_line, 0
+            for match in sig.bytes_regex.finditer(window):
+                if match.end() <= fresh_from:
+                    continue
+                line += window.count(b"\n", counted_to, match.start())
+                counted_to = match.start()
+                evidence = _bytes_line_around(window, match.start(), match.end())
+                if self._benign(sig, evidence):
+                    continue
+                captures = {
+                    k: v.decode("utf-8", "replace")
+                    for k, v in match.groupdict().items()
+                    if v is not None
+                }
+                existing = state.hits.get(sig.id)
+                if existing is None:
+                    signal = _with_text(template, evidence, line)
+                    state.hits[sig.id] = self._hit(sig, signal, captures, evidence, line)
+                else:
+                    existing.add(_clip(evidence), line, captures)
+
+
+def _with_text(template: Signal, text: str, line: int) -> Signal:
+    return Signal(
+        source=template.source,
+        text=text,
+        origin=template.origin,
+        obj=template.obj,
+        workload=template.workload,
+        line=line,
+    )
+
+
+def _windows(chunks: Iterable[bytes]) -> Iterator[tuple[bytes, int, int]]:
+    """(window, line number of its first line, offset where unseen bytes start).
+
+    Windows end on a line break; each starts with the last few lines of the
+    previous one so a signature that spans lines is seen whole at least once.
+    """
+    carry = b""
+    overlap = b""
+    overlap_line = 1
+    for chunk in chunks:
+        if not chunk:
+            continue
+        buffer = carry + chunk if carry else chunk
+        cut = buffer.rfind(b"\n")
+        if cut == -1 and len(buffer) < MAX_LINE_BYTES:
+            carry = buffer
+            continue
+        if cut == -1:
+            cut = len(buffer) - 1
+        complete, carry = buffer[: cut + 1], buffer[cut + 1 :]
+        window = overlap + complete
+        yield window, overlap_line, len(overlap)
+        overlap, overlap_line = _tail_lines(window, overlap_line)
+    if carry:
+        window = overlap + carry
+        yield window, overlap_line, len(overlap)
+
+
+def _tail_lines(window: bytes, first_line: int) -> tuple[bytes, int]:
+    start = len(window)
+    for _ in range(OVERLAP_LINES + 1):
+        previous = window.rfind(b"\n", 0, start - 1) if start > 1 else -1
+        if previous == -1 or len(window) - previous > OVERLAP_MAX_BYTES:
+            break
+        start = previous + 1
+    tail = window[start:]
+    return tail, first_line + window.count(b"\n", 0, start)
+
+
+def _bytes_line_around(data: bytes, start: int, end: int) -> str:
+    line_start = data.rfind(b"\n", 0, start) + 1
+    line_end = data.find(b"\n", max(end - 1, start))
+    if line_end == -1:
+        line_end = len(data)
+    return data[line_start:line_end].decode("utf-8", "replace").rstrip("\r")
+
+
+def _line_around(text: str, start: int, end: int) -> str:
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", max(end - 1, start))
+    if line_end == -1:
+        line_end = len(text)
+    return text[line_start:line_end].rstrip("\r")
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= EVIDENCE_CHARS else text[: EVIDENCE_CHARS - 1] + "…"

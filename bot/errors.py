@@ -1,0 +1,20 @@
+"""Errors a user can act on: each names the input and the problem in one line."""
+
+
+class PitcrewError(Exception):
+    """Base for errors reported to the user as one line, exit status 2."""
+
+
+class InputError(PitcrewError):
+    """An input to `pitcrew diagnose` cannot be read or understood."""
+
+
+class PlaybookError(PitcrewError):
+    """A playbook file is invalid; the message names file, line or field, and reason."""
+
+    def __init__(self, source: str, where: str, reason: str) -> None:
+        self.source = source
+        self.where = where
+        self.reason = reason
+        location = f"{source}:{where}" if where else source
+        super().__init__(f"{location}: {reason}")

@@ -1,0 +1,87 @@
+"""Reading an input safely: refuse binary and non-UTF-8 text with a clear error,
+and stream large files instead of loading them."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from bot.errors import InputError
+from bot.inputs import InputPart, LogText
+from bot.inputs.segment import split_text
+
+SNIFF_BYTES = 64 << 10
+CHUNK_BYTES = 1 << 20
+# Inputs up to this size are examined whole, so mixed pastes are split into
+# their parts; larger ones are logs and are streamed.
+WHOLE_LIMIT = 16 << 20
+
+Progress = Callable[[int], None]
+
+
+def check_text(sample: bytes, origin: str) -> None:
+    """Raise InputError when `sample` (the start of an input) is not UTF-8 text."""
+    if b"\x00" in sample:
+        raise InputError(f"{origin}: binary data, not text (NUL byte at offset {sample.index(0)})")
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError as error:
+        if error.start >= len(sample) - 3 and error.reason == "unexpected end of data":
+            return
+        raise InputError(
+            f"{origin}: not UTF-8 text (invalid byte 0x{sample[error.start]:02x} "
+            f"at offset {error.start})"
+        ) from None
+
+
+def _chunks(first: bytes, stream: BinaryIO, progress: Progress | None) -> Iterator[bytes]:
+    if progress:
+        progress(len(first))
+    yield first
+    while True:
+        chunk = stream.read(CHUNK_BYTES)
+        if not chunk:
+            return
+        if progress:
+            progress(len(chunk))
+        yield chunk
+
+
+def read_stream(
+    stream: BinaryIO, origin: str, progress: Progress | None = None
+) -> Iterator[InputPart]:
+    """The parts of one input. Small inputs are split by shape; large ones stream as logs."""
+    head = stream.read(SNIFF_BYTES)
+    if not head:
+        return
+    check_text(head, origin)
+    if len(head) < SNIFF_BYTES:
+        if progress:
+            progress(len(head))
+        yield from split_text(head.decode("utf-8"), origin)
+        return
+    rest = stream.read(WHOLE_LIMIT - len(head))
+    data = head + rest
+    if len(data) < WHOLE_LIMIT:
+        if progress:
+            progress(len(data))
+        yield from split_text(data.decode("utf-8", "replace"), origin)
+        return
+    yield LogText(_chunks(data, stream, progress), origin=origin)
+
+
+def open_input(name: str) -> tuple[BinaryIO, str, int | None]:
+    """(stream, origin label, size if known) for a path or `-` (standard input)."""
+    if name == "-":
+        return sys.stdin.buffer, "<stdin>", None
+    path = Path(name)
+    if not path.exists():
+        raise InputError(f"{name}: no such file")
+    if path.is_dir():
+        raise InputError(f"{name}: is a directory")
+    try:
+        return path.open("rb"), name, path.stat().st_size
+    except OSError as error:
+        raise InputError(f"{name}: cannot read: {error.strerror}") from None
