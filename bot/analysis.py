@@ -192,14 +192,13 @@ def _first_error(error: Exception) -> str:
 
 
 def template_context(finding: Finding) -> dict[str, Any]:
+    ref = finding.workload or finding.obj
     return {
         "captures": dict(finding.captures),
         "fields": dict(finding.fields),
         "obj": finding.obj,
         "workload": finding.workload,
-        "namespace": (finding.workload or finding.obj).namespace
-        if (finding.workload or finding.obj)
-        else "",
+        "namespace": ref.namespace if ref else finding.fields.get("namespace", ""),
         "count": finding.count,
         "category": str(finding.category),
     }

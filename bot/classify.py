@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.model import LOG_SOURCES, ObjectRef, Signal, SourceKind
+from bot.model import ObjectRef, Signal, SourceKind
 from bot.playbooks import Library, LoadedPlaybook, Signature
 
 log = logging.getLogger(__name__)
@@ -27,6 +27,7 @@ OVERLAP_MAX_BYTES = 64 << 10
 MAX_LINE_BYTES = 8 << 20
 EVIDENCE_CHARS = 500
 
+_hs: Any
 try:
     import hyperscan as _hs
 except ImportError:  # pragma: no cover - exercised only where no wheel exists
@@ -114,36 +115,55 @@ class Prefilter:
             log.warning("hyperscan is not installed: classification runs each regex in turn")
             self._always = list(signatures)
             return
-        expressions, ids, flags = [], [], []
+        self._compile_database(signatures)
+
+    def _compile_database(self, signatures: list[CompiledSignature]) -> None:
+        """One database of all signatures; if Hyperscan rejects one, each is probed alone
+        and the ones it cannot take (even in PREFILTER mode) are always run with `re`."""
+        if not signatures:
+            return
+        try:
+            self._db = self._database([(s, self._base_flags(s)) for s in signatures])
+            return
+        except _hs.error:
+            pass
+        accepted: list[tuple[CompiledSignature, int]] = []
         for sig in signatures:
-            assert sig.signature.regex is not None
-            hs_flags = self._hs_flags(sig)
-            if hs_flags is None:
+            flags = self._accepted_flags(sig)
+            if flags is None:
+                log.info("signature %s/%s runs without prefilter", sig.playbook_id, sig.id)
                 self._always.append(sig)
-                continue
-            expressions.append(sig.signature.regex.encode())
-            ids.append(sig.id)
-            flags.append(hs_flags)
-        if expressions:
-            self._db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
-            self._db.compile(expressions=expressions, ids=ids, elements=len(ids), flags=flags)
-            self._scratch = _hs.Scratch(self._db)
+            else:
+                accepted.append((sig, flags))
+        self._db = self._database(accepted) if accepted else None
+
+    def _database(self, entries: list[tuple[CompiledSignature, int]]) -> Any:
+        db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+        db.compile(
+            expressions=[_pattern(s) for s, _ in entries],
+            ids=[s.id for s, _ in entries],
+            elements=len(entries),
+            flags=[f for _, f in entries],
+        )
+        self._scratch = _hs.Scratch(db)
+        return db
 
     @staticmethod
-    def _hs_flags(sig: CompiledSignature) -> int | None:
-        assert _hs is not None and sig.signature.regex is not None
-        base = _hs.HS_FLAG_SINGLEMATCH | _hs.HS_FLAG_MULTILINE
+    def _base_flags(sig: CompiledSignature) -> int:
+        flags: int = _hs.HS_FLAG_SINGLEMATCH | _hs.HS_FLAG_MULTILINE
         if sig.signature.ignore_case:
-            base |= _hs.HS_FLAG_CASELESS
-        pattern = sig.signature.regex.encode()
+            flags |= _hs.HS_FLAG_CASELESS
+        return flags
+
+    def _accepted_flags(self, sig: CompiledSignature) -> int | None:
+        base = self._base_flags(sig)
         for flags in (base, base | _hs.HS_FLAG_PREFILTER):
-            probe = _hs.Database(mode=_hs.HS_MODE_BLOCK)
             try:
-                probe.compile(expressions=[pattern], ids=[0], elements=1, flags=[flags])
+                probe = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+                probe.compile(expressions=[_pattern(sig)], ids=[0], elements=1, flags=[flags])
             except _hs.error:
                 continue
             return flags
-        log.info("signature %s/%s is checked without prefilter", sig.playbook_id, sig.id)
         return None
 
     def candidates(self, data: bytes) -> list[CompiledSignature]:
@@ -216,9 +236,7 @@ class Classifier:
         line: int | None,
     ) -> Hit:
         spec = sig.loaded.playbook.evidence
-        return Hit(
-            sig, signal, captures, [(_clip(evidence), line)], max_evidence=spec.max_lines
-        )
+        return Hit(sig, signal, captures, [(_clip(evidence), line)], max_evidence=spec.max_lines)
 
     def _benign(self, sig: CompiledSignature, evidence: str) -> bool:
         return any(p.search(evidence) for p in sig.unless) or any(
@@ -277,6 +295,11 @@ class Classifier:
                     existing.add(_clip(evidence), line, captures)
 
 
+def _pattern(sig: CompiledSignature) -> bytes:
+    assert sig.signature.regex is not None
+    return sig.signature.regex.encode()
+
+
 def _with_text(template: Signal, text: str, line: int) -> Signal:
     return Signal(
         source=template.source,
@@ -317,14 +340,18 @@ def _windows(chunks: Iterable[bytes]) -> Iterator[tuple[bytes, int, int]]:
 
 
 def _tail_lines(window: bytes, first_line: int) -> tuple[bytes, int]:
+    """The last OVERLAP_LINES lines of `window` (at most OVERLAP_MAX_BYTES) and the
+    number of the first of them."""
     start = len(window)
-    for _ in range(OVERLAP_LINES + 1):
-        previous = window.rfind(b"\n", 0, start - 1) if start > 1 else -1
-        if previous == -1 or len(window) - previous > OVERLAP_MAX_BYTES:
+    for _ in range(OVERLAP_LINES):
+        previous = window.rfind(b"\n", 0, max(start - 1, 0))
+        candidate = previous + 1
+        if len(window) - candidate > OVERLAP_MAX_BYTES:
             break
-        start = previous + 1
-    tail = window[start:]
-    return tail, first_line + window.count(b"\n", 0, start)
+        start = candidate
+        if previous == -1:
+            break
+    return window[start:], first_line + window.count(b"\n", 0, start)
 
 
 def _bytes_line_around(data: bytes, start: int, end: int) -> str:

@@ -31,7 +31,7 @@ app = typer.Typer(
 playbooks_app = typer.Typer(help="List, check and test playbooks.", no_args_is_help=True)
 app.add_typer(playbooks_app, name="playbooks")
 
-out = Console(highlight=False, soft_wrap=True)
+out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 
 PlaybookDirs = Annotated[
@@ -41,7 +41,7 @@ PlaybookDirs = Annotated[
 
 
 def fail(message: str) -> typer.Exit:
-    err.print(f"pitcrew: {message}", markup=False, highlight=False)
+    sys.stderr.write(f"pitcrew: {message}\n")
     return typer.Exit(2)
 
 

@@ -186,7 +186,9 @@ Guard = Annotated[
     Discriminator(
         _guard_kind,
         custom_error_type="unknown_guard",
-        custom_error_message="a guard is one of primary, evidence_of, no_evidence_of, capture, fact",
+        custom_error_message=(
+            "a guard is one of primary, evidence_of, no_evidence_of, capture, fact"
+        ),
     ),
 ]
 
@@ -211,8 +213,7 @@ class ActionRule(_Strict):
         unknown = sorted(set(self.params) - set(known))
         if unknown:
             raise ValueError(
-                f"{self.action} has no parameter {', '.join(unknown)}; "
-                f"it takes {', '.join(known)}"
+                f"{self.action} has no parameter {', '.join(unknown)}; it takes {', '.join(known)}"
             )
         return self
 
@@ -270,14 +271,15 @@ class Playbook(_Strict):
             raise ValueError(f"template line {error.lineno}: {error.message}") from None
         return value
 
-    @model_validator(mode="after")
-    def _unique_signature_names(self) -> Playbook:
+    @field_validator("match")
+    @classmethod
+    def _unique_signature_names(cls, signatures: list[Signature]) -> list[Signature]:
         seen: set[str] = set()
-        for signature in self.match:
+        for signature in signatures:
             if signature.name in seen:
                 raise ValueError(f"signature name {signature.name!r} is used twice")
             seen.add(signature.name)
-        return self
+        return signatures
 
 
 class NoiseRule(_Strict):
@@ -337,22 +339,46 @@ def _format_loc(loc: Sequence[str | int]) -> str:
 
 
 def _validation_error(error: ValidationError, source: str, doc: Located) -> PlaybookError:
-    first = error.errors()[0]
-    loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and p in _GUARD_TAGS))
+    """All problems, one per line, each as `file:line: field: reason`."""
+    problems = [_describe_problem(problem, doc) for problem in error.errors()[:MAX_PROBLEMS]]
+    first_line, first_reason = problems[0]
+    rest = [
+        f"{source}:{line}: {reason}" if line else f"{source}: {reason}"
+        for line, reason in problems[1:]
+    ]
+    more = len(error.errors()) - MAX_PROBLEMS
+    if more > 0:
+        rest.append(f"{source}: … and {more} more problems")
+    return PlaybookError(source, first_line, "\n".join([first_reason, *rest]))
+
+
+MAX_PROBLEMS = 10
+
+
+def _describe_problem(problem: Any, doc: Located) -> tuple[str, str]:
+    loc = _without_union_tags(tuple(problem["loc"]))
     line = doc.line_of(loc)
-    message = first["msg"].removeprefix("Value error, ")
-    if first["type"] == "extra_forbidden":
+    message = str(problem["msg"]).removeprefix("Value error, ")
+    if problem["type"] == "extra_forbidden":
         message = "unknown key"
-    elif first["type"] == "missing":
+    elif problem["type"] == "missing":
         message = "required key is missing"
-    where = f"{line}" if line else ""
-    field_name = _format_loc(loc)
-    more = len(error.errors()) - 1
-    suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-    return PlaybookError(source, where, f"{field_name}: {message}{suffix}" if loc else message)
+    where = str(line) if line else ""
+    return where, f"{_format_loc(loc)}: {message}" if loc else message
 
 
 _GUARD_TAGS = {"primary", "evidence_of", "no_evidence_of", "capture", "fact"}
+
+
+def _without_union_tags(loc: tuple[str | int, ...]) -> tuple[str | int, ...]:
+    """Pydantic puts the guard's union tag in the location (`guards.0.fact.fact`); drop it."""
+    out: list[str | int] = []
+    for index, part in enumerate(loc):
+        after_guard = index >= 2 and loc[index - 2] == "guards" and isinstance(loc[index - 1], int)
+        if after_guard and part in _GUARD_TAGS:
+            continue
+        out.append(part)
+    return tuple(out)
 
 
 def _read_document(path: Path) -> Located:

@@ -1,0 +1,195 @@
+"""Classification throughput with the full playbook library (issue: foundation benchmark).
+
+Prints signals/s for event-sized inputs, MB/s for scanning a large realistic
+Ray log in which failure lines are rare, and MB/s of a naive loop that runs
+each signature's regex over each line in turn. The last line is:
+`log_mb_s=N naive_mb_s=N ratio=N events_per_s=N`.
+
+    .venv/bin/python bench/classify.py [--log-mb 256] [--naive-mb 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from collections.abc import Iterator
+
+from bot.classify import Classifier
+from bot.model import ObjectRef, Signal, SourceKind
+from bot.playbooks import load_builtin
+
+CHUNK = 1 << 20
+
+ROUTINE = [
+    "(TaskRunner pid={pid}) step:{step} - actor/pg_loss:{f:.4f} - actor/entropy:{g:.4f} - "
+    "critic/score/mean:{h:.3f} - response_length/mean:{n} - perf/throughput:{t:.1f}",
+    "(WorkerDict pid={pid}, ip=10.0.{a}.{b}) INFO {n:05d} [vllm/worker/model_runner.py:1523] "
+    "Graph capturing finished in {s} secs, took {g:.2f} GiB",
+    "(WorkerDict pid={pid}, ip=10.0.{a}.{b}) NCCL INFO Channel {a:02d}/0 : {b}[{a}] -> {n}[{b}] "
+    "via P2P/CUMEM/read",
+    "(raylet) [2025-11-03 10:{a:02d}:{b:02d},{n:03d} I {pid} {pid}] (raylet) "
+    "node_manager.cc:{n}: Spilled {n} MiB, {a} objects, write throughput {s} MiB/s.",
+    "Training Progress: {p}%|{bar}| {step}/500 [{a:02d}:{b:02d}<{s:02d}:{a:02d}, {g:.2f}s/it]\r",
+    "(WorkerDict pid={pid}) /usr/local/lib/python3.10/site-packages/torch/distributed/fsdp/"
+    "_state_dict_utils.py:{n}: UserWarning: FSDP.state_dict_type() is being deprecated.",
+    "(autoscaler +{s}s) Resized to {a} CPUs, {b} GPUs.",
+    "2025-11-03 10:{a:02d}:{b:02d},{n:03d}\tINFO worker.py:{n} -- Task {pid:x}{n:x} finished "
+    "in {g:.3f}s",
+]
+
+RARE = [
+    "(TaskRunner pid=1234) ValueError: The name qwAKMv_register_center (namespace=None) is "
+    "already taken. Please use a different name or get the existing actor using "
+    "ray.get_actor('qwAKMv_register_center', namespace=None)",
+    "(raylet) [2025-11-03 10:14:01] A worker died or was killed while executing a task by an "
+    "unexpected system error. Worker exit type: SYSTEM_ERROR Worker exit detail: Worker "
+    "unexpectedly exits with a connection error code 2. End of file.",
+    "(WorkerDict pid=2321) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+    "2.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.02 GiB is free.",
+]
+
+
+def realistic_log(megabytes: int, seed: int = 7) -> bytes:
+    """A Ray driver log of about `megabytes` MB with one failure line every ~50,000 lines."""
+    rng = random.Random(seed)
+    block_lines: list[str] = []
+    for i in range(4000):
+        template = rng.choice(ROUTINE)
+        block_lines.append(
+            template.format(
+                pid=rng.randint(1000, 99999),
+                step=i % 500,
+                f=rng.random(),
+                g=rng.random() * 10,
+                h=rng.random(),
+                n=rng.randint(0, 9999),
+                t=rng.random() * 3000,
+                a=rng.randint(0, 59),
+                b=rng.randint(0, 59),
+                s=rng.randint(0, 59),
+                p=rng.randint(0, 100),
+                bar="█" * rng.randint(0, 20),
+            )
+        )
+    block = ("\n".join(block_lines) + "\n").encode()
+    parts: list[bytes] = []
+    size = 0
+    target = megabytes * 1_000_000
+    while size < target:
+        parts.append(block)
+        size += len(block)
+        if len(parts) % 12 == 0:
+            rare = (rng.choice(RARE) + "\n").encode()
+            parts.append(rare)
+            size += len(rare)
+    return b"".join(parts)
+
+
+def chunks(data: bytes) -> Iterator[bytes]:
+    for start in range(0, len(data), CHUNK):
+        yield data[start : start + CHUNK]
+
+
+def event_signals(count: int, seed: int = 11) -> list[Signal]:
+    rng = random.Random(seed)
+    samples = [
+        (
+            SourceKind.K8S_EVENT,
+            "FailedScheduling",
+            "0/12 nodes are available: 4 Insufficient nvidia.com/gpu, 8 node(s) didn't match "
+            "Pod's node affinity/selector. preemption: 0/12 nodes are available: 12 No "
+            "preemption victims found for incoming pod.",
+        ),
+        (
+            SourceKind.K8S_EVENT,
+            "Pulled",
+            'Successfully pulled image "rayproject/ray:2.40.0" in 2.1s',
+        ),
+        (SourceKind.K8S_EVENT, "Scheduled", "Successfully assigned ml/worker-abc to gpu-node-3"),
+        (SourceKind.K8S_EVENT, "BackOff", "Back-off restarting failed container ray-worker in pod"),
+        (
+            SourceKind.POD_STATUS,
+            "OOMKilled",
+            "container ray-worker last terminated: OOMKilled (exit code 137)",
+        ),
+        (
+            SourceKind.POD_STATUS,
+            "Completed",
+            "container ray-head terminated: Completed (exit code 0)",
+        ),
+    ]
+    signals: list[Signal] = []
+    for i in range(count):
+        source, reason, text = rng.choice(samples)
+        fields = {"exit_code": "137" if reason == "OOMKilled" else "0", "namespace": "ml"}
+        signals.append(
+            Signal(
+                source,
+                text,
+                reason=reason,
+                fields=fields,
+                obj=ObjectRef("Pod", f"worker-{i % 1000}", "ml"),
+            )
+        )
+    return signals
+
+
+def naive_mb_s(classifier: Classifier, data: bytes) -> float:
+    patterns = [s.text_regex for s in classifier.signatures if s.text_regex is not None]
+    lines = data.decode("utf-8", "replace").split("\n")
+    started = time.perf_counter()
+    found = 0
+    for line in lines:
+        for pattern in patterns:
+            if pattern.search(line):
+                found += 1
+    elapsed = time.perf_counter() - started
+    return len(data) / 1e6 / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--log-mb", type=int, default=256)
+    parser.add_argument("--naive-mb", type=int, default=8)
+    parser.add_argument("--events", type=int, default=100_000)
+    args = parser.parse_args()
+
+    library = load_builtin()
+    classifier = Classifier(library)
+    regexes = sum(1 for s in classifier.signatures if s.text_regex is not None)
+    signatures = len(classifier.signatures)
+    print(f"library: {len(library)} playbooks, {signatures} signatures ({regexes} regexes)")
+
+    data = realistic_log(args.log_mb)
+    started = time.perf_counter()
+    copied = sum(len(bytes(c)) for c in chunks(data))
+    memory_mb_s = copied / 1e6 / (time.perf_counter() - started)
+
+    started = time.perf_counter()
+    hits = classifier.scan_log(chunks(data))
+    elapsed = time.perf_counter() - started
+    log_mb_s = len(data) / 1e6 / elapsed
+    found = {h.sig.playbook_id: h.count for h in hits}
+    print(f"log: {len(data) / 1e6:.0f} MB in {elapsed:.2f} s -> {log_mb_s:.0f} MB/s; hits {found}")
+    print(f"reading the same chunks from memory: {memory_mb_s:.0f} MB/s")
+
+    naive = naive_mb_s(classifier, data[: args.naive_mb * 1_000_000])
+    print(f"naive per-line x per-regex loop over {args.naive_mb} MB: {naive:.2f} MB/s")
+
+    signals = event_signals(args.events)
+    started = time.perf_counter()
+    matched = sum(len(classifier.classify(s)) for s in signals)
+    events_per_s = len(signals) / (time.perf_counter() - started)
+    print(f"events: {len(signals)} signals, {matched} hits -> {events_per_s:.0f} signals/s")
+
+    print(
+        f"log_mb_s={log_mb_s:.0f} naive_mb_s={naive:.2f} ratio={log_mb_s / naive:.0f} "
+        f"events_per_s={events_per_s:.0f}"
+    )
+
+
+if __name__ == "__main__":
+    main()

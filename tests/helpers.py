@@ -1,0 +1,39 @@
+"""Small builders shared by the engine tests: playbooks written to a temporary directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bot.diagnose import Engine
+from bot.playbooks import load_library
+
+
+def playbook(
+    pid: str, category: str, signatures: list[dict[str, Any]], **extra: Any
+) -> dict[str, Any]:
+    """A minimal valid playbook document."""
+    doc: dict[str, Any] = {
+        "id": pid,
+        "title": f"Playbook {pid}",
+        "category": category,
+        "severity": "error",
+        "match": signatures,
+        "diagnosis": f"{pid} matched.",
+        "examples": [{"name": "placeholder", "input": "x", "expect": {"match": False}}],
+    }
+    doc.update(extra)
+    return doc
+
+
+def write_library(directory: Path, *docs: dict[str, Any]) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    for doc in docs:
+        (directory / f"{doc['id']}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    return directory
+
+
+def engine_for(directory: Path, *docs: dict[str, Any]) -> Engine:
+    return Engine(load_library([write_library(directory, *docs)]))
