@@ -251,3 +251,56 @@ class Report:
     actions: tuple[ReportAction, ...] = ()
     withheld: tuple[str, ...] = ()
     history: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Silence:
+    """Mutes notifications whose labels match every key of `matchers` until `ends_at`.
+
+    Keys: `playbook`, `category`, `namespace`, `workload`, `incident`."""
+
+    id: str
+    matchers: Mapping[str, str]
+    starts_at: datetime
+    ends_at: datetime
+    author: str
+    reason: str = ""
+
+
+class NotificationKind(StrEnum):
+    POST = "post"
+    UPDATE = "update"
+    REPLY = "reply"
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """A message for the chat, queued in the outbox until delivered."""
+
+    incident_id: str
+    kind: NotificationKind
+    channel: str
+    report: Report | None
+    text: str = ""
+    created_at: datetime | None = None
+    id: int | None = None
+
+
+class ActionResult(StrEnum):
+    STARTED = "started"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerEntry:
+    """What an executed action did, for the audit trail."""
+
+    proposal_id: str
+    action: str
+    approver: str
+    started_at: datetime
+    result: ActionResult
+    detail: str = ""
+    finished_at: datetime | None = None
