@@ -136,7 +136,7 @@ def event_signals(count: int, seed: int = 11) -> list[Signal]:
 
 
 def naive_mb_s(classifier: Classifier, data: bytes) -> float:
-    patterns = [s.text_regex for s in classifier.signatures if s.text_regex is not None]
+    patterns = [s.text_regex for s in classifier.log_signatures if s.text_regex is not None]
     lines = data.decode("utf-8", "replace").split("\n")
     started = time.perf_counter()
     found = 0

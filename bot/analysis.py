@@ -8,6 +8,7 @@ withholds the action that needs it rather than guessing.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -60,17 +61,32 @@ def findings_from_hits(hits: Iterable[Hit]) -> list[Finding]:
                 continue
             category = hit.sig.signature.otherwise
         candidates.append(_Candidate(hit, category))
-    present = {c.category for c in candidates}
-    kept = [
-        c
-        for c in candidates
-        if not (set(c.hit.sig.signature.suppressed_by) & (present - {c.category}))
-    ]
+    kept = _unsuppressed(candidates)
     groups: dict[tuple[str, Category], list[Hit]] = {}
     for candidate in kept:
         key = (candidate.hit.sig.playbook_id, candidate.category)
         groups.setdefault(key, []).append(candidate.hit)
     return [_merge(category, group) for (_, category), group in groups.items()]
+
+
+def _unsuppressed(candidates: list[_Candidate]) -> list[_Candidate]:
+    """Drop candidates whose `suppressed_by` categories are found, where only candidates
+    that themselves survive can suppress (so A hides B, B hides C, leaves A and C)."""
+    dropped: set[int] = set()
+    for _ in range(_MAX_SUPPRESSION_ROUNDS):
+        present = {c.category for i, c in enumerate(candidates) if i not in dropped}
+        now_dropped = {
+            i
+            for i, c in enumerate(candidates)
+            if set(c.hit.sig.signature.suppressed_by) & (present - {c.category})
+        }
+        if now_dropped == dropped:
+            break
+        dropped = now_dropped
+    return [c for i, c in enumerate(candidates) if i not in dropped]
+
+
+_MAX_SUPPRESSION_ROUNDS = 8
 
 
 def _merge(category: Category, hits: list[Hit]) -> Finding:
@@ -107,6 +123,7 @@ def _merge(category: Category, hits: list[Hit]) -> Finding:
         workload=workload,
         fields=frozen_map(fields),
         time=first.signal.time,
+        reason=first.signal.reason,
     )
 
 
@@ -122,32 +139,66 @@ def rank_findings(findings: Iterable[Finding]) -> tuple[RankedFinding, ...]:
 
 
 def diagnose(hits: Iterable[Hit], library: Library, facts: Facts | None = None) -> Diagnosis:
-    ranked = rank_findings(findings_from_hits(hits))
-    actions = _offers(ranked, library, facts or {})
-    return Diagnosis(ranked, actions, _explain(ranked, actions, library))
+    """The verdict on one body of evidence (one `pitcrew diagnose` run)."""
+    hits = list(hits)
+    shared = _first_values(h.signal.fields for h in hits)
+    return assess(findings_from_hits(hits), library, facts, shared)
+
+
+def assess(
+    findings: Iterable[Finding],
+    library: Library,
+    facts: Facts | None = None,
+    shared_fields: Mapping[str, str] | None = None,
+) -> Diagnosis:
+    """Rank findings, decide each action, explain. Findings of playbooks the library does
+    not hold are ranked but offer nothing. Action parameters may draw on fields of any
+    finding (a resubmit caused by an OOM still needs the job id the RayJob status gave)."""
+    ranked = rank_findings(findings)
+    shared = _first_values([*(r.finding.fields for r in ranked), shared_fields or {}])
+    actions = _offers(ranked, library, facts or {}, shared)
+    return Diagnosis(ranked, actions, _explain(ranked, library, shared))
+
+
+def _first_values(mappings: Iterable[Mapping[str, str]]) -> dict[str, str]:
+    merged: dict[str, str] = {}
+    for mapping in mappings:
+        for key, value in mapping.items():
+            if value:
+                merged.setdefault(key, value)
+    return merged
 
 
 # -- actions ------------------------------------------------------------------
 
 
 def _offers(
-    ranked: tuple[RankedFinding, ...], library: Library, facts: Facts
+    ranked: tuple[RankedFinding, ...], library: Library, facts: Facts, shared: Mapping[str, str]
 ) -> tuple[ActionOffer, ...]:
+    """Every action the findings' playbooks name, most causal first; an action withheld
+    once is not listed again for a less causal finding."""
     categories = {r.finding.category for r in ranked}
     primary = ranked[0].finding if ranked else None
     offers: list[ActionOffer] = []
-    seen: set[tuple[str, str]] = set()
     for item in ranked:
-        playbook = library.by_id[item.finding.playbook].playbook
-        for rule in playbook.actions:
-            offer = _offer(rule, item, primary, categories, facts)
-            key = (offer.action, repr(sorted(offer.params.items())))
-            if key in seen:
-                continue
-            seen.add(key)
-            offers.append(offer)
+        loaded = library.by_id.get(item.finding.playbook)
+        if loaded is None:
+            continue
+        for rule in loaded.playbook.actions:
+            offer = _offer(rule, item, primary, categories, facts, shared)
+            if not _already_listed(offer, offers):
+                offers.append(offer)
     offers.sort(key=lambda o: not o.offered)
     return tuple(offers)
+
+
+def _already_listed(offer: ActionOffer, offers: list[ActionOffer]) -> bool:
+    for listed in offers:
+        if listed.action != offer.action:
+            continue
+        if not offer.offered or dict(listed.params) == dict(offer.params):
+            return True
+    return False
 
 
 def _offer(
@@ -156,10 +207,13 @@ def _offer(
     primary: Finding | None,
     categories: set[Category],
     facts: Facts,
+    shared: Mapping[str, str],
 ) -> ActionOffer:
     finding = item.finding
-    params, problem = _render_params(rule, finding)
-    reason = problem or _first_failed_guard(rule, item, primary, categories, facts, params)
+    context = template_context(finding, shared)
+    reason = _first_failed_guard(rule, item, primary, categories, facts, context)
+    params, problem = _render_params(rule, context)
+    reason = reason or problem
     preview = ""
     if not reason:
         spec = CATALOG[rule.action]
@@ -173,14 +227,10 @@ def _offer(
         action=rule.action,
         params=frozen_map(params),
         offered=not reason,
-        reason=reason or _why_offered(rule, finding),
+        reason=reason or f"{CATALOG[rule.action].summary} ({finding.category})",
         playbook=finding.playbook,
         preview=preview,
     )
-
-
-def _why_offered(rule: ActionRule, finding: Finding) -> str:
-    return f"{CATALOG[rule.action].summary} ({finding.category})"
 
 
 def _first_error(error: Exception) -> str:
@@ -191,22 +241,28 @@ def _first_error(error: Exception) -> str:
     return str(error)
 
 
-def template_context(finding: Finding) -> dict[str, Any]:
+def template_context(
+    finding: Finding, shared: Mapping[str, str] | None = None, primary: str = ""
+) -> dict[str, Any]:
+    """What playbook templates (diagnosis, action params) can name."""
     ref = finding.workload or finding.obj
+    fields = {**(shared or {}), **finding.fields}
     return {
         "captures": dict(finding.captures),
-        "fields": dict(finding.fields),
+        "fields": fields,
+        "reason": finding.reason,
         "obj": finding.obj,
         "workload": finding.workload,
-        "namespace": ref.namespace if ref else finding.fields.get("namespace", ""),
+        "namespace": ref.namespace if ref else fields.get("namespace", ""),
         "count": finding.count,
         "category": str(finding.category),
+        "primary": primary or str(finding.category),
     }
 
 
-def _render_params(rule: ActionRule, finding: Finding) -> tuple[dict[str, Any], str]:
-    context = template_context(finding)
+def _render_params(rule: ActionRule, context: dict[str, Any]) -> tuple[dict[str, Any], str]:
     params: dict[str, Any] = {}
+    problem = ""
     for key, value in rule.params.items():
         if not isinstance(value, str):
             params[key] = value
@@ -214,8 +270,8 @@ def _render_params(rule: ActionRule, finding: Finding) -> tuple[dict[str, Any], 
         try:
             params[key] = render(compile_template(value), context)
         except jinja2.UndefinedError:
-            return params, f"the evidence does not name the {key} to act on"
-    return params, ""
+            problem = problem or f"the evidence does not name the {key} to act on"
+    return params, problem
 
 
 def _first_failed_guard(
@@ -224,70 +280,79 @@ def _first_failed_guard(
     primary: Finding | None,
     categories: set[Category],
     facts: Facts,
-    params: Mapping[str, Any],
+    context: dict[str, Any],
 ) -> str:
     finding = item.finding
-    values = {**finding.fields, **finding.captures}
+    values: dict[str, str] = {**context["fields"], **finding.captures}
+    values.setdefault("category", str(finding.category))
+    values["primary"] = str(primary.category) if primary else ""
     for guard in rule.guards:
-        if isinstance(guard, PrimaryGuard) and item.role is not Role.PRIMARY:
-            assert primary is not None
-            return guard.reason or (
-                f"{finding.category} is a symptom here; the root cause is {primary.category}"
-            )
-        if isinstance(guard, EvidenceGuard) and not categories & set(guard.evidence_of):
-            return guard.reason or f"no evidence of {' or '.join(guard.evidence_of)}"
-        if isinstance(guard, NoEvidenceGuard):
-            found = sorted(categories & set(guard.no_evidence_of))
-            if found:
-                return guard.reason or f"not for {', '.join(found)}"
-        if isinstance(guard, CaptureGuard):
-            value = values.get(guard.capture, "")
-            if guard.matches is not None and not _search(guard.matches, value):
-                return _fill(guard.reason, values)
-            if guard.not_matches is not None and _search(guard.not_matches, value):
-                return _fill(guard.reason, values)
-        if isinstance(guard, FactGuard):
-            known = facts.get(guard.fact)
-            if known is None:
-                return f"needs a live check that {FACTS[guard.fact]}"
-            if not known:
-                return guard.reason or f"it is not true that {FACTS[guard.fact]}"
+        failed = _guard_failure(guard, item, categories, facts, values)
+        if failed:
+            return _fill(failed, values)
     return ""
 
 
-def _search(pattern: str, value: str) -> bool:
-    import re
-
-    return re.search(pattern, value) is not None
+def _guard_failure(
+    guard: Any,
+    item: RankedFinding,
+    categories: set[Category],
+    facts: Facts,
+    values: Mapping[str, str],
+) -> str:
+    """Why `guard` fails for this finding, or "" when it holds."""
+    finding = item.finding
+    if isinstance(guard, PrimaryGuard) and item.role is not Role.PRIMARY:
+        return guard.reason or "{category} is a symptom here; the root cause is {primary}"
+    if isinstance(guard, EvidenceGuard) and not categories & set(guard.evidence_of):
+        return guard.reason or f"no evidence of {' or '.join(guard.evidence_of)}"
+    if isinstance(guard, NoEvidenceGuard):
+        found = sorted(categories & set(guard.no_evidence_of) - {finding.category})
+        if found:
+            return guard.reason or f"not for {', '.join(found)}"
+    if isinstance(guard, CaptureGuard):
+        value = values.get(guard.capture, "")
+        if guard.matches is not None and re.search(guard.matches, value) is None:
+            return guard.reason
+        if guard.not_matches is not None and re.search(guard.not_matches, value) is not None:
+            return guard.reason
+    if isinstance(guard, FactGuard):
+        known = facts.get(guard.fact)
+        if known is None:
+            return f"needs a live check that {FACTS[guard.fact]}"
+        if not known:
+            return guard.reason or f"it is not true that {FACTS[guard.fact]}"
+    return ""
 
 
 def _fill(reason: str, values: Mapping[str, str]) -> str:
-    try:
-        return reason.format_map(dict(values))
-    except (KeyError, IndexError, ValueError):
-        return reason
+    """Fill `{name}` placeholders from captures and fields; leave unknown ones as written."""
+    return re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), m.group(0)), reason)
 
 
 # -- explanation ---------------------------------------------------------------
 
 
-def _explain(
-    ranked: tuple[RankedFinding, ...], actions: tuple[ActionOffer, ...], library: Library
-) -> str:
+def _explain(ranked: tuple[RankedFinding, ...], library: Library, shared: Mapping[str, str]) -> str:
     if not ranked:
         return "No failure found: nothing in the input matches a playbook."
+    primary = str(ranked[0].finding.category)
     parts: list[str] = []
     for item in ranked:
-        finding = item.finding
-        template = compile_template(library.by_id[finding.playbook].playbook.diagnosis)
-        context = template_context(finding) | {
-            "role": str(item.role),
-            "primary": str(ranked[0].finding.category),
-        }
-        try:
-            text = render(template, context)
-        except jinja2.UndefinedError as error:
-            text = f"{finding.title} ({error.message})"
         label = "Root cause" if item.role is Role.PRIMARY else "Also seen"
-        parts.append(f"{label}: {text}")
+        parts.append(f"{label}: {_finding_text(item, library, shared, primary)}")
     return "\n".join(parts)
+
+
+def _finding_text(
+    item: RankedFinding, library: Library, shared: Mapping[str, str], primary: str
+) -> str:
+    finding = item.finding
+    loaded = library.by_id.get(finding.playbook)
+    if loaded is None:
+        return finding.title
+    context = template_context(finding, shared, primary) | {"role": str(item.role)}
+    try:
+        return render(compile_template(loaded.playbook.diagnosis), context)
+    except jinja2.UndefinedError as error:
+        return f"{finding.title} ({error.message})"

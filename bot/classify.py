@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.model import ObjectRef, Signal, SourceKind
+from bot.model import LOG_SOURCES, ObjectRef, Signal, SourceKind
 from bot.playbooks import Library, LoadedPlaybook, Signature
 
 log = logging.getLogger(__name__)
@@ -107,7 +107,8 @@ def _compile(index: int, loaded: LoadedPlaybook, signature: Signature) -> Compil
 class Prefilter:
     """Which regex signatures may match a buffer, from one scan of it."""
 
-    def __init__(self, signatures: list[CompiledSignature]) -> None:
+    def __init__(self, signatures: list[CompiledSignature], single_match: bool) -> None:
+        self._single_match = single_match
         self._always: list[CompiledSignature] = []
         self._by_id = {s.id: s for s in signatures}
         self._db: Any = None
@@ -148,9 +149,10 @@ class Prefilter:
         self._scratch = _hs.Scratch(db)
         return db
 
-    @staticmethod
-    def _base_flags(sig: CompiledSignature) -> int:
-        flags: int = _hs.HS_FLAG_SINGLEMATCH | _hs.HS_FLAG_MULTILINE
+    def _base_flags(self, sig: CompiledSignature) -> int:
+        flags: int = _hs.HS_FLAG_MULTILINE
+        if self._single_match:
+            flags |= _hs.HS_FLAG_SINGLEMATCH
         if sig.signature.ignore_case:
             flags |= _hs.HS_FLAG_CASELESS
         return flags
@@ -167,16 +169,37 @@ class Prefilter:
         return None
 
     def candidates(self, data: bytes) -> list[CompiledSignature]:
+        """Signatures that may match somewhere in `data` (a small text)."""
         found: list[CompiledSignature] = list(self._always)
         if self._db is None or not data:
             return found
-        ids: list[int] = []
+        ids: set[int] = set()
 
         def on_match(pattern_id: int, start: int, end: int, flags: int, ctx: Any) -> None:
-            ids.append(pattern_id)
+            ids.add(pattern_id)
 
         self._db.scan(data, match_event_handler=on_match, scratch=self._scratch)
-        found.extend(self._by_id[i] for i in ids)
+        found.extend(self._by_id[i] for i in sorted(ids))
+        return found
+
+    def line_candidates(self, data: bytes) -> list[tuple[CompiledSignature, int]]:
+        """(signature, offset where a match may end) at most once per signature and line,
+        in order; signatures Hyperscan cannot take are reported with offset -1."""
+        found: list[tuple[CompiledSignature, int]] = [(s, -1) for s in self._always]
+        if self._db is None or not data:
+            return found
+        line_end_of: dict[int, int] = {}
+        by_id = self._by_id
+        find = data.find
+
+        def on_match(pattern_id: int, start: int, end: int, flags: int, ctx: Any) -> None:
+            if end <= line_end_of.get(pattern_id, -1):
+                return
+            line_end = find(b"\n", end)
+            line_end_of[pattern_id] = len(data) if line_end == -1 else line_end
+            found.append((by_id[pattern_id], end))
+
+        self._db.scan(data, match_event_handler=on_match, scratch=self._scratch)
         return found
 
 
@@ -197,7 +220,9 @@ class Classifier:
         self.signatures = compiled
         self._noise = tuple(re.compile(n.regex) for n in library.noise)
         regex_sigs = [s for s in compiled if s.text_regex is not None]
-        self._prefilter = Prefilter(regex_sigs)
+        self._prefilter = Prefilter(regex_sigs, single_match=True)
+        self.log_signatures = [s for s in regex_sigs if _scans_logs(s)]
+        self._log_prefilter = Prefilter(self.log_signatures, single_match=False)
         self._plain: dict[SourceKind, list[CompiledSignature]] = {
             source: [s for s in compiled if s.text_regex is None and s.applies_to(source)]
             for source in SourceKind
@@ -269,30 +294,85 @@ class Classifier:
         template: Signal,
         state: _LogState,
     ) -> None:
-        for sig in self._prefilter.candidates(window):
-            if not sig.applies_to(source) or sig.reason is not None or sig.fields:
+        """Re-check with `re` only the lines Hyperscan pointed at (plus a few lines before,
+        for signatures that span lines), and record each new match once."""
+        lines = _LineCounter(window, first_line)
+        done_until: dict[int, int] = {}
+        for sig, end in self._log_prefilter.line_candidates(window):
+            if not sig.applies_to(source):
                 continue
             assert sig.bytes_regex is not None
-            line, counted_to = first_line, 0
-            for match in sig.bytes_regex.finditer(window):
-                if match.end() <= fresh_from:
+            if end == -1:
+                region = (0, len(window))
+            else:
+                region = _region_before(window, end, done_until.get(sig.id, 0))
+            for match in sig.bytes_regex.finditer(window, *region):
+                if match.end() <= max(fresh_from, done_until.get(sig.id, -1)):
                     continue
-                line += window.count(b"\n", counted_to, match.start())
-                counted_to = match.start()
-                evidence = _bytes_line_around(window, match.start(), match.end())
-                if self._benign(sig, evidence):
-                    continue
-                captures = {
-                    k: v.decode("utf-8", "replace")
-                    for k, v in match.groupdict().items()
-                    if v is not None
-                }
-                existing = state.hits.get(sig.id)
-                if existing is None:
-                    signal = _with_text(template, evidence, line)
-                    state.hits[sig.id] = self._hit(sig, signal, captures, evidence, line)
-                else:
-                    existing.add(_clip(evidence), line, captures)
+                done_until[sig.id] = match.end()
+                self._record(sig, match, window, lines, template, state)
+
+    def _record(
+        self,
+        sig: CompiledSignature,
+        match: re.Match[bytes],
+        window: bytes,
+        lines: _LineCounter,
+        template: Signal,
+        state: _LogState,
+    ) -> None:
+        evidence = _bytes_line_around(window, match.start(), match.end())
+        if self._benign(sig, evidence):
+            return
+        line = lines.at(match.start())
+        captures = {
+            k: v.decode("utf-8", "replace") for k, v in match.groupdict().items() if v is not None
+        }
+        existing = state.hits.get(sig.id)
+        if existing is None:
+            signal = _with_text(template, evidence, line)
+            state.hits[sig.id] = self._hit(sig, signal, captures, evidence, line)
+        else:
+            existing.add(_clip(evidence), line, captures)
+
+
+class _LineCounter:
+    """Line numbers of offsets in a window, counted incrementally (offsets mostly ascend)."""
+
+    def __init__(self, window: bytes, first_line: int) -> None:
+        self._window = window
+        self._first_line = first_line
+        self._offset = 0
+        self._line = first_line
+
+    def at(self, offset: int) -> int:
+        if offset < self._offset:
+            self._offset, self._line = 0, self._first_line
+        self._line += self._window.count(b"\n", self._offset, offset)
+        self._offset = offset
+        return self._line
+
+
+def _region_before(window: bytes, end: int, floor: int) -> tuple[int, int]:
+    """From up to OVERLAP_LINES lines before `end` (not before the line holding `floor`)
+    to the end of the line holding `end`."""
+    line_end = window.find(b"\n", end)
+    stop = len(window) if line_end == -1 else line_end + 1
+    start = end
+    lowest = window.rfind(b"\n", 0, floor) + 1 if floor > 0 else 0
+    for _ in range(OVERLAP_LINES):
+        previous = window.rfind(b"\n", 0, max(start - 1, 0))
+        start = previous + 1
+        if previous == -1 or start <= lowest:
+            break
+    return max(start, lowest), stop
+
+
+def _scans_logs(sig: CompiledSignature) -> bool:
+    """Log text has no reason or fields: only plain regex signatures that allow a log source."""
+    if sig.reason is not None or sig.fields:
+        return False
+    return any(sig.applies_to(source) for source in LOG_SOURCES)
 
 
 def _pattern(sig: CompiledSignature) -> bytes:

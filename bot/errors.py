@@ -18,3 +18,15 @@ class PlaybookError(PitcrewError):
         self.reason = reason
         location = f"{source}:{where}" if where else source
         super().__init__(f"{location}: {reason}")
+
+
+class StoreError(PitcrewError):
+    """The state database cannot be opened or used; the message names the file and the problem."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"{path}: {problem}")
+
+    def __reduce__(self) -> tuple[type[PitcrewError], tuple[str, str]]:
+        return (type(self), (self.path, self.problem))

@@ -124,6 +124,7 @@ class Finding:
     workload: ObjectRef | None = None
     fields: Mapping[str, str] = field(default_factory=lambda: EMPTY)
     time: datetime | None = None
+    reason: str = ""
 
 
 class Role(StrEnum):
@@ -175,6 +176,14 @@ class IncidentState(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class IncidentNote:
+    """One line of an incident's own history (opened, root cause changed, resolved)."""
+
+    at: datetime
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class Incident:
     """Findings about one workload inside a correlation window, with one primary cause."""
 
@@ -190,6 +199,15 @@ class Incident:
     counts: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     state: IncidentState = IncidentState.OPEN
     resolved_at: datetime | None = None
+    # Added for correlation and notification (bot.incidents, bot.notify); all optional.
+    last_seen_at: datetime | None = None
+    keys: tuple[str, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=lambda: EMPTY)
+    objects: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    objects_capped: tuple[str, ...] = ()
+    revision: int = 0
+    resolution: str = ""
+    notes: tuple[IncidentNote, ...] = ()
 
 
 class ProposalState(StrEnum):
@@ -208,6 +226,7 @@ class Transition:
     at: datetime
     actor: str = ""
     reason: str = ""
+    from_state: ProposalState | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +244,12 @@ class Proposal:
     target: ObjectRef | None = None
     preconditions: tuple[str, ...] = ()
     history: tuple[Transition, ...] = field(default=())
+    # Added for approvals (bot.approvals); all optional.
+    namespace: str = ""
+    playbook: str = ""
+    reason: str = ""
+    approvals: tuple[str, ...] = ()
+    version: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -156,6 +156,7 @@ FACTS: Mapping[str, str] = {
     "ray.actor_stale": "the actor is detached or its owner job has finished",
     "ray.namespace_idle": "no job is running in the actor's namespace",
     "ray.job_terminal": "the Ray job has finished",
+    "ray.job_running": "the Ray job is still RUNNING or PENDING on the cluster",
     "ray.resubmits_below_cap": "the job has been resubmitted fewer times than allowed",
     "k8s.gpu_pool_has_capacity": "the target GPU pool has free allocatable nvidia.com/gpu",
     "k8s.within_quota": "the new limit fits node allocatable and the namespace quota",

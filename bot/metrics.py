@@ -1,0 +1,57 @@
+"""Prometheus metrics of one pitcrew process, on a registry of its own (so tests and
+several daemons in one process never share counters)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+
+@dataclass
+class Metrics:
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        self.signals = Counter("pitcrew_signals", "Signals received", ["source"], registry=r)
+        self.findings = Counter(
+            "pitcrew_findings", "Findings by category", ["category"], registry=r
+        )
+        self.incidents = Counter("pitcrew_incidents_opened", "Incidents opened", registry=r)
+        self.open_incidents = Gauge("pitcrew_incidents_open", "Incidents open now", registry=r)
+        self.notifications = Counter(
+            "pitcrew_notifications",
+            "Chat messages by kind and result",
+            ["kind", "result"],
+            registry=r,
+        )
+        self.proposals = Counter(
+            "pitcrew_proposals", "Proposal transitions by new state", ["state"], registry=r
+        )
+        self.actions = Counter(
+            "pitcrew_actions",
+            "Executed actions by action and result",
+            ["action", "result"],
+            registry=r,
+        )
+        self.chat_errors = Counter("pitcrew_chat_errors", "Chat delivery errors", registry=r)
+        self.refused_clicks = Counter(
+            "pitcrew_refused_approvals",
+            "Approval attempts refused, by reason",
+            ["reason"],
+            registry=r,
+        )
+        self.source_up = Gauge(
+            "pitcrew_source_up", "1 when a source is healthy", ["source"], registry=r
+        )
+        self.pipeline_lag = Histogram(
+            "pitcrew_pipeline_lag_seconds",
+            "Time from a signal entering the queue to its decision",
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5),
+            registry=r,
+        )
+        self.queue_depth = Gauge("pitcrew_queue_depth", "Signals waiting", registry=r)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)

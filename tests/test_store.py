@@ -1,0 +1,953 @@
+"""The SQLite store keeps pitcrew's state across restarts and moves a proposal once,
+however many threads and processes click at the same time."""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+
+from bot.codec import dumps, encode_time
+from bot.errors import StoreError
+from bot.model import (
+    ActionResult,
+    Diagnosis,
+    Evidence,
+    Finding,
+    Incident,
+    IncidentState,
+    LedgerEntry,
+    Notification,
+    NotificationKind,
+    ObjectRef,
+    Proposal,
+    ProposalState,
+    RankedFinding,
+    Report,
+    Role,
+    Severity,
+    Silence,
+    SourceKind,
+    Transition,
+)
+from bot.store import (
+    INTERRUPTED_DETAIL,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    Approval,
+    Cleanup,
+    OutboxMessage,
+    Store,
+    migrate,
+)
+from bot.taxonomy import Category
+
+T0 = datetime(2025, 11, 3, 10, 0, tzinfo=UTC)
+OFFERED, APPROVED, RUNNING = ProposalState.OFFERED, ProposalState.APPROVED, ProposalState.RUNNING
+REJECTED, EXPIRED, SUCCEEDED = (
+    ProposalState.REJECTED,
+    ProposalState.EXPIRED,
+    ProposalState.SUCCEEDED,
+)
+
+
+def minutes(n: float) -> datetime:
+    return T0 + timedelta(minutes=n)
+
+
+def finding(playbook: str = "pod-oom-killed", count: int = 1) -> Finding:
+    return Finding(
+        playbook=playbook,
+        category=Category.POD_OOM_KILLED,
+        severity=Severity.CRITICAL,
+        title="Worker pod OOMKilled",
+        signature="oomkilled",
+        source=SourceKind.POD_STATUS,
+        captures=MappingProxyType({"limit": "16Gi"}),
+        evidence=(Evidence("Reason: OOMKilled", SourceKind.POD_STATUS),),
+        count=count,
+        time=T0,
+    )
+
+
+def incident(
+    iid: str,
+    *,
+    key: str = "",
+    namespace: str = "ml",
+    workload: str = "verl",
+    opened: float = 0,
+    updated: float | None = None,
+    resolved: float | None = None,
+) -> Incident:
+    return Incident(
+        id=iid,
+        key=key or f"{namespace}/rayjob/{workload}",
+        opened_at=minutes(opened),
+        updated_at=minutes(opened if updated is None else updated),
+        diagnosis=Diagnosis((RankedFinding(finding(), Role.PRIMARY),), (), "OOMKilled."),
+        workload=ObjectRef("RayJob", workload, namespace),
+        cluster="prod",
+        namespace=namespace,
+        counts=MappingProxyType({"pod-oom-killed": 1}),
+        state=IncidentState.OPEN if resolved is None else IncidentState.RESOLVED,
+        resolved_at=None if resolved is None else minutes(resolved),
+    )
+
+
+def proposal(pid: str, incident_id: str = "inc-1", created: float = 0, **extra: Any) -> Proposal:
+    return Proposal(
+        id=pid,
+        incident_id=incident_id,
+        action="k8s.bump_memory",
+        params=MappingProxyType({"factor": 1.5, "container": "ray-worker"}),
+        preview="16Gi -> 24Gi",
+        state=OFFERED,
+        created_at=minutes(created),
+        expires_at=minutes(created + 60),
+        target=ObjectRef("RayCluster", "verl-raycluster", "ml"),
+        **extra,
+    )
+
+
+def note(
+    incident_id: str,
+    kind: NotificationKind = NotificationKind.POST,
+    channel: str = "#alerts",
+    at: float = 0,
+    text: str = "",
+) -> Notification:
+    report = Report("RayJob ml/verl failed", Severity.CRITICAL, "open", {}, "oom", (), (), "x")
+    return Notification(incident_id, kind, channel, report, text=text, created_at=minutes(at))
+
+
+def ledger(pid: str, started: float = 0) -> LedgerEntry:
+    return LedgerEntry(pid, "k8s.bump_memory", "U1", minutes(started), ActionResult.STARTED)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "state.db"
+
+
+@pytest.fixture
+def store(db: Path) -> Iterator[Store]:
+    with Store(db) as opened:
+        yield opened
+
+
+@pytest.fixture
+def with_incident(store: Store) -> Store:
+    store.upsert_incident(incident("inc-1"))
+    return store
+
+
+def raw(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(path, isolation_level=None)
+
+
+def user_version(path: Path) -> int:
+    with raw(path) as conn:
+        return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def drain(store: Store, now: datetime) -> list[tuple[int | None, str]]:
+    """Deliver everything due, in the order the outbox hands it out."""
+    delivered = []
+    while (message := store.next_due(now)) is not None:
+        sent = message.notification
+        assert store.mark_delivered(sent.id or 0, f"ts-{sent.id}", now)
+        delivered.append((sent.id, sent.text))
+    return delivered
+
+
+# -- opening, migrating, refusing ----------------------------------------------------------
+
+TABLES = [
+    "approvals",
+    "bookmarks",
+    "chat_refs",
+    "findings",
+    "incidents",
+    "ledger",
+    "outbox",
+    "proposals",
+    "silences",
+    "transitions",
+]
+
+
+def test_a_new_file_gets_the_latest_schema_in_wal_mode(db: Path) -> None:
+    with Store(db) as store:
+        assert store.schema_version() == SCHEMA_VERSION == 2
+        store.ping()
+    with raw(db) as conn:
+        tables = conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+            "ORDER BY name"
+        ).fetchall()
+        assert [name for (name,) in tables] == TABLES
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    assert user_version(db) == 2
+
+
+def test_the_default_file_is_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with Store() as store:
+        assert store.path == str(tmp_path / "pitcrew.db")
+    assert (tmp_path / "pitcrew.db").is_file()
+
+
+def test_foreign_keys_are_enforced(store: Store) -> None:
+    with pytest.raises(StoreError) as caught:
+        store.append_findings("nope", [finding()], T0)
+    assert caught.value.problem == (
+        "cannot append findings to incident nope: FOREIGN KEY constraint failed"
+    )
+
+
+def version_1_file(path: Path) -> None:
+    """A database as pitcrew left it at schema version 1, with a card posted and two
+    notifications still queued."""
+    with raw(path) as conn:
+        migrate(conn, str(path), upto=1)
+        conn.execute(
+            "INSERT INTO incidents VALUES (?, ?, 'open', 'prod', 'ml', 'ml/rayjob/verl', ?, ?, "
+            "NULL, ?)",
+            ("inc-1", "ml/rayjob/verl", encode_time(T0), encode_time(T0), dumps(incident("inc-1"))),
+        )
+        rows = [
+            ("post", "delivered", "C1/171.1", dumps(note("inc-1", text="card"))),
+            ("update", "pending", None, dumps(note("inc-1", NotificationKind.UPDATE, text="u1"))),
+            ("reply", "pending", None, dumps(note("inc-1", NotificationKind.REPLY, text="r1"))),
+        ]
+        for kind, status, ref, body in rows:
+            conn.execute(
+                "INSERT INTO outbox (incident_id, channel, kind, status, chat_ref, settled_at, "
+                "body) VALUES ('inc-1', '#alerts', ?, ?, ?, ?, ?)",
+                (kind, status, ref, encode_time(minutes(1)) if ref else None, body),
+            )
+
+
+def test_a_version_1_file_is_migrated_and_keeps_its_data(db: Path) -> None:
+    version_1_file(db)
+    assert user_version(db) == 1
+    with Store(db) as store:
+        assert store.schema_version() == 2
+        assert store.incident("inc-1") == incident("inc-1")
+        assert store.chat_ref("inc-1") == "C1/171.1"
+        assert drain(store, minutes(5)) == [(2, "u1"), (3, "r1")]
+        store.create_proposal(proposal("p-1"))
+        assert store.add_approval("p-1", "U1", minutes(1)) == (Approval("p-1", "U1", minutes(1)),)
+    assert user_version(db) == 2
+
+
+def test_migrations_are_numbered_in_order() -> None:
+    assert [m.version for m in MIGRATIONS] == list(range(1, SCHEMA_VERSION + 1))
+
+
+def test_migrating_is_idempotent_across_opens(db: Path) -> None:
+    for _ in range(3):
+        with Store(db) as store:
+            store.set_bookmark("k", "v")
+    assert user_version(db) == 2
+
+
+def test_a_newer_schema_is_refused_and_left_alone(db: Path) -> None:
+    with raw(db) as conn:
+        conn.execute("CREATE TABLE future (x)")
+        conn.execute("PRAGMA user_version = 3")
+    with pytest.raises(StoreError) as caught:
+        Store(db)
+    assert str(caught.value) == (
+        f"{db}: the database is at schema version 3, newer than this pitcrew supports "
+        "(version 2); upgrade pitcrew or point it at another file"
+    )
+    assert user_version(db) == 3
+
+
+def corrupt_schema(path: Path) -> None:
+    """A real pitcrew database whose first page (the schema) was overwritten."""
+    Store(path).close()
+    data = bytearray(path.read_bytes())
+    data[100:4096] = b"\xa5" * (4096 - 100)
+    path.write_bytes(bytes(data))
+
+
+OPEN_FAILURES = [
+    pytest.param(
+        lambda p: p.write_bytes(b"this is not a database, just some text\n" * 200),
+        lambda p: p,
+        "cannot open the database: not a SQLite database (corrupted, or another kind of file)",
+        id="not-a-database",
+    ),
+    pytest.param(
+        lambda p: p.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4080),
+        lambda p: p,
+        "cannot open the database: not a SQLite database (corrupted, or another kind of file)",
+        id="corrupted-header",
+    ),
+    pytest.param(
+        corrupt_schema,
+        lambda p: p,
+        "cannot open the database: the database file is corrupted "
+        "(database disk image is malformed)",
+        id="corrupted-schema",
+    ),
+    pytest.param(
+        lambda p: p.mkdir(),
+        lambda p: p,
+        "cannot open the database: cannot open the file: its directory is missing or not "
+        "accessible, or the path is a directory",
+        id="a-directory",
+    ),
+    pytest.param(
+        lambda p: None,
+        lambda p: p / "missing" / "state.db",
+        "cannot open the database: cannot open the file: its directory is missing or not "
+        "accessible, or the path is a directory",
+        id="missing-directory",
+    ),
+]
+
+
+@pytest.mark.parametrize(("prepare", "target", "problem"), OPEN_FAILURES)
+def test_files_that_cannot_be_opened_are_named_with_the_problem(
+    db: Path, prepare: Any, target: Any, problem: str
+) -> None:
+    prepare(db)
+    path = target(db)
+    with pytest.raises(StoreError) as caught:
+        Store(path)
+    assert caught.value.path == str(path)
+    assert caught.value.problem == problem
+    assert str(caught.value) == f"{path}: {problem}"
+
+
+def test_a_database_locked_too_long_is_named_with_the_problem(db: Path) -> None:
+    with raw(db) as holder:
+        holder.execute("CREATE TABLE other (x)")
+        holder.execute("BEGIN EXCLUSIVE")
+        started = time.monotonic()
+        with pytest.raises(StoreError) as caught:
+            Store(db, busy_timeout=0.2)
+        waited = time.monotonic() - started
+        holder.execute("ROLLBACK")
+    assert caught.value.problem == (
+        "cannot open the database: the database stayed locked by another connection for "
+        "more than 0.2s"
+    )
+    assert 0.15 < waited < 5
+
+
+def test_a_closed_store_says_so(db: Path) -> None:
+    store = Store(db)
+    store.close()
+    with pytest.raises(StoreError) as caught:
+        store.incident("inc-1")
+    assert str(caught.value) == (
+        f"{db}: cannot read incident inc-1: Cannot operate on a closed database."
+    )
+
+
+# -- incidents and findings ----------------------------------------------------------------
+
+
+def test_an_incident_is_saved_and_updated_in_place(store: Store) -> None:
+    first = incident("inc-1")
+    store.upsert_incident(first)
+    assert store.incident("inc-1") == first
+    later = dataclasses.replace(
+        first,
+        updated_at=minutes(3),
+        counts=MappingProxyType({"pod-oom-killed": 340}),
+        state=IncidentState.RESOLVED,
+        resolved_at=minutes(3),
+    )
+    store.upsert_incident(later)
+    assert store.incident("inc-1") == later
+    assert store.incident("inc-2") is None
+    assert store.recent_incidents(10) == (later,)
+
+
+@pytest.fixture
+def several(store: Store) -> Store:
+    for value in (
+        incident("a", namespace="ml", workload="verl", opened=0, updated=5),
+        incident("b", namespace="ml", workload="openrlhf", opened=1, updated=2),
+        incident("c", namespace="ml", workload="verl", opened=2, updated=9, resolved=9),
+        incident("d", namespace="serving", workload="vllm", opened=3, updated=4),
+        incident("e", key="ml/rayjob/verl", namespace="ml", workload="verl", opened=4, updated=7),
+    ):
+        store.upsert_incident(value)
+    return store
+
+
+@pytest.mark.parametrize(
+    ("namespace", "workload", "expected"),
+    [
+        (None, None, ["a", "b", "d", "e"]),
+        ("ml", None, ["a", "b", "e"]),
+        ("serving", None, ["d"]),
+        ("none", None, []),
+        (None, ObjectRef("RayJob", "verl", "ml"), ["a", "e"]),
+        ("ml", ObjectRef("RayJob", "openrlhf", "ml"), ["b"]),
+    ],
+)
+def test_open_incidents_oldest_first(
+    several: Store, namespace: str | None, workload: ObjectRef | None, expected: list[str]
+) -> None:
+    assert [i.id for i in several.open_incidents(namespace, workload)] == expected
+
+
+@pytest.mark.parametrize(
+    ("key", "since", "expected"),
+    [
+        ("ml/rayjob/verl", 0, "c"),
+        ("ml/rayjob/verl", 9, "c"),
+        ("ml/rayjob/verl", 9.5, None),
+        ("ml/rayjob/openrlhf", 2, "b"),
+        ("ml/rayjob/openrlhf", 2.01, None),
+        ("serving/rayjob/other", 0, None),
+    ],
+)
+def test_incident_by_key_within_a_window(
+    several: Store, key: str, since: float, expected: str | None
+) -> None:
+    found = several.incident_by_key(key, minutes(since))
+    assert (found.id if found else None) == expected
+
+
+@pytest.mark.parametrize(
+    ("n", "expected"),
+    [(1, ["c"]), (3, ["c", "e", "a"]), (10, ["c", "e", "a", "d", "b"]), (0, [])],
+)
+def test_recent_incidents_newest_first(several: Store, n: int, expected: list[str]) -> None:
+    assert [i.id for i in several.recent_incidents(n)] == expected
+
+
+def test_findings_history_is_appended_and_bounded(db: Path) -> None:
+    with Store(db, findings_per_incident=3) as store:
+        store.upsert_incident(incident("inc-1"))
+        store.upsert_incident(incident("inc-2"))
+        store.append_findings("inc-1", [finding(count=n) for n in (1, 2)], T0)
+        store.append_findings("inc-2", [finding("other")], T0)
+        assert [f.count for f in store.findings("inc-1")] == [1, 2]
+        store.append_findings("inc-1", [finding(count=n) for n in (3, 4, 5)], minutes(1))
+        store.append_findings("inc-1", [], minutes(2))
+        assert [f.count for f in store.findings("inc-1")] == [3, 4, 5]
+        assert store.findings("inc-2") == (finding("other"),)
+        assert store.findings("inc-3") == ()
+
+
+# -- proposals -----------------------------------------------------------------------------
+
+
+def test_a_proposal_is_created_with_its_history(with_incident: Store) -> None:
+    offered = Transition(OFFERED, T0, "pitcrew", "pod-oom-killed offers it")
+    created = with_incident.create_proposal(proposal("p-1", history=(offered,)))
+    assert created == proposal("p-1", history=(offered,))
+    assert with_incident.get_proposal("p-1") == created
+    assert with_incident.get_proposal("p-2") is None
+
+
+def test_proposals_for_an_incident_oldest_first(with_incident: Store) -> None:
+    with_incident.upsert_incident(incident("inc-2"))
+    for pid, iid, created in (("p-b", "inc-1", 2), ("p-a", "inc-1", 1), ("p-c", "inc-2", 0)):
+        with_incident.create_proposal(proposal(pid, iid, created))
+    assert [p.id for p in with_incident.proposals_for_incident("inc-1")] == ["p-a", "p-b"]
+    assert [p.id for p in with_incident.proposals_for_incident("inc-2")] == ["p-c"]
+    assert with_incident.proposals_for_incident("inc-3") == ()
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        (proposal("p-1"), "proposal p-1 already exists"),
+        (
+            proposal("p-2", "inc-9"),
+            "proposal p-2 names incident inc-9, which is not stored; save the incident first",
+        ),
+    ],
+)
+def test_a_proposal_that_cannot_be_created(
+    with_incident: Store, value: Proposal, problem: str
+) -> None:
+    with_incident.create_proposal(proposal("p-1"))
+    with pytest.raises(StoreError) as caught:
+        with_incident.create_proposal(value)
+    assert caught.value.problem == problem
+
+
+@pytest.mark.parametrize(
+    ("path", "expected", "new", "moved"),
+    [
+        ([], OFFERED, APPROVED, True),
+        ([], OFFERED, REJECTED, True),
+        ([], OFFERED, EXPIRED, True),
+        ([], APPROVED, RUNNING, False),
+        ([APPROVED], OFFERED, APPROVED, False),
+        ([APPROVED], APPROVED, RUNNING, True),
+        ([REJECTED], OFFERED, APPROVED, False),
+        ([EXPIRED], OFFERED, APPROVED, False),
+        ([APPROVED, RUNNING], RUNNING, SUCCEEDED, True),
+    ],
+)
+def test_transition_is_a_compare_and_swap(
+    with_incident: Store,
+    path: list[ProposalState],
+    expected: ProposalState,
+    new: ProposalState,
+    moved: bool,
+) -> None:
+    with_incident.create_proposal(proposal("p-1"))
+    state = OFFERED
+    for step, to_state in enumerate(path, start=1):
+        assert with_incident.transition("p-1", state, to_state, "U1", minutes(step))
+        state = to_state
+    result = with_incident.transition("p-1", expected, new, "U2", minutes(30), "why")
+    current = with_incident.get_proposal("p-1")
+    assert current is not None
+    if moved:
+        assert result == current
+        assert current.state is new
+        assert current.history[-1] == Transition(new, minutes(30), "U2", "why", expected)
+        assert len(current.history) == len(path) + 1
+    else:
+        assert result is None
+        assert current.state is state
+        assert len(current.history) == len(path)
+
+
+def test_transition_of_a_missing_proposal_is_none(store: Store) -> None:
+    assert store.transition("p-9", OFFERED, APPROVED, "U1", T0) is None
+
+
+def test_expired_offers(with_incident: Store) -> None:
+    for pid, created in (("p-1", 0), ("p-2", 10), ("p-3", 20)):
+        with_incident.create_proposal(proposal(pid, created=created))
+    with_incident.transition("p-1", OFFERED, APPROVED, "U1", minutes(1))
+    assert [p.id for p in with_incident.expired_offers(minutes(70))] == ["p-2"]
+    assert [p.id for p in with_incident.expired_offers(minutes(80))] == ["p-2", "p-3"]
+    assert with_incident.expired_offers(minutes(69)) == ()
+
+
+def test_partial_approvals_remember_who_approved_first(with_incident: Store) -> None:
+    with_incident.create_proposal(proposal("p-1"))
+    first = Approval("p-1", "U-alice", minutes(1))
+    second = Approval("p-1", "U-bob", minutes(2))
+    assert with_incident.add_approval("p-1", "U-alice", minutes(1)) == (first,)
+    assert with_incident.add_approval("p-1", "U-alice", minutes(3)) == (first,)
+    assert with_incident.add_approval("p-1", "U-bob", minutes(2)) == (first, second)
+    current = with_incident.get_proposal("p-1")
+    assert current is not None
+    assert current.approvals == ("U-alice", "U-bob")
+    assert with_incident.transition("p-1", OFFERED, APPROVED, "U-bob", minutes(2))
+    assert with_incident.add_approval("p-1", "U-carol", minutes(4)) is None
+    assert with_incident.add_approval("p-9", "U-carol", minutes(4)) is None
+    assert with_incident.approvals("p-1") == (first, second)
+
+
+# -- the action ledger ---------------------------------------------------------------------
+
+
+def test_the_ledger_records_start_and_finish(store: Store) -> None:
+    store.start_action(ledger("p-1", 0))
+    store.start_action(dataclasses.replace(ledger("p-2", 1), detail="patching"))
+    assert store.running_actions() == (
+        ledger("p-1", 0),
+        dataclasses.replace(ledger("p-2", 1), detail="patching"),
+    )
+    done = store.finish_action("p-2", ActionResult.SUCCEEDED, minutes(2))
+    assert done == LedgerEntry(
+        "p-2", "k8s.bump_memory", "U1", minutes(1), ActionResult.SUCCEEDED, "patching", minutes(2)
+    )
+    assert store.finish_action("p-2", ActionResult.FAILED, minutes(3), "again") is None
+    assert store.ledger_entry("p-2") == done
+    assert store.running_actions() == (ledger("p-1", 0),)
+    assert [e.proposal_id for e in store.recent_actions(5)] == ["p-2", "p-1"]
+    assert store.ledger_entry("p-9") is None
+
+
+def test_an_action_starts_once(store: Store) -> None:
+    store.start_action(ledger("p-1"))
+    with pytest.raises(StoreError) as caught:
+        store.start_action(ledger("p-1"))
+    assert caught.value.problem == "the action of proposal p-1 was already started"
+    with pytest.raises(ValueError, match="starts as started, not succeeded"):
+        store.start_action(dataclasses.replace(ledger("p-2"), result=ActionResult.SUCCEEDED))
+    with pytest.raises(ValueError, match="final result"):
+        store.finish_action("p-1", ActionResult.STARTED, T0)
+
+
+def test_an_action_running_at_a_restart_is_found_and_marked_interrupted(db: Path) -> None:
+    with Store(db) as store:
+        store.start_action(ledger("p-1"))
+    with Store(db) as store:
+        assert store.running_actions() == (ledger("p-1"),)
+        interrupted = store.mark_interrupted("p-1", minutes(5))
+        assert interrupted == dataclasses.replace(
+            ledger("p-1"),
+            result=ActionResult.INTERRUPTED,
+            detail=INTERRUPTED_DETAIL,
+            finished_at=minutes(5),
+        )
+        assert store.running_actions() == ()
+        assert store.mark_interrupted("p-1", minutes(6)) is None
+
+
+# -- silences ------------------------------------------------------------------------------
+
+
+def silence(sid: str, start: float, end: float, **matchers: str) -> Silence:
+    return Silence(sid, MappingProxyType(matchers), minutes(start), minutes(end), "U1", "noisy")
+
+
+@pytest.fixture
+def silenced(store: Store) -> Store:
+    store.add_silence(silence("s-1", 0, 30, playbook="pod-oom-killed"))
+    store.add_silence(silence("s-2", 10, 20, namespace="ml"))
+    store.add_silence(silence("s-3", 40, 50, incident="inc-1"))
+    return store
+
+
+@pytest.mark.parametrize(
+    ("at", "expected"),
+    [(-1, []), (0, ["s-1"]), (10, ["s-1", "s-2"]), (20, ["s-1"]), (30, []), (45, ["s-3"])],
+)
+def test_active_silences(silenced: Store, at: float, expected: list[str]) -> None:
+    assert [s.id for s in silenced.active_silences(minutes(at))] == expected
+
+
+def test_a_silence_is_kept_whole(silenced: Store) -> None:
+    assert silenced.silence("s-2") == silence("s-2", 10, 20, namespace="ml")
+    assert silenced.silence("s-9") is None
+    with pytest.raises(StoreError) as caught:
+        silenced.add_silence(silence("s-1", 0, 1))
+    assert caught.value.problem == "silence s-1 already exists"
+
+
+def test_expiring_and_deleting_silences(silenced: Store) -> None:
+    assert silenced.expire_silence("s-1", minutes(5)) == silence(
+        "s-1", 0, 5, playbook="pod-oom-killed"
+    )
+    assert [s.id for s in silenced.active_silences(minutes(10))] == ["s-2"]
+    assert silenced.expire_silence("s-1", minutes(8)) == silence(
+        "s-1", 0, 5, playbook="pod-oom-killed"
+    )
+    assert silenced.expire_silence("s-9", minutes(8)) is None
+    assert silenced.delete_silence("s-2") is True
+    assert silenced.delete_silence("s-2") is False
+    assert [s.id for s in silenced.active_silences(minutes(45))] == ["s-3"]
+
+
+# -- the outbox ----------------------------------------------------------------------------
+
+
+def test_enqueue_assigns_increasing_ids(store: Store) -> None:
+    first = store.enqueue(note("inc-1", text="a"))
+    second = store.enqueue(note("inc-2", text="b"))
+    assert (first.id, second.id) == (1, 2)
+    assert first == dataclasses.replace(note("inc-1", text="a"), id=1)
+    assert store.pending_notifications() == 2
+
+
+def test_next_due_is_fifo_per_incident_and_channel(store: Store) -> None:
+    store.enqueue(note("inc-1", text="post-1"))
+    store.enqueue(note("inc-2", text="post-2"))
+    store.enqueue(note("inc-1", NotificationKind.UPDATE, text="update-1"))
+    store.enqueue(note("inc-1", NotificationKind.REPLY, "#other", text="other-1"))
+    store.enqueue(note("inc-2", NotificationKind.REPLY, text="reply-2"))
+    assert drain(store, T0) == [
+        (1, "post-1"),
+        (2, "post-2"),
+        (3, "update-1"),
+        (4, "other-1"),
+        (5, "reply-2"),
+    ]
+    assert store.next_due(minutes(100)) is None
+    assert store.pending_notifications() == 0
+
+
+def test_a_failing_message_holds_back_only_its_own_queue(store: Store) -> None:
+    store.enqueue(note("inc-1", text="post-1"))
+    store.enqueue(note("inc-1", NotificationKind.UPDATE, text="update-1"))
+    store.enqueue(note("inc-2", text="post-2"))
+    head = store.next_due(T0)
+    assert head == OutboxMessage(dataclasses.replace(note("inc-1", text="post-1"), id=1), 0, "", T0)
+    assert store.mark_failed(1, "ratelimited", minutes(1))
+    assert drain(store, minutes(0.5)) == [(3, "post-2")]
+    retry = store.next_due(minutes(1))
+    assert retry is not None
+    assert (retry.notification.id, retry.attempts, retry.last_error) == (1, 1, "ratelimited")
+    assert retry.next_attempt_at == minutes(1)
+    assert store.mark_failed(1, "timeout", minutes(3))
+    assert store.next_due(minutes(2)) is None
+    again = store.next_due(minutes(3))
+    assert again is not None
+    assert (again.attempts, again.last_error) == (2, "timeout")
+    assert drain(store, minutes(3)) == [(1, "post-1"), (2, "update-1")]
+
+
+def test_a_message_is_not_due_before_it_was_created(store: Store) -> None:
+    store.enqueue(note("inc-1", at=10, text="later"))
+    store.enqueue(dataclasses.replace(note("inc-2", text="undated"), created_at=None))
+    assert drain(store, minutes(5)) == [(2, "undated")]
+    assert drain(store, minutes(10)) == [(1, "later")]
+
+
+def test_delivered_and_abandoned_messages_are_never_returned(store: Store) -> None:
+    store.enqueue(note("inc-1", text="post"))
+    store.enqueue(note("inc-1", NotificationKind.UPDATE, text="bad"))
+    store.enqueue(note("inc-1", NotificationKind.REPLY, text="reply"))
+    assert store.mark_delivered(1, "C1/1.0", T0) is True
+    assert store.mark_delivered(1, "C1/2.0", T0) is False
+    assert store.mark_failed(1, "late", minutes(1)) is False
+    assert store.mark_abandoned(2, "invalid_blocks", T0) is True
+    assert store.mark_abandoned(2, "invalid_blocks", T0) is False
+    assert drain(store, minutes(1)) == [(3, "reply")]
+    assert store.mark_delivered(99, "x", T0) is False
+
+
+def test_a_delivered_post_is_the_incidents_card(store: Store) -> None:
+    store.enqueue(note("inc-1", text="post"))
+    store.enqueue(note("inc-1", NotificationKind.UPDATE, text="update"))
+    store.enqueue(note("inc-1", channel="#second", text="second"))
+    assert store.chat_ref("inc-1") is None
+    store.mark_delivered(1, "C1/100.1", minutes(1))
+    store.mark_delivered(2, "C1/100.1-edited", minutes(2))
+    store.mark_delivered(3, "C2/200.2", minutes(3))
+    assert store.chat_ref("inc-1") == "C1/100.1"
+    assert store.chat_ref("inc-1", "#alerts") == "C1/100.1"
+    assert store.chat_ref("inc-1", "#second") == "C2/200.2"
+    assert store.chat_ref("inc-1", "#third") is None
+    assert store.chat_ref("inc-2") is None
+
+
+# -- bookmarks -----------------------------------------------------------------------------
+
+
+def test_bookmarks(store: Store) -> None:
+    assert store.bookmark("k8s/pods/resourceVersion") is None
+    store.set_bookmark("k8s/pods/resourceVersion", "1001")
+    store.set_bookmark("ray/last-job", "raysubmit_abc")
+    store.set_bookmark("k8s/pods/resourceVersion", "1002")
+    assert store.bookmark("k8s/pods/resourceVersion") == "1002"
+    assert store.bookmark("ray/last-job") == "raysubmit_abc"
+
+
+# -- cleanup -------------------------------------------------------------------------------
+
+
+def test_cleanup_deletes_what_ended_before_the_retention(store: Store) -> None:
+    store.upsert_incident(incident("old", opened=0, resolved=10))
+    store.upsert_incident(incident("recent", opened=0, resolved=100))
+    store.upsert_incident(incident("open", opened=0))
+    store.append_findings("old", [finding()], T0)
+    store.create_proposal(proposal("p-old", "old"))
+    store.add_approval("p-old", "U1", T0)
+    store.create_proposal(proposal("p-open", "open"))
+    store.start_action(ledger("p-old"))
+    for iid, text in (("old", "old-post"), ("open", "open-post"), ("open", "pending")):
+        store.enqueue(
+            note(
+                iid, NotificationKind.POST if "post" in text else NotificationKind.UPDATE, text=text
+            )
+        )
+    store.mark_delivered(1, "C/1", minutes(10))
+    store.mark_delivered(2, "C/2", minutes(100))
+    store.add_silence(silence("s-old", 0, 10))
+    store.add_silence(silence("s-new", 0, 100))
+
+    result = store.cleanup(minutes(110), retention=timedelta(minutes=60))
+
+    assert result == Cleanup(incidents=1, notifications=1, silences=1)
+    assert store.incident("old") is None
+    assert store.findings("old") == ()
+    assert store.get_proposal("p-old") is None
+    assert store.approvals("p-old") == ()
+    assert store.chat_ref("old") is None
+    assert [i.id for i in store.recent_incidents(10)] == ["recent", "open"]
+    assert store.get_proposal("p-open") is not None
+    assert store.ledger_entry("p-old") == ledger("p-old")
+    assert store.chat_ref("open") == "C/2"
+    assert store.pending_notifications() == 1
+    assert store.silence("s-old") is None
+    assert store.silence("s-new") is not None
+    assert store.cleanup(minutes(110), retention=timedelta(minutes=60)) == Cleanup(0, 0, 0)
+
+
+# -- restart -------------------------------------------------------------------------------
+
+
+def test_a_restart_keeps_the_queue_order_and_pending_approvals(db: Path) -> None:
+    with Store(db) as store:
+        store.upsert_incident(incident("inc-1"))
+        store.create_proposal(proposal("p-1"))
+        store.add_approval("p-1", "U-alice", minutes(1))
+        for text in ("post", "u1", "u2"):
+            kind = NotificationKind.POST if text == "post" else NotificationKind.UPDATE
+            store.enqueue(note("inc-1", kind, text=text))
+        store.enqueue(note("inc-2", text="other"))
+        first = store.next_due(T0)
+        assert first is not None
+        store.mark_delivered(first.notification.id or 0, "C1/1.0", T0)
+        store.mark_failed(2, "chat unreachable", minutes(1))
+
+    with Store(db) as store:
+        assert store.chat_ref("inc-1") == "C1/1.0"
+        assert drain(store, minutes(1)) == [(2, "u1"), (3, "u2"), (4, "other")]
+        assert store.next_due(minutes(10)) is None
+        assert store.add_approval("p-1", "U-bob", minutes(2)) == (
+            Approval("p-1", "U-alice", minutes(1)),
+            Approval("p-1", "U-bob", minutes(2)),
+        )
+        approved = store.transition("p-1", OFFERED, APPROVED, "U-bob", minutes(2))
+        assert approved is not None
+        assert approved.state is APPROVED
+
+    with Store(db) as store:
+        assert drain(store, minutes(20)) == []
+        current = store.get_proposal("p-1")
+        assert current is not None
+        assert current.state is APPROVED
+        assert store.transition("p-1", OFFERED, APPROVED, "U-carol", minutes(3)) is None
+
+
+# -- concurrency ---------------------------------------------------------------------------
+
+THREADS = 16
+PROCESSES = 4
+THREADS_PER_PROCESS = 4
+
+
+def approve_all(store: Store, actors: list[str], barrier: threading.Barrier) -> list[str]:
+    """Each actor clicks Approve on its own thread at the same moment; returns the winners."""
+    winners: list[str] = []
+    lock = threading.Lock()
+
+    def click(actor: str) -> None:
+        barrier.wait()
+        if store.transition("p-1", OFFERED, APPROVED, actor, T0, "approved") is not None:
+            with lock:
+                winners.append(actor)
+
+    threads = [threading.Thread(target=click, args=(actor,)) for actor in actors]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return winners
+
+
+def approve_in_process(path: str, index: int, start: Any, results: Any) -> None:
+    """Runs in a spawned process: its own Store on the shared file, several threads."""
+    with Store(path, busy_timeout=30) as store:
+        actors = [f"proc{index}-t{n}" for n in range(THREADS_PER_PROCESS)]
+        barrier = threading.Barrier(len(actors))
+        start.wait()
+        results.put(approve_all(store, actors, barrier))
+
+
+@pytest.mark.slow
+def test_concurrent_double_approval_moves_the_proposal_once(db: Path) -> None:
+    with Store(db, busy_timeout=30) as store:
+        store.upsert_incident(incident("inc-1"))
+        store.create_proposal(proposal("p-1"))
+        context = multiprocessing.get_context("spawn")
+        start = context.Barrier(PROCESSES + 1)
+        results = context.Queue()
+        processes = [
+            context.Process(target=approve_in_process, args=(str(db), n, start, results))
+            for n in range(PROCESSES)
+        ]
+        for process in processes:
+            process.start()
+        start.wait(timeout=120)
+        began = time.perf_counter()
+        local = approve_all(
+            store, [f"main-t{n}" for n in range(THREADS)], threading.Barrier(THREADS)
+        )
+        remote = [results.get(timeout=120) for _ in processes]
+        elapsed = time.perf_counter() - began
+        for process in processes:
+            process.join(timeout=60)
+            assert process.exitcode == 0
+
+        winners = local + [actor for found in remote for actor in found]
+        assert len(winners) == 1
+        current = store.get_proposal("p-1")
+        assert current is not None
+        assert current.state is APPROVED
+        approvals = [t for t in current.history if t.to_state is APPROVED]
+        assert approvals == [Transition(APPROVED, T0, winners[0], "approved", OFFERED)]
+        assert elapsed < 30
+        print(f"\n{THREADS + PROCESSES * THREADS_PER_PROCESS} clicks in {elapsed * 1000:.0f} ms")
+
+
+def test_concurrent_second_approvals_reach_the_quorum_once(with_incident: Store) -> None:
+    with_incident.create_proposal(proposal("p-1"))
+    moved: list[str] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(THREADS)
+
+    def approve(actor: str) -> None:
+        barrier.wait()
+        tally = with_incident.add_approval("p-1", actor, T0)
+        if tally is not None and len(tally) >= 2:
+            second = with_incident.transition("p-1", OFFERED, APPROVED, actor, T0)
+            if second is not None:
+                with lock:
+                    moved.append(actor)
+
+    threads = [threading.Thread(target=approve, args=(f"U{n}",)) for n in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    current = with_incident.get_proposal("p-1")
+    assert current is not None
+    assert len(moved) == 1
+    assert [t.actor for t in current.history] == moved
+    assert 2 <= len(current.approvals) <= THREADS
+    assert moved[0] in current.approvals[1:]
+
+
+def open_in_process(path: str, start: Any, results: Any) -> None:
+    start.wait()
+    with Store(path, busy_timeout=30) as store:
+        results.put(store.schema_version())
+
+
+@pytest.mark.slow
+def test_processes_opening_a_new_file_together_migrate_it_once(db: Path) -> None:
+    context = multiprocessing.get_context("spawn")
+    start = context.Barrier(PROCESSES)
+    results = context.Queue()
+    processes = [
+        context.Process(target=open_in_process, args=(str(db), start, results))
+        for _ in range(PROCESSES)
+    ]
+    for process in processes:
+        process.start()
+    versions = [results.get(timeout=120) for _ in processes]
+    for process in processes:
+        process.join(timeout=60)
+        assert process.exitcode == 0
+    assert versions == [SCHEMA_VERSION] * PROCESSES
+    with raw(db) as conn:
+        assert conn.execute(
+            "SELECT COUNT(*) FROM sqlite_master WHERE name = 'outbox'"
+        ).fetchone() == (1,)
