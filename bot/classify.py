@@ -10,10 +10,13 @@ not lost at chunk borders), so a 1 GB file never sits in memory.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from bot.model import LOG_SOURCES, ObjectRef, Signal, SourceKind
@@ -124,7 +127,7 @@ class Prefilter:
         if not signatures:
             return
         try:
-            self._db = self._database([(s, self._base_flags(s)) for s in signatures])
+            self._db = self._database([(s, self._likely_flags(s)) for s in signatures])
             return
         except _hs.error:
             pass
@@ -139,13 +142,15 @@ class Prefilter:
         self._db = self._database(accepted) if accepted else None
 
     def _database(self, entries: list[tuple[CompiledSignature, int]]) -> Any:
-        db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
-        db.compile(
-            expressions=[_pattern(s) for s, _ in entries],
-            ids=[s.id for s, _ in entries],
-            elements=len(entries),
-            flags=[f for _, f in entries],
-        )
+        expressions = [_pattern(s) for s, _ in entries]
+        ids = [s.id for s, _ in entries]
+        flags = [f for _, f in entries]
+        cache = _cache_file(expressions, ids, flags)
+        db = _load_cached(cache)
+        if db is None:
+            db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+            db.compile(expressions=expressions, ids=ids, elements=len(entries), flags=flags)
+            _store_cached(cache, db)
         self._scratch = _hs.Scratch(db)
         return db
 
@@ -155,6 +160,14 @@ class Prefilter:
             flags |= _hs.HS_FLAG_SINGLEMATCH
         if sig.signature.ignore_case:
             flags |= _hs.HS_FLAG_CASELESS
+        return flags
+
+    def _likely_flags(self, sig: CompiledSignature) -> int:
+        """Base flags, plus PREFILTER for constructs Hyperscan only approximates
+        (lookaround, back-references, atomic groups, possessive quantifiers, conditionals)."""
+        flags = self._base_flags(sig)
+        if _NEEDS_PREFILTER.search(sig.signature.regex or ""):
+            flags |= _hs.HS_FLAG_PREFILTER
         return flags
 
     def _accepted_flags(self, sig: CompiledSignature) -> int | None:
@@ -366,6 +379,50 @@ def _region_before(window: bytes, end: int, floor: int) -> tuple[int, int]:
         if previous == -1 or start <= lowest:
             break
     return max(start, lowest), stop
+
+
+_NEEDS_PREFILTER = re.compile(r"\(\?<?[=!]|\\[1-9]|\(\?P=|\(\?>|[*+?}]\+|\(\?\(")
+
+
+def _cache_file(expressions: list[bytes], ids: list[int], flags: list[int]) -> Path | None:
+    """Where a compiled database for exactly these patterns is kept between runs
+    (compiling the library takes a second or two; loading it, milliseconds)."""
+    base = os.environ.get("PITCREW_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pitcrew"
+    )
+    if not base or base == "off":
+        return None
+    digest = hashlib.sha256()
+    digest.update(_hs_version().encode())
+    for expression, pattern_id, flag in zip(expressions, ids, flags, strict=True):
+        digest.update(b"%d\x00%d\x00%s\x00" % (pattern_id, flag, expression))
+    return Path(base) / f"hyperscan-{digest.hexdigest()[:32]}.db"
+
+
+def _hs_version() -> str:
+    return str(getattr(_hs, "__version__", "")) + str(getattr(_hs, "HS_VERSION", ""))
+
+
+def _load_cached(path: Path | None) -> Any:
+    if path is None or not path.is_file():
+        return None
+    try:
+        return _hs.loadb(path.read_bytes(), mode=_hs.HS_MODE_BLOCK)
+    except (OSError, _hs.error, TypeError, ValueError):
+        log.info("ignoring unreadable pattern cache %s", path)
+        return None
+
+
+def _store_cached(path: Path | None, db: Any) -> None:
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_bytes(_hs.dumpb(db))
+        partial.replace(path)
+    except OSError as error:
+        log.info("cannot cache compiled patterns in %s: %s", path, error)
 
 
 def _scans_logs(sig: CompiledSignature) -> bool:

@@ -203,3 +203,18 @@ def test_a_huge_log_streams_in_bounded_windows(tmp_path: Path) -> None:
         classify._windows = original
     assert hit.evidence[0][1] == 400_001
     assert max(sizes) <= len(filler) + classify.OVERLAP_MAX_BYTES
+
+
+def test_compiled_patterns_are_cached_and_a_corrupt_cache_is_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PITCREW_CACHE_DIR", str(cache))
+    _library(tmp_path)
+    files = sorted(cache.glob("hyperscan-*.db"))
+    assert files, "the compiled database is written to the cache"
+    for file in files:
+        file.write_bytes(b"not a hyperscan database")
+    classifier = _library(tmp_path / "again")
+    assert _summary(classifier.scan_log([LOG])) == EXPECTED
+    assert all(f.read_bytes() != b"not a hyperscan database" for f in files)

@@ -36,14 +36,17 @@ def check_text(sample: bytes, origin: str) -> None:
         ) from None
 
 
-def _chunks(first: bytes, stream: BinaryIO, progress: Progress | None) -> Iterator[bytes]:
-    if progress:
-        progress(len(first))
-    yield first
-    while True:
-        chunk = stream.read(CHUNK_BYTES)
-        if not chunk:
-            return
+def _drain(
+    buffered: list[bytes], stream: BinaryIO, progress: Progress | None
+) -> Iterator[bytes]:
+    """The buffered chunks (released as they go), then the rest of the stream."""
+    buffered.reverse()
+    while buffered:
+        chunk = buffered.pop()
+        if progress:
+            progress(len(chunk))
+        yield chunk
+    while chunk := stream.read(CHUNK_BYTES):
         if progress:
             progress(len(chunk))
         yield chunk
@@ -57,19 +60,17 @@ def read_stream(
     if not head:
         return
     check_text(head, origin)
-    if len(head) < SNIFF_BYTES:
-        if progress:
-            progress(len(head))
-        yield from split_text(head.decode("utf-8"), origin)
-        return
-    rest = stream.read(WHOLE_LIMIT - len(head))
-    data = head + rest
-    if len(data) < WHOLE_LIMIT:
+    buffered, size = [head], len(head)
+    while size < WHOLE_LIMIT and (chunk := stream.read(CHUNK_BYTES)):
+        buffered.append(chunk)
+        size += len(chunk)
+    if size < WHOLE_LIMIT:
+        data = b"".join(buffered)
         if progress:
             progress(len(data))
         yield from split_text(data.decode("utf-8", "replace"), origin)
         return
-    yield LogText(_chunks(data, stream, progress), origin=origin)
+    yield LogText(_drain(buffered, stream, progress), origin=origin)
 
 
 def open_input(name: str) -> tuple[BinaryIO, str, int | None]:
