@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from bot.inputs import InputPart
 
@@ -35,8 +36,7 @@ Detector = Callable[[str, int, str], Block | Miss]
 """(text, offset of a candidate line start, origin) -> Block | Miss."""
 
 
-@dataclass(frozen=True)
-class Line:
+class Line(NamedTuple):
     """One line of a text: its offsets and its content without the line break."""
 
     start: int

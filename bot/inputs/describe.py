@@ -27,7 +27,12 @@ from bot.inputs.owners import canonical_kind
 from bot.inputs.tables import Columns, is_rule
 from bot.inputs.values import as_text
 
-DESCRIBE_START = r"Name:[ \t]"
+# `Name:` and, on the next line, a key kubectl prints second (pods, nodes, custom
+# resources, cluster-scoped objects): checked by the regex engine, not in Python.
+DESCRIBE_START = (
+    r"Name:[ \t][^\n]*\n(?:Namespace|Roles|Labels|Annotations|Kind|API Version|Priority"
+    r"|Status|CreationTimestamp):"
+)
 
 # Column-0 keys of `kubectl describe` for pods, nodes, jobs and custom resources.
 KNOWN_KEYS = frozenset(

@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 # log lines are not even tried.
 JSON_START = (
     r"[ \t]*(?:(?:\{|\[[ \t]*\{?)[ \t]*\r?$"
-    r'|[\[{][^\n]*?"(?:apiVersion|kind|items|job_id|submission_id)"[ \t]*:)'
+    r'|[\[{][^\n]*?"(?:apiVersion|kind|metadata|items|job_id|submission_id|status)"[ \t]*:)'
 )
 YAML_START = r"(?:---|apiVersion:|kind:)"
 
@@ -108,7 +108,7 @@ def json_block(text: str, start: int, origin: str) -> Block | Miss:
         begin += 1
     try:
         data, end = _decode(text, begin)
-    except _NotJson as miss:
+    except _NotJsonError as miss:
         log.debug("%s: no JSON value at offset %d", origin, begin)
         return Miss(max(miss.at, start + 1))
     except RecursionError:
@@ -124,7 +124,7 @@ def json_block(text: str, start: int, origin: str) -> Block | Miss:
     return Block(min(line_end + 1, len(text)), parts)
 
 
-class _NotJson(Exception):
+class _NotJsonError(Exception):
     """No JSON value here; JSON cannot start again before offset `at`."""
 
     def __init__(self, at: int) -> None:
@@ -151,7 +151,7 @@ def _decode(text: str, begin: int) -> tuple[Any, int]:
             value, stop = _DECODER.raw_decode(window)
         except json.JSONDecodeError as error:
             if end == len(text) or "\n" in window[error.pos :]:
-                raise _NotJson(begin + error.pos) from None
+                raise _NotJsonError(begin + error.pos) from None
             size = max(size * 4, _FIRST_WINDOW)
             continue
         return value, begin + stop
@@ -241,10 +241,20 @@ def _yamlish(line: Line) -> bool:
 
 
 def _before_error(lines: list[Line], error: yaml.YAMLError) -> list[Line]:
-    """The lines before the one the error points at (none when that is the first)."""
-    mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
-    at = getattr(mark, "line", 0)
-    kept = lines[: at if isinstance(at, int) and 0 < at < len(lines) else 0]
+    """The lines before the one the error points at (none when that is the first).
+
+    The problem mark names the offending line; when it points past the end (an
+    unfinished key or value), the context mark says where that construct began.
+    """
+    at = _mark_line(getattr(error, "problem_mark", None))
+    if at is None or at >= len(lines):
+        at = _mark_line(getattr(error, "context_mark", None))
+    kept = lines[: at if at is not None and 0 < at < len(lines) else 0]
     while kept and kept[-1].blank:
         kept.pop()
     return kept
+
+
+def _mark_line(mark: object) -> int | None:
+    line = getattr(mark, "line", None)
+    return line if isinstance(line, int) else None

@@ -36,9 +36,7 @@ def check_text(sample: bytes, origin: str) -> None:
         ) from None
 
 
-def _drain(
-    buffered: list[bytes], stream: BinaryIO, progress: Progress | None
-) -> Iterator[bytes]:
+def _drain(buffered: list[bytes], stream: BinaryIO, progress: Progress | None) -> Iterator[bytes]:
     """The buffered chunks (released as they go), then the rest of the stream."""
     buffered.reverse()
     while buffered:

@@ -1,12 +1,12 @@
 """Splitting a paste into its parts: structured blocks become signals, the rest stays log.
 
 A paste may mix a driver log with `kubectl describe` output, an events table,
-Kubernetes or Ray JSON/YAML and `ray job status` lines. One regex pass finds
-the lines where such a block could start (cheap: a first-character lookahead
-rejects most lines at once), and the detector for that shape decides whether
-a block really starts there and where it ends. Detectors only read forward
-from their line and report on a miss where they stopped, so no part of the
-text is parsed more than a bounded number of times.
+Kubernetes or Ray JSON/YAML and `ray job status` lines. Regexes find the lines
+where such a block could start (cheap: a first-character lookahead rejects
+most lines at once, and each regex scans the text once), and the detector for
+that shape decides whether a block really starts there and where it ends.
+Detectors only read forward from their line and report on a miss where they
+stopped, so no part of the text is parsed more than a bounded number of times.
 
 Whatever is not in a block is log text, yielded as one `LogText` in which the
 lines of structured blocks are replaced by empty lines: line numbers in log
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from bot.inputs import InputPart, LogText
 from bot.inputs.blocks import Block, Detector, Miss
@@ -30,15 +30,25 @@ from bot.inputs.rayjob import STATUS_START, job_status_block
 
 log = logging.getLogger(__name__)
 
-# Each shape: the detector, and a regex for the lines where such a block could start.
-# The first-character lookahead lets the regex engine reject most lines at once.
-_SHAPES: dict[str, tuple[Detector, re.Pattern[str]]] = {
-    "json": (json_block, re.compile(rf"^(?=[ \t{{\[]){JSON_START}", re.MULTILINE)),
-    "yaml": (yaml_block, re.compile(rf"^(?=[-ak]){YAML_START}", re.MULTILINE)),
-    "describe": (describe_block, re.compile(rf"^(?=N){DESCRIBE_START}", re.MULTILINE)),
-    "events": (events_table_block, re.compile(rf"^(?=[NL]){HEADER_START}", re.MULTILINE)),
-    "ray_status": (job_status_block, re.compile(rf"^(?=[SJ\x1b]){STATUS_START}", re.MULTILINE)),
+_DETECTORS: dict[str, Detector] = {
+    "json": json_block,
+    "yaml": yaml_block,
+    "describe": describe_block,
+    "events": events_table_block,
+    "ray_status": job_status_block,
 }
+# Regexes for the lines where a block could start, each group named after its shape.
+# JSON has a stream of its own because a JSON miss can skip far ahead; the other
+# shapes share one. The first-character lookahead rejects most lines at once.
+_STREAMS = (
+    re.compile(rf"^(?=[ \t{{\[])(?P<json>{JSON_START})", re.MULTILINE),
+    re.compile(
+        r"^(?=[-akNLSJ\x1b])(?:"
+        rf"(?P<yaml>{YAML_START})|(?P<describe>{DESCRIBE_START})"
+        rf"|(?P<events>{HEADER_START})|(?P<ray_status>{STATUS_START}))",
+        re.MULTILINE,
+    ),
+)
 
 
 def split_text(text: str, origin: str) -> Iterator[InputPart]:
@@ -57,35 +67,43 @@ def split_text(text: str, origin: str) -> Iterator[InputPart]:
 def _blocks(text: str, origin: str) -> Iterator[tuple[int, Block]]:
     """(start, block) of every structured block, in order, never overlapping.
 
-    Each shape's regex scans forward only: after a miss it resumes where its
-    detector said, after a block where the block ends, so every shape reads
-    the text once however many candidates it skips.
+    Each stream's regex only moves forward (past a block, or past a miss to
+    where its detector said to resume), so the text is scanned once per stream
+    however many candidates are skipped.
     """
-    heads: dict[str, re.Match[str]] = {}
-    for shape, (_, pattern) in _SHAPES.items():
-        first = pattern.search(text)
-        if first is not None:
-            heads[shape] = first
-    while heads:
-        shape = min(heads, key=lambda name: heads[name].start())
-        start = heads[shape].start()
-        found = _detect(_SHAPES[shape][0], text, start, origin)
+    resume = dict.fromkeys(_DETECTORS, 0)
+    heads = {stream: stream.search(text) for stream in _STREAMS}
+    while True:
+        candidate = _earliest(heads.values())
+        if candidate is None:
+            return
+        start, stream, shape = candidate.start(), candidate.re, str(candidate.lastgroup)
+        if start < resume[shape]:
+            heads[stream] = stream.search(text, _next_line(stream, start, resume[shape]))
+            continue
+        found = _detect(_DETECTORS[shape], text, start, origin)
         if isinstance(found, Miss):
-            _advance(heads, shape, text, max(found.resume, start + 1))
+            resume[shape] = max(found.resume, start + 1)
+            heads[stream] = stream.search(text, _next_line(stream, start, resume[shape]))
             continue
         yield start, found
         end = max(found.end, start + 1)
-        for name in [name for name, head in heads.items() if head.start() < end]:
-            _advance(heads, name, text, end)
+        for other, match in heads.items():
+            if match is not None and match.start() < end:
+                heads[other] = other.search(text, end)
 
 
-def _advance(heads: dict[str, re.Match[str]], shape: str, text: str, position: int) -> None:
-    """Move `shape`'s next candidate to the first one at or after `position`."""
-    found = _SHAPES[shape][1].search(text, position)
-    if found is None:
-        del heads[shape]
-    else:
-        heads[shape] = found
+def _earliest(matches: Iterable[re.Match[str] | None]) -> re.Match[str] | None:
+    earliest = None
+    for match in matches:
+        if match is not None and (earliest is None or match.start() < earliest.start()):
+            earliest = match
+    return earliest
+
+
+def _next_line(stream: re.Pattern[str], start: int, resume: int) -> int:
+    """Where a stream looks next: a one-shape stream jumps to the resume point."""
+    return resume if len(stream.groupindex) == 1 else start + 1
 
 
 def _detect(detector: Detector, text: str, start: int, origin: str) -> Block | Miss:
