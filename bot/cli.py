@@ -108,7 +108,7 @@ def diagnose_command(
     if output == "json":
         sys.stdout.write(json.dumps(to_json(diagnosis), ensure_ascii=False) + "\n")
     else:
-        print_diagnosis(diagnosis, out, title=", ".join(names))
+        print_diagnosis(diagnosis, out, title="pitcrew diagnose " + " ".join(inputs or ["-"]))
 
 
 @playbooks_app.command("list")

@@ -95,7 +95,8 @@ def message_parts(message: Any, ref: ObjectRef, origin: str) -> tuple[str, LogTe
     first, newline, _ = text.partition("\n")
     if not newline:
         return text, None
-    logs = LogText([text.encode("utf-8")], SourceKind.DRIVER_LOG, origin, ref, ref)
+    where = f"{origin} ({ref} message)" if origin else f"{ref} message"
+    logs = LogText([text.encode("utf-8")], SourceKind.DRIVER_LOG, where, ref, ref)
     return first.rstrip("\r"), logs
 
 
