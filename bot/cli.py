@@ -1,4 +1,6 @@
-"""The `pitcrew` command line: diagnose, playbooks list/check/test, schema."""
+"""The `pitcrew` command line: diagnose, playbooks list/check/test, schema, and the
+daemon's commands (run, config, ingest, approve, reject, incidents, silence, unsilence,
+history, status; in `bot.commands`)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
-from bot import __version__
+from bot import __version__, commands
 from bot.diagnose import Engine, to_json
 from bot.errors import PitcrewError
 from bot.examples import run_examples
@@ -73,6 +75,54 @@ def _parts(names: list[str], stack: ExitStack, progress: Progress | None) -> Ite
         yield from read_stream(stream, origin, advance if progress else None)
 
 
+def _diagnose_ray_job(
+    address: str | None,
+    job: str | None,
+    inputs: list[str] | None,
+    output: str,
+    playbooks: list[Path] | None,
+) -> None:
+    """`diagnose --ray-address URL --ray-job ID`: a live job, the same output as files."""
+    from bot.raylive import diagnose_ray_job
+
+    if not address or not job or inputs:
+        raise fail("--ray-address and --ray-job go together, without input files")
+    try:
+        live = diagnose_ray_job(Engine(load_builtin(playbooks or [])), address, job)
+    except PitcrewError as error:
+        raise fail(str(error)) from None
+    if output == "json":
+        sys.stdout.write(json.dumps(to_json(live.diagnosis), ensure_ascii=False) + "\n")
+    else:
+        print_diagnosis(live.diagnosis, out, title=f"pitcrew diagnose --ray-job {job}")
+
+
+def _diagnose_kube(
+    target: str,
+    kubeconfig: Path | None,
+    context: str | None,
+    inputs: list[str] | None,
+    output: str,
+    playbooks: list[Path] | None,
+) -> None:
+    """`diagnose --kube NAMESPACE/KIND/NAME`: a live object, the same output as files."""
+    from bot.kubelive import diagnose_target
+
+    if inputs:
+        raise fail("--kube reads from the cluster; give no input files with it")
+    try:
+        engine = Engine(load_builtin(playbooks or []))
+        diagnosis = diagnose_target(
+            engine, target, str(kubeconfig) if kubeconfig else None, context
+        )
+    except PitcrewError as error:
+        raise fail(str(error)) from None
+    if output == "json":
+        sys.stdout.write(json.dumps(to_json(diagnosis), ensure_ascii=False) + "\n")
+    else:
+        print_diagnosis(diagnosis, out, title=f"pitcrew diagnose --kube {target}")
+
+
 @app.command("diagnose")
 def diagnose_command(
     inputs: Annotated[
@@ -81,10 +131,37 @@ def diagnose_command(
     ] = None,
     output: Annotated[str, typer.Option("--format", "-f", help="text or json")] = "text",
     playbooks: PlaybookDirs = None,
+    ray_address: Annotated[
+        str | None, typer.Option("--ray-address", help="Ray dashboard URL, with --ray-job")
+    ] = None,
+    ray_job: Annotated[
+        str | None, typer.Option("--ray-job", help="diagnose this live Ray job (submission id)")
+    ] = None,
+    kube: Annotated[
+        str | None,
+        typer.Option(
+            "--kube",
+            help="diagnose a live object: NAMESPACE/pod/NAME, NAMESPACE/rayjob/NAME "
+            "or NAMESPACE/raycluster/NAME",
+        ),
+    ] = None,
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option("--kubeconfig", help="kubeconfig for --kube (default: in-cluster or ~/.kube)"),
+    ] = None,
+    context: Annotated[
+        str | None, typer.Option("--context", help="kubeconfig context for --kube")
+    ] = None,
 ) -> None:
     """Diagnose logs, kubectl output, Kubernetes objects or Ray job info pasted together."""
     if output not in ("text", "json"):
         raise fail(f"--format must be text or json, not {output!r}")
+    if ray_address is not None or ray_job is not None:
+        _diagnose_ray_job(ray_address, ray_job, inputs, output, playbooks)
+        return
+    if kube is not None:
+        _diagnose_kube(kube, kubeconfig, context, inputs, output, playbooks)
+        return
     try:
         engine = Engine(load_builtin(playbooks or []))
         names = _expand(inputs or ["-"])
@@ -179,6 +256,9 @@ def playbooks_schema(
 def version() -> None:
     """Print pitcrew's version."""
     out.print(__version__)
+
+
+commands.register(app)
 
 
 def main() -> None:

@@ -14,7 +14,8 @@ from typing import Any
 from bot.metrics import Metrics
 
 Checks = Callable[[], dict[str, bool]]
-# A mounted route takes (path, headers, body) and returns (status, headers, body).
+# A mounted route takes (request target: path and query, headers, body) and returns
+# (status, headers, body).
 Route = Callable[[str, dict[str, str], bytes], tuple[int, dict[str, str], bytes]]
 
 MAX_BODY = 1 << 20
@@ -85,7 +86,7 @@ class HealthServer:
                     self._send(413, "text/plain", b"request too large\n")
                     return
                 body = self.rfile.read(length)
-                status, headers, payload = route(path, dict(self.headers.items()), body)
+                status, headers, payload = route(self.path, dict(self.headers.items()), body)
                 self.send_response(status)
                 for key, value in headers.items():
                     self.send_header(key, value)

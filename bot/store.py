@@ -52,6 +52,8 @@ from bot.model import (
     Silence,
     Transition,
 )
+from bot.notify import Delivery
+from bot.ports import ProposalChange
 
 T = TypeVar("T")
 
@@ -167,6 +169,17 @@ MIGRATIONS: tuple[Migration, ...] = (
                 ORDER BY id
                 ON CONFLICT (incident_id, channel)
                 DO UPDATE SET ref = excluded.ref, posted_at = excluded.posted_at""",
+        ),
+    ),
+    Migration(
+        3,
+        "what the chat has seen of each incident (the notification policy's delivery record)",
+        (
+            """CREATE TABLE deliveries (
+                incident_id TEXT PRIMARY KEY REFERENCES incidents (id) ON DELETE CASCADE,
+                done INTEGER NOT NULL DEFAULT 0,
+                body TEXT NOT NULL)""",
+            "CREATE INDEX deliveries_pending ON deliveries (incident_id) WHERE done = 0",
         ),
     ),
 )
@@ -391,6 +404,46 @@ class Store:
             "list expired offers",
         )
 
+    def proposals_in_state(self, state: ProposalState) -> tuple[Proposal, ...]:
+        """Proposals in `state`, oldest first (APPROVED ones wait for the executing daemon;
+        RUNNING ones found at start were interrupted)."""
+        return self._proposals(
+            "SELECT id FROM proposals WHERE state = ? ORDER BY created_at, id",
+            [state.value],
+            f"list {state} proposals",
+        )
+
+    def proposal_changes(self, after: int, limit: int = 1000) -> tuple[ProposalChange, ...]:
+        """Transitions recorded after sequence number `after`, oldest first, whichever
+        thread or process made them: how a daemon notices what `pitcrew approve` did."""
+        with self._reading("list proposal changes") as conn:
+            rows = conn.execute(
+                """SELECT t.seq, t.proposal_id, p.incident_id, t.body FROM transitions AS t
+                   JOIN proposals AS p ON p.id = t.proposal_id
+                   WHERE t.seq > ? ORDER BY t.seq LIMIT ?""",
+                (after, limit),
+            ).fetchall()
+        changes = []
+        for row in rows:
+            step = self._load(Transition, row["body"], row["proposal_id"])
+            changes.append(
+                ProposalChange(
+                    seq=int(row["seq"]),
+                    proposal_id=str(row["proposal_id"]),
+                    incident_id=str(row["incident_id"]),
+                    to_state=step.to_state,
+                    actor=step.actor,
+                    at=step.at,
+                )
+            )
+        return tuple(changes)
+
+    def last_proposal_change(self) -> int:
+        """The sequence number of the newest transition (0 when there is none)."""
+        with self._reading("read the last proposal change") as conn:
+            row = conn.execute("SELECT COALESCE(MAX(seq), 0) AS seq FROM transitions").fetchone()
+        return int(row["seq"])
+
     def transition(
         self,
         proposal_id: str,
@@ -562,22 +615,43 @@ class Store:
         """Queue a notification; returns it with its outbox id (which also fixes its order).
 
         It is due from its `created_at` (at once if that is None)."""
-        body = dumps(dataclasses.replace(notification, id=None))
-        due = None if notification.created_at is None else encode_time(notification.created_at)
         with self._writing(f"queue a notification for incident {notification.incident_id}") as conn:
-            cursor = conn.execute(
-                """INSERT INTO outbox (incident_id, channel, kind, next_attempt_at, body)
-                   VALUES (?, ?, ?, ?, ?)""",
-                (
-                    notification.incident_id,
-                    notification.channel,
-                    notification.kind.value,
-                    due,
-                    body,
-                ),
+            return _insert_notification(conn, notification)
+
+    def save_delivery(
+        self,
+        delivery: Delivery,
+        notifications: Iterable[Notification] = (),
+        *,
+        done: bool = False,
+    ) -> tuple[Notification, ...]:
+        """Record what the chat has seen of an incident together with the notifications
+        that make it so, in one transaction: a restart neither loses a card nor posts it
+        twice. `done`: the card needs nothing more (resolved and said so). The incident
+        must be stored first. Returns the notifications with their outbox ids."""
+        with self._writing(f"save the delivery record of incident {delivery.incident_id}") as conn:
+            conn.execute(
+                """INSERT INTO deliveries (incident_id, done, body) VALUES (?, ?, ?)
+                   ON CONFLICT (incident_id) DO UPDATE SET done = excluded.done,
+                       body = excluded.body""",
+                (delivery.incident_id, int(done), dumps(delivery)),
             )
-            message_id = cursor.lastrowid
-        return dataclasses.replace(notification, id=message_id)
+            return tuple(_insert_notification(conn, n) for n in notifications)
+
+    def delivery(self, incident_id: str) -> Delivery | None:
+        with self._reading(f"read the delivery record of incident {incident_id}") as conn:
+            row = conn.execute(
+                "SELECT body FROM deliveries WHERE incident_id = ?", (incident_id,)
+            ).fetchone()
+        return None if row is None else self._load(Delivery, row["body"], incident_id)
+
+    def pending_deliveries(self) -> tuple[Delivery, ...]:
+        """Delivery records of incidents whose card still needs something (not done)."""
+        with self._reading("list pending delivery records") as conn:
+            rows = conn.execute(
+                "SELECT incident_id, body FROM deliveries WHERE done = 0 ORDER BY incident_id"
+            ).fetchall()
+        return tuple(self._load(Delivery, row["body"], row["incident_id"]) for row in rows)
 
     def next_due(self, now: datetime) -> OutboxMessage | None:
         """The oldest undelivered message that heads its (incident, channel) queue and whose
@@ -913,6 +987,17 @@ def _incident_columns(incident: Incident) -> dict[str, Any]:
         "resolved_at": None if incident.resolved_at is None else encode_time(incident.resolved_at),
         "body": dumps(incident),
     }
+
+
+def _insert_notification(conn: sqlite3.Connection, notification: Notification) -> Notification:
+    body = dumps(dataclasses.replace(notification, id=None))
+    due = None if notification.created_at is None else encode_time(notification.created_at)
+    cursor = conn.execute(
+        """INSERT INTO outbox (incident_id, channel, kind, next_attempt_at, body)
+           VALUES (?, ?, ?, ?, ?)""",
+        (notification.incident_id, notification.channel, notification.kind.value, due, body),
+    )
+    return dataclasses.replace(notification, id=cursor.lastrowid)
 
 
 def _insert_transition(conn: sqlite3.Connection, proposal_id: str, change: Transition) -> None:

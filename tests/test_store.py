@@ -176,6 +176,7 @@ TABLES = [
     "approvals",
     "bookmarks",
     "chat_refs",
+    "deliveries",
     "findings",
     "incidents",
     "ledger",
@@ -188,7 +189,7 @@ TABLES = [
 
 def test_a_new_file_gets_the_latest_schema_in_wal_mode(db: Path) -> None:
     with Store(db) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 2
+        assert store.schema_version() == SCHEMA_VERSION == 3
         store.ping()
     with raw(db) as conn:
         tables = conn.execute(
@@ -197,7 +198,7 @@ def test_a_new_file_gets_the_latest_schema_in_wal_mode(db: Path) -> None:
         ).fetchall()
         assert [name for (name,) in tables] == TABLES
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-    assert user_version(db) == 2
+    assert user_version(db) == 3
 
 
 def test_the_default_file_is_in_the_working_directory(
@@ -244,13 +245,13 @@ def test_a_version_1_file_is_migrated_and_keeps_its_data(db: Path) -> None:
     version_1_file(db)
     assert user_version(db) == 1
     with Store(db) as store:
-        assert store.schema_version() == 2
+        assert store.schema_version() == SCHEMA_VERSION
         assert store.incident("inc-1") == incident("inc-1")
         assert store.chat_ref("inc-1") == "C1/171.1"
         assert drain(store, minutes(5)) == [(2, "u1"), (3, "r1")]
         store.create_proposal(proposal("p-1"))
         assert store.add_approval("p-1", "U1", minutes(1)) == (Approval("p-1", "U1", minutes(1)),)
-    assert user_version(db) == 2
+    assert user_version(db) == 3
 
 
 def test_migrations_are_numbered_in_order() -> None:
@@ -261,20 +262,20 @@ def test_migrating_is_idempotent_across_opens(db: Path) -> None:
     for _ in range(3):
         with Store(db) as store:
             store.set_bookmark("k", "v")
-    assert user_version(db) == 2
+    assert user_version(db) == 3
 
 
 def test_a_newer_schema_is_refused_and_left_alone(db: Path) -> None:
     with raw(db) as conn:
         conn.execute("CREATE TABLE future (x)")
-        conn.execute("PRAGMA user_version = 3")
+        conn.execute("PRAGMA user_version = 4")
     with pytest.raises(StoreError) as caught:
         Store(db)
     assert str(caught.value) == (
-        f"{db}: the database is at schema version 3, newer than this pitcrew supports "
-        "(version 2); upgrade pitcrew or point it at another file"
+        f"{db}: the database is at schema version 4, newer than this pitcrew supports "
+        "(version 3); upgrade pitcrew or point it at another file"
     )
-    assert user_version(db) == 3
+    assert user_version(db) == 4
 
 
 def corrupt_schema(path: Path) -> None:

@@ -46,14 +46,20 @@ def report_panel(report: Report, ref: str = "") -> Panel:
         table.add_column("state")
         table.add_column("preview", overflow="fold")
         for action in report.actions:
-            table.add_row(action.proposal_id, action.action, str(action.state), action.preview)
+            table.add_row(
+                Text(action.proposal_id),
+                Text(action.action),
+                str(action.state),
+                Text(action.preview),
+            )
         lines.append(table)
     for withheld in report.withheld:
         lines.append(Text(f"not offered: {withheld}", style="dim"))
     for entry in report.history:
         lines.append(Text(f"· {entry}", style="dim"))
-    title = f"{report.title} [{report.status}]"
-    subtitle = f"card {ref}" if ref else None
+    # Text, not str: rich would read `[gpu-group]` in a title or preview as markup.
+    title = Text(f"{report.title} [{report.status}]")
+    subtitle = Text(f"card {ref}") if ref else None
     return Panel(
         Group(*lines), title=title, subtitle=subtitle, border_style=_BORDER[report.severity]
     )

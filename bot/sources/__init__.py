@@ -1,0 +1,95 @@
+"""Sources: what watches Kubernetes and Ray and puts observations on the pipeline's queue.
+
+Why this exists: the daemon must start, stop and health-check every source the
+same way, and the sources arrive with their own issues (`bot.sources.kubernetes`,
+`bot.sources.ray`). A source implements `Source`; one that polls also has
+`poll_interval` and `poll()` and the scheduler calls it. A kind is a module
+`bot.sources.<kind>` with `build(settings, sink) -> Sequence[Source]`, built
+when the config enables that kind (`sources.<kind>`), or a factory registered
+with `register_kind`. What sources put on the queue is in `bot.feed`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Protocol, runtime_checkable
+
+from bot.errors import PitcrewError
+from bot.feed import Sink
+from bot.settings import Settings
+
+
+class Source(Protocol):
+    name: str
+
+    def start(self) -> None:
+        """Begin watching (in threads of its own); returns at once."""
+        ...
+
+    def stop(self) -> None:
+        """Stop watching and join its threads; nothing is put on the queue afterwards."""
+        ...
+
+    def healthy(self) -> bool:
+        """False while the source cannot observe (for /readyz)."""
+        ...
+
+
+@runtime_checkable
+class Polling(Protocol):
+    """A source the scheduler calls every `poll_interval`."""
+
+    poll_interval: timedelta
+
+    def poll(self) -> None: ...
+
+
+SourceFactory = Callable[[Settings, Sink], Sequence[Source]]
+
+_KINDS: dict[str, SourceFactory] = {}
+
+
+def register_kind(name: str, factory: SourceFactory) -> None:
+    _KINDS[name] = factory
+
+
+def kind_factory(name: str) -> SourceFactory:
+    """The factory of a source kind; raises PitcrewError when this pitcrew has none."""
+    if name in _KINDS:
+        return _KINDS[name]
+    module_name = f"bot.sources.{name}"
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name != module_name:
+            raise
+        module = None
+    build = getattr(module, "build", None)
+    if not callable(build):
+        raise PitcrewError(
+            f"sources.{name}: enabled, but this pitcrew has no {name} source "
+            f"(no {module_name} module with a build function)"
+        )
+    factory: SourceFactory = build
+    return factory
+
+
+def check_kinds(settings: Settings) -> list[str]:
+    """Problems with the enabled source kinds, one line each (for `config check`)."""
+    problems = []
+    for kind in settings.sources.enabled_kinds():
+        try:
+            kind_factory(kind)
+        except PitcrewError as error:
+            problems.append(f"{settings.origin}: {error}")
+    return problems
+
+
+def build_sources(settings: Settings, sink: Sink) -> list[Source]:
+    """Every source the config enables."""
+    built: list[Source] = []
+    for kind in settings.sources.enabled_kinds():
+        built.extend(kind_factory(kind)(settings, sink))
+    return built
