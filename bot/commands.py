@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import typer
 
@@ -170,7 +170,7 @@ def ingest_command(
         query["workload"] = f"{ref.kind}/{ref.name}"
         if ref.namespace:
             query["namespace"] = ref.namespace
-    target = url or _ingest_url(load_settings(file_config))
+    target = _with_ingest_path(url) if url else _ingest_url(load_settings(file_config))
     request = urllib.request.Request(
         f"{target}?{urlencode(query)}",
         data=body,
@@ -181,13 +181,25 @@ def ingest_command(
         with urllib.request.urlopen(request, timeout=30) as response:
             reply = json.loads(response.read() or b"{}")
     except urllib.error.HTTPError as error:
-        detail = json.loads(error.read() or b"{}").get("error", error.reason)
-        raise fail(f"{target}: {error.code}: {detail}") from None
+        raise fail(f"{target}: {error.code}: {_error_detail(error)}") from None
     except (urllib.error.URLError, OSError) as error:
         raise fail(
             f"{target}: cannot reach the daemon: {getattr(error, 'reason', error)}"
         ) from None
     typer.echo(f"queued {reply.get('accepted', 0)} parts of {query['origin']}")
+
+
+def _with_ingest_path(url: str) -> str:
+    """A daemon's base URL (`http://host:9464`) means its ingest endpoint."""
+    return url.rstrip("/") + "/ingest" if urlsplit(url).path in ("", "/") else url
+
+
+def _error_detail(error: urllib.error.HTTPError) -> str:
+    """The daemon's JSON `error`, or the reason line when the body is not ours."""
+    try:
+        return str(json.loads(error.read() or b"{}").get("error", error.reason))
+    except (ValueError, AttributeError):
+        return str(error.reason)
 
 
 def _read(file: str) -> bytes:

@@ -35,7 +35,7 @@ def report_panel(report: Report, ref: str = "") -> Panel:
     for secondary in report.secondary:
         lines.append(Text.assemble(("Also seen: ", "dim"), secondary))
     for evidence in report.evidence:
-        lines.append(Text(f"  {evidence}", style="dim", overflow="fold"))
+        lines.append(Text(f"  {evidence}", style="dim", no_wrap=True, overflow="ellipsis"))
     if report.diagnosis:
         lines.append(Text(""))
         lines.append(Text(report.diagnosis))
