@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from bot.chat import Chat, ChatUnavailableError
+from bot.chat import Chat, ChatRejectedError, ChatUnavailableError
 from bot.metrics import Metrics
 from bot.model import Notification, NotificationKind
 from bot.ports import Clock, OutboxStore, QueuedMessage
@@ -120,6 +120,13 @@ class Outbox:
             delay = asked if asked is not None else self._backoff.delay(message.attempts)
             self._retry_later(message, f"chat unavailable: {error}", delay)
             self._paused_until = self._clock() + timedelta(seconds=delay)
+            return False
+        except ChatRejectedError as error:
+            self._store.mark_abandoned(
+                notification.id, f"refused by the chat: {error}", self._clock()
+            )
+            self._metrics.notifications.labels(kind=kind, result="abandoned").inc()
+            log.error("abandoned %s for incident %s: %s", kind, notification.incident_id, error)
             return False
         except Exception as error:
             self._retry_later(message, f"{type(error).__name__}: {error}", None)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.chat import ChatRejectedError
 from bot.model import Notification, NotificationKind, Report, Severity, frozen_map
 from bot.outbox import Backoff, Outbox
 from bot.store import Store
@@ -130,6 +131,25 @@ def test_an_error_other_than_an_outage_retries_that_message_without_holding_othe
     assert outbox.deliver_due() == 1
     assert delivered(chat) == [("post", "b: card")]
     assert store.pending_notifications() == 2  # the update waits behind its post
+
+
+def test_a_message_the_chat_refuses_for_good_is_abandoned_not_retried(store: Store) -> None:
+    class Gone(RecordingChat):
+        def post(self, channel: str, report: Report) -> str:
+            if report.title == "a: card":
+                raise ChatRejectedError("channel_not_found")
+            return super().post(channel, report)
+
+    clock = Clock()
+    chat = Gone()
+    outbox = Outbox(store, chat, clock=clock, backoff=Backoff(base=5, jitter=0))
+    queue(store, "inc-a", POST, "a: card")
+    queue(store, "inc-b", POST, "b: card")
+    assert outbox.deliver_due() == 1
+    clock.advance(3600)
+    assert outbox.deliver_due() == 0
+    assert delivered(chat) == [("post", "b: card")]
+    assert store.pending_notifications() == 0
 
 
 def test_a_restart_does_not_deliver_again_what_was_delivered(tmp_path: Path) -> None:

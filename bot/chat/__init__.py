@@ -21,6 +21,11 @@ class ChatUnavailableError(Exception):
         self.retry_after = retry_after
 
 
+class ChatRejectedError(Exception):
+    """The chat refused a message for good (unknown channel, revoked token): retrying the
+    same message cannot help, so the outbox abandons it instead of blocking its queue."""
+
+
 class Chat(Protocol):
     name: str
 

@@ -1,0 +1,437 @@
+"""A local Slack Web API for tests: a real HTTP server on loopback that the real
+`slack_sdk.WebClient` (and Bolt) talk to through `base_url`.
+
+It answers `auth.test` and `apps.connections.open` (pointing at the test's Socket
+Mode server), records `chat.postMessage`, `chat.update`, `chat.postEphemeral`,
+`views.*`, `usergroups.users.list` and `reactions.add` with their payloads, keeps
+the messages it was sent (so a test reads a card as Slack would show it), checks
+the token on every call, and checks every message against Block Kit's limits on
+its own (independently of `bot.chat.blocks`), answering `invalid_blocks` like Slack.
+A test can script failures per method: 429 with Retry-After, 500, or a Slack error.
+`response_url`s point at `/response/<id>` on the same server, which records them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+import urllib.parse
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+BOT_TOKEN = "xoxb-emulated-bot-token"
+APP_TOKEN = "xapp-emulated-app-token"
+TEAM_ID = "T0PITCREW"
+BOT_USER = "U0PITBOT"
+
+# Slack's limits, written out again here on purpose: the emulator checks the bot's
+# payloads against its own reading of the documentation, not the bot's constants.
+LIMITS = {
+    "blocks": 50,
+    "header": 150,
+    "section": 3000,
+    "field": 2000,
+    "fields": 10,
+    "context_elements": 10,
+    "actions_elements": 25,
+    "button_text": 75,
+    "button_value": 2000,
+    "action_id": 255,
+    "block_id": 255,
+    "confirm_title": 100,
+    "confirm_text": 300,
+    "confirm_button": 30,
+    "text": 40000,
+    "blocks_text": 13200,  # msg_blocks_too_long was observed at about this size
+}
+
+
+@dataclass
+class Call:
+    method: str
+    params: dict[str, Any]
+    token: str
+    at: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class Posted:
+    channel: str
+    ts: str
+    text: str
+    blocks: list[dict[str, Any]]
+    thread_ts: str | None = None
+    updates: int = 0
+
+
+@dataclass
+class Failure:
+    status: int = 429
+    error: str = "ratelimited"
+    retry_after: int | None = 1
+
+
+def _text_len(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(_text_len(v) for k, v in value.items() if k not in ("type", "block_id"))
+    if isinstance(value, list):
+        return sum(_text_len(v) for v in value)
+    return 0
+
+
+def _check_text(obj: Any, where: str, limit: int, errors: list[str], plain: bool = False) -> None:
+    if not isinstance(obj, dict) or "text" not in obj:
+        errors.append(f"{where}: missing text object")
+        return
+    kind = obj.get("type")
+    if kind not in ("plain_text", "mrkdwn") or (plain and kind != "plain_text"):
+        errors.append(f"{where}: bad text type {kind!r}")
+    text = obj["text"]
+    if not isinstance(text, str) or not text:
+        errors.append(f"{where}: text must be a non-empty string")
+    elif len(text) > limit:
+        errors.append(f"{where}: text {len(text)} > {limit}")
+
+
+def block_kit_errors(blocks: Any) -> list[str]:
+    """Why Slack would refuse these blocks (empty: it would take them)."""
+    errors: list[str] = []
+    if not isinstance(blocks, list):
+        return ["blocks must be an array"]
+    if len(blocks) > LIMITS["blocks"]:
+        errors.append(f"{len(blocks)} blocks > {LIMITS['blocks']}")
+    block_ids: set[str] = set()
+    primaries = 0
+    for i, block in enumerate(blocks):
+        where = f"blocks[{i}]"
+        block_id = block.get("block_id")
+        if block_id is not None:
+            if len(block_id) > LIMITS["block_id"]:
+                errors.append(f"{where}: block_id too long")
+            if block_id in block_ids:
+                errors.append(f"{where}: duplicate block_id {block_id}")
+            block_ids.add(block_id)
+        kind = block.get("type")
+        if kind == "header":
+            _check_text(block.get("text"), where, LIMITS["header"], errors, plain=True)
+        elif kind == "section":
+            if "text" not in block and "fields" not in block:
+                errors.append(f"{where}: section needs text or fields")
+            if "text" in block:
+                _check_text(block["text"], where, LIMITS["section"], errors)
+            fields = block.get("fields", [])
+            if len(fields) > LIMITS["fields"]:
+                errors.append(f"{where}: {len(fields)} fields")
+            for j, item in enumerate(fields):
+                _check_text(item, f"{where}.fields[{j}]", LIMITS["field"], errors)
+        elif kind == "context":
+            elements = block.get("elements", [])
+            if not elements or len(elements) > LIMITS["context_elements"]:
+                errors.append(f"{where}: {len(elements)} context elements")
+            for j, item in enumerate(elements):
+                _check_text(item, f"{where}.elements[{j}]", LIMITS["section"], errors)
+        elif kind == "actions":
+            elements = block.get("elements", [])
+            if not elements or len(elements) > LIMITS["actions_elements"]:
+                errors.append(f"{where}: {len(elements)} action elements")
+            action_ids = [e.get("action_id") for e in elements]
+            if len(set(action_ids)) != len(action_ids):
+                errors.append(f"{where}: duplicate action_id")
+            for j, button in enumerate(elements):
+                at = f"{where}.elements[{j}]"
+                if button.get("type") != "button":
+                    errors.append(f"{at}: not a button")
+                    continue
+                _check_text(button.get("text"), at, LIMITS["button_text"], errors, plain=True)
+                if len(str(button.get("value", ""))) > LIMITS["button_value"]:
+                    errors.append(f"{at}: value too long")
+                if len(str(button.get("action_id", ""))) > LIMITS["action_id"]:
+                    errors.append(f"{at}: action_id too long")
+                style = button.get("style")
+                if style not in (None, "primary", "danger"):
+                    errors.append(f"{at}: bad style {style!r}")
+                primaries += style == "primary"
+                confirm = button.get("confirm")
+                if confirm is not None:
+                    _check_text(confirm.get("title"), at, LIMITS["confirm_title"], errors, True)
+                    _check_text(confirm.get("text"), at, LIMITS["confirm_text"], errors)
+                    for key in ("confirm", "deny"):
+                        _check_text(confirm.get(key), at, LIMITS["confirm_button"], errors, True)
+        elif kind != "divider":
+            errors.append(f"{where}: unexpected block type {kind!r}")
+    if primaries > 1:
+        errors.append(f"{primaries} primary buttons")
+    if _text_len(blocks) > LIMITS["blocks_text"]:
+        errors.append("msg_blocks_too_long")
+    return errors
+
+
+class SlackEmulator:
+    """Start with `start()`, stop with `stop()`; `api_url` is the WebClient base_url."""
+
+    def __init__(
+        self,
+        *,
+        bot_token: str = BOT_TOKEN,
+        app_token: str = APP_TOKEN,
+        team_id: str = TEAM_ID,
+    ) -> None:
+        self.bot_token = bot_token
+        self.app_token = app_token
+        self.team_id = team_id
+        self.calls: list[Call] = []
+        self.messages: dict[tuple[str, str], Posted] = {}
+        self.responses: list[tuple[str, dict[str, Any]]] = []
+        self.usergroups: dict[str, list[str]] = {}
+        self.channels: dict[str, str] = {"pitcrew": "C0PITCREW"}
+        self.socket_url: str | None = None
+        self._failures: dict[str, deque[Failure]] = {}
+        self._lock = threading.Condition()
+        self._ts = itertools.count(1)
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api/"
+
+    def response_url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.port}/response/{name}"
+
+    def start(self) -> SlackEmulator:
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="slack-emulator",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    # -- scripting -----------------------------------------------------------------------
+
+    def fail(
+        self,
+        method: str,
+        times: int = 1,
+        *,
+        status: int = 429,
+        error: str = "ratelimited",
+        retry_after: int | None = 1,
+    ) -> None:
+        """The next `times` calls of `method` fail (429 with Retry-After by default)."""
+        with self._lock:
+            queue = self._failures.setdefault(method, deque())
+            queue.extend(Failure(status, error, retry_after) for _ in range(times))
+
+    # -- reading what happened -----------------------------------------------------------
+
+    def calls_to(self, method: str) -> list[Call]:
+        with self._lock:
+            return [c for c in self.calls if c.method == method]
+
+    def wait_for(
+        self, predicate: Callable[[], Any], timeout: float = 5.0, what: str = "condition"
+    ) -> Any:
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while True:
+                value = predicate()
+                if value:
+                    return value
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"timed out waiting for {what}")
+                self._lock.wait(min(left, 0.05))
+
+    def wait_calls(self, method: str, n: int = 1, timeout: float = 5.0) -> list[Call]:
+        return list(
+            self.wait_for(
+                lambda: (calls := [c for c in self.calls if c.method == method])[n - 1 :] and calls,
+                timeout,
+                f"{n} call(s) to {method}",
+            )
+        )
+
+    def parents(self) -> list[Posted]:
+        """Messages posted at top level (cards), in posting order."""
+        with self._lock:
+            return [m for m in self.messages.values() if m.thread_ts is None]
+
+    def replies(self, channel: str, ts: str) -> list[Posted]:
+        with self._lock:
+            return [m for m in self.messages.values() if (m.channel, m.thread_ts) == (channel, ts)]
+
+    # -- the API -------------------------------------------------------------------------
+
+    def _channel_id(self, name: str) -> str | None:
+        name = name.removeprefix("#")
+        if name[:1] in ("C", "G", "D") and name.upper() == name:
+            return name
+        return self.channels.get(name)
+
+    def _answer(self, method: str, params: dict[str, Any], token: str) -> dict[str, Any]:
+        if method == "apps.connections.open":
+            if token != self.app_token:
+                return {"ok": False, "error": "invalid_auth"}
+            if self.socket_url is None:
+                return {"ok": False, "error": "socket_mode_not_enabled"}
+            return {"ok": True, "url": self.socket_url}
+        if token != self.bot_token:
+            return {"ok": False, "error": "invalid_auth"}
+        if method == "auth.test":
+            return {
+                "ok": True,
+                "url": "https://pitcrew-test.slack.com/",
+                "team": "pitcrew-test",
+                "user": "pitcrew",
+                "team_id": self.team_id,
+                "user_id": BOT_USER,
+                "bot_id": "B0PITBOT",
+                "is_enterprise_install": False,
+            }
+        if method in ("chat.postMessage", "chat.update", "chat.postEphemeral"):
+            return self._message(method, params)
+        if method == "usergroups.users.list":
+            members = self.usergroups.get(str(params.get("usergroup", "")))
+            if members is None:
+                return {"ok": False, "error": "no_such_subteam"}
+            return {"ok": True, "users": list(members)}
+        if method.startswith("views."):
+            view = params.get("view")
+            if isinstance(view, str):
+                view = json.loads(view)
+            blocks = (view or {}).get("blocks", [])
+            if len(blocks) > 100:
+                return {"ok": False, "error": "invalid_arguments"}
+            return {"ok": True, "view": {"id": "V0VIEW", **(view or {})}}
+        if method == "reactions.add":
+            return {"ok": True}
+        return {"ok": False, "error": "unknown_method"}
+
+    def _message(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        channel = self._channel_id(str(params.get("channel", "")))
+        if channel is None:
+            return {"ok": False, "error": "channel_not_found"}
+        text = str(params.get("text") or "")
+        blocks = params.get("blocks") or []
+        if isinstance(blocks, str):
+            blocks = json.loads(blocks)
+        if not text and not blocks:
+            return {"ok": False, "error": "no_text"}
+        if len(text) > LIMITS["text"]:
+            return {"ok": False, "error": "msg_too_long"}
+        errors = block_kit_errors(blocks)
+        if errors:
+            error = "msg_blocks_too_long" if errors == ["msg_blocks_too_long"] else "invalid_blocks"
+            return {"ok": False, "error": error, "errors": errors}
+        if method == "chat.postEphemeral":
+            if not params.get("user"):
+                return {"ok": False, "error": "user_not_in_channel"}
+            return {"ok": True, "message_ts": f"{time.time():.6f}"}
+        if method == "chat.update":
+            if not channel.startswith(("C", "G", "D")) or channel != params.get("channel"):
+                return {"ok": False, "error": "channel_not_found"}
+            posted = self.messages.get((channel, str(params.get("ts"))))
+            if posted is None:
+                return {"ok": False, "error": "message_not_found"}
+            posted.text = text
+            posted.blocks = blocks
+            posted.updates += 1
+            return {"ok": True, "channel": channel, "ts": posted.ts, "text": text}
+        ts = f"1700000000.{next(self._ts):06d}"
+        thread_ts = params.get("thread_ts")
+        if thread_ts is not None and (channel, str(thread_ts)) not in self.messages:
+            return {"ok": False, "error": "thread_not_found"}
+        posted = Posted(channel, ts, text, blocks, str(thread_ts) if thread_ts else None)
+        self.messages[(channel, ts)] = posted
+        return {"ok": True, "channel": channel, "ts": ts, "message": {"text": text}}
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        emulator = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def do_GET(self) -> None:
+                self._handle()
+
+            def do_POST(self) -> None:
+                self._handle()
+
+            def _handle(self) -> None:
+                url = urllib.parse.urlsplit(self.path)
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                if url.path.startswith("/response/"):
+                    with emulator._lock:
+                        emulator.responses.append((url.path, json.loads(raw or b"{}")))
+                        emulator._lock.notify_all()
+                    self._reply(200, b"ok", "text/plain")
+                    return
+                if not url.path.startswith("/api/"):
+                    self._reply(404, b"not found", "text/plain")
+                    return
+                method = url.path.removeprefix("/api/")
+                params: dict[str, Any] = dict(urllib.parse.parse_qsl(url.query))
+                content_type = self.headers.get("Content-Type", "")
+                if raw and content_type.startswith("application/json"):
+                    params.update(json.loads(raw))
+                elif raw:
+                    params.update(urllib.parse.parse_qsl(raw.decode()))
+                auth = self.headers.get("Authorization", "")
+                token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else ""
+                token = token or str(params.get("token", ""))
+                with emulator._lock:
+                    emulator.calls.append(Call(method, params, token))
+                    queue = emulator._failures.get(method)
+                    failure = queue.popleft() if queue else None
+                    answer = None if failure else emulator._answer(method, params, token)
+                    emulator._lock.notify_all()
+                if failure is not None:
+                    headers = {}
+                    if failure.retry_after is not None:
+                        headers["Retry-After"] = str(failure.retry_after)
+                    body = json.dumps({"ok": False, "error": failure.error}).encode()
+                    self._reply(failure.status, body, "application/json", headers)
+                    return
+                body = json.dumps(answer).encode()
+                self._reply(200, body, "application/json; charset=utf-8")
+
+            def _reply(
+                self,
+                status: int,
+                body: bytes,
+                content_type: str,
+                headers: dict[str, str] | None = None,
+            ) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        return Handler

@@ -1,0 +1,316 @@
+"""HTTP mode end to end: correctly signed slash commands and button clicks over real
+HTTP to `/slack/events` on the daemon's HTTP server, the real Bolt app, the real
+service and store behind it, and the emulator recording what Slack was told.
+
+Covered: every slash command answered (unknown or malformed input gets the
+usage), acks well inside three seconds; an approver's click approves and
+executes once however often it is clicked; a non-approver, a click from another
+workspace, an expired proposal: an ephemeral explanation, a counted refusal,
+nothing executed; forged, stale and replayed requests refused before Bolt runs
+a listener."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from bot.chat import blocks
+from bot.chat.slack import SlackChat
+from bot.chat.slack_commands import DiagnoseTarget
+from bot.health import HealthServer
+from bot.metrics import Metrics
+from bot.model import ProposalState
+from tests.slack.conftest import (
+    APPROVER,
+    GROUP_MEMBER,
+    STRANGER,
+    Daemonish,
+    FakeTime,
+    Reply,
+    click_payload,
+    command_body,
+    form,
+    payload_form,
+    post,
+    sign,
+)
+from tests.slack.emulator import SlackEmulator
+
+pytestmark = pytest.mark.slack
+
+
+@dataclass
+class Http:
+    url: str
+    chat: SlackChat
+    emulator: SlackEmulator
+    daemon: Daemonish
+    metrics: Metrics
+    ts: str
+    diagnosed: list[tuple[DiagnoseTarget, str]]
+
+    def send(self, body: str, **signing: Any) -> Reply:
+        started = time.monotonic()
+        reply = post(self.url, body, sign(body, **signing))
+        assert time.monotonic() - started < 3.0, "not acked within Slack's 3 seconds"
+        return reply
+
+    def command(self, text: str, **kwargs: Any) -> Reply:
+        return self.send(form(command_body(self.emulator, text, **kwargs)))
+
+    def click(self, action_id: str, value: str | None = None, **kwargs: Any) -> Reply:
+        value = self.daemon.proposal.id if value is None else value
+        payload = click_payload(self.emulator, action_id, value, ts=self.ts, **kwargs)
+        return self.send(payload_form(payload))
+
+    def ephemerals(self, n: int) -> list[dict[str, Any]]:
+        return [c.params for c in self.emulator.wait_calls("chat.postEphemeral", n)]
+
+    def response(self, name: str) -> dict[str, Any]:
+        path = f"/response/{name}"
+        found = self.emulator.wait_for(
+            lambda: [body for at, body in self.emulator.responses if at == path],
+            what=f"a response at {path}",
+        )
+        body: dict[str, Any] = found[-1]
+        return body
+
+    def refused(self, reason: str) -> float:
+        value = self.metrics.registry.get_sample_value(
+            "pitcrew_refused_approvals_total", {"reason": reason}
+        )
+        return value or 0.0
+
+
+@pytest.fixture
+def http(
+    make_chat: Any,
+    emulator: SlackEmulator,
+    daemon: Daemonish,
+    http_server: HealthServer,
+    metrics: Metrics,
+    seed_report: Any,
+) -> Http:
+    diagnosed: list[tuple[DiagnoseTarget, str]] = []
+
+    def diagnoser(target: DiagnoseTarget, user: str) -> str:
+        diagnosed.append((target, user))
+        return "Root cause: pod_oom_killed <!channel>"
+
+    chat: SlackChat = make_chat(socket_mode=False)
+    chat.bind(daemon.service, http=http_server, diagnoser=diagnoser)
+    chat.start()
+    ref = chat.post("pitcrew", seed_report)
+    url = f"http://127.0.0.1:{http_server.port}/slack/events"
+    return Http(url, chat, emulator, daemon, metrics, ref.split(":")[1], diagnosed)
+
+
+def text_of(message: dict[str, Any]) -> str:
+    return "\n".join(b["text"]["text"] for b in message["blocks"] if b["type"] == "section")
+
+
+# -- slash commands -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("", ""),
+        ("help", ""),
+        ("frobnicate now", "Unknown command `frobnicate`"),
+        ("<!channel>", "Unknown command `&lt;!channel&gt;`"),
+        ("incidents not/a/namespace", "at most one namespace"),
+        ("diagnose", "`diagnose` takes one"),
+        ("diagnose ml-train/deployment/x", "`diagnose` takes one"),
+        ("silence pod-oom-killed", "needs a playbook or incident id and a duration"),
+        ("silence pod-oom-killed forever", "is not a duration"),
+        ("silence pod-oom-killed 90d", "is not a duration"),
+        ("unsilence", "takes one silence id"),
+        ("history 0", "a number from 1 to 50"),
+        ("status please", "takes no arguments"),
+    ],
+)
+def test_help_unknown_and_malformed_commands_get_the_usage(
+    http: Http, text: str, problem: str
+) -> None:
+    reply = http.command(text)
+    assert reply.status == 200
+    answer = reply.json()
+    assert answer["response_type"] == "ephemeral"
+    shown = text_of(answer)
+    assert "/pitcrew incidents [namespace]" in shown
+    assert problem in shown
+    assert http.emulator.responses == []  # nothing else was done
+
+
+def test_each_command_is_answered(http: Http) -> None:
+    store = http.daemon.store
+
+    assert http.command("status", response="status").status == 200
+    assert "*Open incidents:* 1" in text_of(http.response("status"))
+
+    http.command("incidents", response="incidents")
+    listed = text_of(http.response("incidents"))
+    assert "inc-seed000001" in listed
+    assert "1 awaiting approval" in listed
+    http.command("incidents other-ns", response="none")
+    assert "No open incidents in other-ns" in text_of(http.response("none"))
+
+    http.command("history 5", response="history")
+    assert "*Recent incidents:*" in text_of(http.response("history"))
+
+    http.command("silence pod-oom-killed 2h flaky node", response="silence")
+    said = text_of(http.response("silence"))
+    (active,) = store.active_silences(http.chat.app.clock())
+    assert active.matchers == {"playbook": "pod-oom-killed"}
+    assert active.author == APPROVER
+    assert f"/pitcrew unsilence {active.id}" in said
+    assert "flaky node" in said
+
+    http.command(f"unsilence {active.id}", response="unsilence")
+    assert "ended" in text_of(http.response("unsilence"))
+    assert store.active_silences(http.chat.app.clock()) == ()
+
+    reply = http.command("diagnose ml-train/rayjob/verl-ppo-qwen", response="diagnose")
+    assert "Diagnosing" in text_of(reply.json())  # acked at once
+    answer = text_of(http.response("diagnose"))
+    assert "pod_oom_killed &lt;!channel&gt;" in answer
+    assert http.diagnosed == [(DiagnoseTarget("rayjob", "verl-ppo-qwen", "ml-train"), APPROVER)]
+
+
+def test_commands_from_another_workspace_are_refused(http: Http) -> None:
+    reply = http.command("status", team="T0OTHER", response="foreign")
+    assert "not accepted" in text_of(reply.json())
+    time.sleep(0.2)
+    assert http.emulator.responses == []
+
+
+# -- approvals ----------------------------------------------------------------------------
+
+
+def test_an_approvers_click_approves_and_executes_once(http: Http) -> None:
+    assert http.click(blocks.APPROVE_ACTION).status == 200
+    (told,) = http.ephemerals(1)
+    assert told["user"] == APPROVER
+    assert told["channel"] == "C0PITCREW"
+    assert "approved by U0ALICE" in told["text"]
+    assert http.daemon.executed == [http.daemon.proposal.id]
+
+    http.click(blocks.APPROVE_ACTION)  # the double click
+    second = http.ephemerals(2)[1]
+    assert "Nothing changed" in second["text"]
+    assert "already approved by U0ALICE" in second["text"]
+    assert http.daemon.executed == [http.daemon.proposal.id]
+    stored = http.daemon.store.get_proposal(http.daemon.proposal.id)
+    assert stored is not None
+    assert stored.state is ProposalState.APPROVED
+    assert http.emulator.parents()[0].updates == 0  # the card is the pipeline's to update
+
+
+def test_racing_clicks_execute_once(http: Http) -> None:
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        replies = list(pool.map(lambda _: http.click(blocks.APPROVE_ACTION), range(6)))
+    assert {r.status for r in replies} == {200}
+    told = http.ephemerals(6)
+    assert sum("approved by U0ALICE; it runs now" in t["text"] for t in told) == 1
+    assert http.daemon.executed == [http.daemon.proposal.id]
+
+
+def test_a_group_member_may_approve_and_groups_are_cached(http: Http) -> None:
+    http.click(blocks.REJECT_ACTION, user=GROUP_MEMBER, value="p-unknown01")
+    http.click(blocks.APPROVE_ACTION, user=GROUP_MEMBER)
+    told = [t["text"] for t in http.ephemerals(2)]  # handled concurrently, in any order
+    assert sum("approved by U0CAROL; it runs now" in t for t in told) == 1
+    assert sum("Nothing changed: no proposal p-unknown01" in t for t in told) == 1
+    assert http.daemon.executed == [http.daemon.proposal.id]
+    (lookup,) = http.emulator.calls_to("usergroups.users.list")
+    assert lookup.params["usergroup"] == "S0SRE"
+
+
+def test_a_non_approver_is_refused_and_counted(http: Http) -> None:
+    http.click(blocks.APPROVE_ACTION, user=STRANGER)
+    (told,) = http.ephemerals(1)
+    assert told["user"] == STRANGER
+    assert "U0MALLORY is not an approver for k8s.bump_memory in ml-train" in told["text"]
+    assert http.refused("refused") == 1
+    assert http.daemon.executed == []
+    http.click(blocks.REJECT_ACTION, user=STRANGER)
+    assert "not allowed to reject" in http.ephemerals(2)[1]["text"]
+    stored = http.daemon.store.get_proposal(http.daemon.proposal.id)
+    assert stored is not None
+    assert stored.state is ProposalState.OFFERED
+
+
+@pytest.mark.parametrize(
+    ("team", "user_team"), [("T0OTHER", "T0OTHER"), ("T0PITCREW", "T0EXTERNAL")]
+)
+def test_clicks_from_another_workspace_are_refused_and_counted(
+    http: Http, team: str, user_team: str
+) -> None:
+    http.click(blocks.APPROVE_ACTION, team=team, user_team=user_team)
+    (told,) = http.ephemerals(1)
+    assert "are not accepted" in told["text"]
+    assert http.refused("workspace") == 1
+    assert http.daemon.executed == []
+    assert http.emulator.calls_to("usergroups.users.list") == []
+
+
+def test_an_expired_proposal_is_explained_and_nothing_runs(http: Http, clock: FakeTime) -> None:
+    clock.advance(2 * 3600)
+    http.click(blocks.APPROVE_ACTION)
+    (told,) = http.ephemerals(1)
+    assert "Nothing changed: expired at" in told["text"]
+    assert http.daemon.executed == []
+    stored = http.daemon.store.get_proposal(http.daemon.proposal.id)
+    assert stored is not None
+    assert stored.state is ProposalState.EXPIRED
+    assert http.refused("expired") == 1
+
+
+def test_a_rejected_proposal_cannot_be_approved(http: Http) -> None:
+    http.click(blocks.REJECT_ACTION)
+    http.ephemerals(1)
+    http.click(blocks.APPROVE_ACTION)
+    rejected, approved = http.ephemerals(2)
+    assert ":no_entry_sign:" in rejected["text"]
+    assert "Nothing changed: rejected by U0ALICE" in approved["text"]
+    assert http.daemon.executed == []
+
+
+def test_the_silence_button_mutes_the_cards_workload(http: Http) -> None:
+    http.click(blocks.SILENCE_ACTION, value="workload:ml-train/rayjob/verl-ppo-qwen")
+    (told,) = http.ephemerals(1)
+    (active,) = http.daemon.store.active_silences(http.chat.app.clock())
+    assert active.matchers == {"workload": "ml-train/rayjob/verl-ppo-qwen"}
+    assert active.ends_at - active.starts_at == http.chat.config.silence_for
+    assert f"unsilence {active.id}" in told["text"]
+    http.click(blocks.SILENCE_ACTION, value="workload:*")  # not a value pitcrew makes
+    assert "Nothing changed" in http.ephemerals(2)[1]["text"]
+    assert http.refused("malformed") == 1
+
+
+# -- forged, stale, replayed --------------------------------------------------------------
+
+
+def test_forged_stale_and_replayed_requests_are_refused(http: Http) -> None:
+    body = payload_form(
+        click_payload(http.emulator, blocks.APPROVE_ACTION, http.daemon.proposal.id, ts=http.ts)
+    )
+    assert http.send(body, secret="not-the-secret").status == 401
+    assert http.send(body, timestamp=int(time.time()) - 600).status == 401
+    assert post(http.url, body, {"Content-Type": "application/x-www-form-urlencoded"}).status == 401
+    time.sleep(0.2)
+    assert http.emulator.calls_to("chat.postEphemeral") == []
+    assert http.daemon.executed == []
+
+    headers = sign(body)
+    assert post(http.url, body, headers).status == 200
+    assert post(http.url, body, headers).status == 401  # the same signed request again
+    http.ephemerals(1)
+    time.sleep(0.2)
+    assert len(http.emulator.calls_to("chat.postEphemeral")) == 1
+    assert http.daemon.executed == [http.daemon.proposal.id]
