@@ -37,7 +37,9 @@ def print_diagnosis(diagnosis: Diagnosis, console: Console, title: str = "") -> 
         for evidence in finding.evidence:
             where = f"{evidence.origin}:{evidence.line}" if evidence.line else evidence.origin
             parts.append(
-                Text(f"    {where}  {evidence.text}", style="dim", no_wrap=True, overflow="ellipsis")
+                Text(
+                    f"    {where}  {evidence.text}", style="dim", no_wrap=True, overflow="ellipsis"
+                )
             )
     parts.append(Text(""))
     parts.append(Text(diagnosis.text))
