@@ -1,0 +1,103 @@
+"""The job entrypoints the Ray scenarios submit: small programs that fail the real way."""
+
+from __future__ import annotations
+
+HOLDER_S1 = """
+import ray
+ray.init(namespace="pc-s1")
+
+@ray.remote(num_cpus=0)
+class Lock:
+    def ping(self):
+        return "ok"
+
+lock = Lock.options(name="trainer_lock", lifetime="detached").remote()
+print("holder:", ray.get(lock.ping.remote()))
+"""
+
+CLASH_S1 = """
+import ray
+ray.init(namespace="pc-s1")
+
+@ray.remote(num_cpus=0)
+class Lock:
+    def ping(self):
+        return "ok"
+
+lock = Lock.options(name="trainer_lock", namespace="pc-s1").remote()
+print("clash:", ray.get(lock.ping.remote()))
+"""
+
+MISSING_S2 = """
+print("loading the model code")
+import flash_attn_pitcrew_missing  # noqa: F401
+"""
+
+APP_S3 = """
+def load_reward_manager(config):
+    return config["reward_kwargs"]
+
+def main():
+    print("step:1 - actor/pg_loss:0.0213")
+    load_reward_manager({"reward_fn": "gsm8k"})
+
+main()
+"""
+
+VERL_S4 = """
+import time
+import ray
+ray.init(namespace="verl-s4")
+
+@ray.remote(num_cpus=0)
+class RegisterCenter:
+    def ping(self):
+        return "ok"
+
+center = RegisterCenter.options(name="abcdef_register_center").remote()
+print("register center", ray.get(center.ping.remote()), flush=True)
+time.sleep(600)
+"""
+
+CLASH_S4 = """
+import ray
+ray.init(namespace="verl-s4")
+
+@ray.remote(num_cpus=0)
+class RegisterCenter:
+    def ping(self):
+        return "ok"
+
+center = RegisterCenter.options(name="abcdef_register_center", namespace="verl-s4").remote()
+print(ray.get(center.ping.remote()))
+"""
+
+EXIT_3 = """
+import sys
+print("giving up on purpose")
+sys.exit(3)
+"""
+
+SLEEP = """
+import time
+print("training", flush=True)
+time.sleep(600)
+"""
+
+WARMUP = """
+import ray
+ray.init()
+print("warm", ray.cluster_resources())
+"""
+
+SCRIPTS = {
+    "warmup.py": WARMUP,
+    "sleep.py": SLEEP,
+    "holder_s1.py": HOLDER_S1,
+    "clash_s1.py": CLASH_S1,
+    "missing_s2.py": MISSING_S2,
+    "app_s3.py": APP_S3,
+    "verl_s4.py": VERL_S4,
+    "clash_s4.py": CLASH_S4,
+    "exit_3.py": EXIT_3,
+}
