@@ -36,7 +36,7 @@ from bot.model import Diagnosis, Finding
 from bot.outbox import Outbox
 from bot.pipeline import Pipeline
 from bot.playbooks import Library, load_builtin
-from bot.ports import Clock, utcnow
+from bot.ports import CallableBookmarks, Clock, utcnow
 from bot.scheduler import Jobs, Scheduler
 from bot.service import Service
 from bot.settings import Settings
@@ -153,7 +153,8 @@ def build(
     def refresh(incident_id: str) -> None:
         pipeline.submit(Refresh(incident_id, urgent=True))
 
-    registry = executors.from_settings(settings)
+    bookmarks = CallableBookmarks(store.bookmark, store.set_bookmark)
+    registry = executors.from_settings(settings, bookmarks)
     runner = Runner(
         store,
         registry,
@@ -170,7 +171,7 @@ def build(
         execute=runner.submit,
         changed=refresh,
     )
-    sources = build_sources(settings, pipeline)
+    sources = build_sources(settings, pipeline, bookmarks)
     scheduler = _scheduler(settings, clock, store, pipeline, outbox, runner, service, sources)
     daemon = Daemon(
         settings=settings,

@@ -10,6 +10,7 @@ time by hand. Pure: values and Protocols only.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -193,3 +194,34 @@ class ServiceStore(ProposalStore, Protocol):
     def cleanup(self, now: datetime, retention: timedelta = ...) -> object: ...
 
     def ping(self) -> None: ...
+
+
+class Bookmarks(Protocol):
+    """Durable string values by key (the store's bookmarks), for sources and executors
+    that must remember what they reported or did across restarts. Thread-safe."""
+
+    def get(self, key: str) -> str | None: ...
+
+    def set(self, key: str, value: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class CallableBookmarks:
+    """Bookmarks from two functions: `CallableBookmarks(store.bookmark, store.set_bookmark)`."""
+
+    getter: Callable[[str], str | None]
+    setter: Callable[[str, str], None]
+
+    def get(self, key: str) -> str | None:
+        return self.getter(key)
+
+    def set(self, key: str, value: str) -> None:
+        self.setter(key, value)
+
+
+def accepts_bookmarks(factory: Callable[..., object]) -> bool:
+    """Whether a source or executor factory takes the store's `bookmarks`."""
+    try:
+        return "bookmarks" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False

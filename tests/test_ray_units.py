@@ -230,7 +230,8 @@ def test_live_diagnosis_addresses_and_headers() -> None:
 
 
 def test_a_batch_is_only_emitted_once_its_bookmark_is_saved() -> None:
-    from bot.sources.ray import CallableBookmarks, RayBatch, _Cluster, _Result
+    from bot.ports import CallableBookmarks
+    from bot.sources.ray import RayBatch, _Cluster, _Result
     from bot.sources.ray_client import RayDashboard
 
     saved: dict[str, str] = {}

@@ -41,10 +41,10 @@ from bot.diagnose import Engine
 from bot.errors import PitcrewError
 from bot.model import Proposal
 from bot.playbooks import load_builtin
+from bot.ports import Bookmarks
 from bot.settings import Settings
 from bot.sources.ray import (
     DEFAULT_RAYJOB_KEYS,
-    Bookmarks,
     cluster_configs,
     expected_stop_key,
     job_parts,

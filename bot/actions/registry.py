@@ -34,7 +34,7 @@ from bot.approvals import SYSTEM_ACTOR, LiveCheck
 from bot.errors import PitcrewError
 from bot.metrics import Metrics
 from bot.model import ActionResult, LedgerEntry, Proposal, ProposalState
-from bot.ports import Clock, RunnerStore
+from bot.ports import Bookmarks, Clock, RunnerStore, accepts_bookmarks
 from bot.settings import Settings
 
 log = logging.getLogger("pitcrew.actions")
@@ -125,8 +125,9 @@ class Registry:
         return tuple(sorted(self._executors))
 
 
-def from_settings(settings: Settings) -> Registry:
-    """The executors `actions.executors` names, one instance per kind."""
+def from_settings(settings: Settings, bookmarks: Bookmarks | None = None) -> Registry:
+    """The executors `actions.executors` names, one instance per kind; kinds whose
+    `build` takes `bookmarks` get the store's."""
     built: dict[str, Executor] = {}
     registry = Registry()
     for action in CATALOG:
@@ -134,7 +135,11 @@ def from_settings(settings: Settings) -> Registry:
         if kind is None:
             continue
         if kind not in built:
-            built[kind] = kind_factory(kind)(settings)
+            factory = kind_factory(kind)
+            if bookmarks is not None and accepts_bookmarks(factory):
+                built[kind] = factory(settings, bookmarks=bookmarks)  # type: ignore[call-arg]
+            else:
+                built[kind] = factory(settings)
         registry.register(action, built[kind])
     return registry
 

@@ -18,6 +18,7 @@ from typing import Protocol, runtime_checkable
 
 from bot.errors import PitcrewError
 from bot.feed import Sink
+from bot.ports import Bookmarks, accepts_bookmarks
 from bot.settings import Settings
 
 
@@ -87,9 +88,16 @@ def check_kinds(settings: Settings) -> list[str]:
     return problems
 
 
-def build_sources(settings: Settings, sink: Sink) -> list[Source]:
-    """Every source the config enables."""
+def build_sources(
+    settings: Settings, sink: Sink, bookmarks: Bookmarks | None = None
+) -> list[Source]:
+    """Every source the config enables; kinds whose `build` takes `bookmarks` get the
+    store's, so what they reported survives a restart."""
     built: list[Source] = []
     for kind in settings.sources.enabled_kinds():
-        built.extend(kind_factory(kind)(settings, sink))
+        factory = kind_factory(kind)
+        if bookmarks is not None and accepts_bookmarks(factory):
+            built.extend(factory(settings, sink, bookmarks=bookmarks))  # type: ignore[call-arg]
+        else:
+            built.extend(factory(settings, sink))
     return built

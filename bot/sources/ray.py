@@ -39,13 +39,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from bot.feed import Context, Sink, observe
 from bot.inputs import InputPart, LogText
 from bot.inputs.rayjob import job_info_parts
 from bot.model import ObjectRef, Signal, SourceKind, frozen_map
-from bot.ports import utcnow
+from bot.ports import Bookmarks, utcnow
 from bot.settings import Settings
 from bot.sources.ray_client import (
     LOG_LIMIT,
@@ -78,15 +78,6 @@ _MAX_ACTORS = 20
 _MAX_METADATA = 20
 
 
-class Bookmarks(Protocol):
-    """Durable string values by key (the daemon passes the SQLite store's bookmarks).
-    Called from the polling threads: implementations must be thread-safe."""
-
-    def get(self, key: str) -> str | None: ...
-
-    def set(self, key: str, value: str) -> None: ...
-
-
 class MemoryBookmarks:
     """Bookmarks kept in memory (tests, `pitcrew diagnose`, a daemon without a store)."""
 
@@ -101,20 +92,6 @@ class MemoryBookmarks:
     def set(self, key: str, value: str) -> None:
         with self._lock:
             self.values[key] = value
-
-
-@dataclass(frozen=True)
-class CallableBookmarks:
-    """Bookmarks from two functions: `CallableBookmarks(store.bookmark, store.set_bookmark)`."""
-
-    getter: Callable[[str], str | None]
-    setter: Callable[[str, str], None]
-
-    def get(self, key: str) -> str | None:
-        return self.getter(key)
-
-    def set(self, key: str, value: str) -> None:
-        self.setter(key, value)
 
 
 def jobs_key(cluster: str) -> str:

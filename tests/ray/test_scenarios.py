@@ -26,10 +26,10 @@ from bot.diagnose import Engine
 from bot.feed import Observation
 from bot.inputs import InputPart, LogText
 from bot.model import Diagnosis, Proposal, ProposalState, Signal, SourceKind
+from bot.ports import CallableBookmarks
 from bot.raylive import diagnose_ray_job, live_facts
 from bot.settings import RaySourceSettings, Settings, SourceSettings
 from bot.sources.ray import (
-    CallableBookmarks,
     MemoryBookmarks,
     RayBatch,
     RaySource,
