@@ -116,7 +116,7 @@ def test_schema_errors_name_file_line_field_and_reason(
             ACTION + "      - {fact: ray.moon_phase}\n",
             "p.yaml:17: actions[0].guards[0].fact: unknown fact 'ray.moon_phase'; known: "
             "k8s.gpu_pool_has_capacity, k8s.pod_failed, k8s.within_quota, ray.actor_stale, "
-            "ray.job_running, ray.job_terminal, ray.namespace_idle, ray.resubmits_below_cap",
+            "ray.job_running, ray.job_terminal, ray.namespace_idle, ray.not_live_verl, ray.resubmits_below_cap",
         ),
         (
             ACTION.replace("'{{ captures.name }}'", "'{{ captures.name'")

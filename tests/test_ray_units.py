@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from bot.actions.catalog import KillActor
 from bot.actions.ray import (
     ActionRefusedError,
+    ActorState,
     KillActorExecutor,
     RayClusters,
     remediation_id,
@@ -195,13 +197,47 @@ def test_unreachable_dashboard_backs_off_and_is_reported_once() -> None:
     assert source.healthy() is False
 
 
-def test_kill_refuses_verl_actors_before_touching_any_cluster() -> None:
-    executor = KillActorExecutor(
-        RayClusters([RayClusterConfig("c", f"http://127.0.0.1:{_closed_port()}")])
+@pytest.mark.parametrize(
+    ("name", "owner_status", "detached", "refusal"),
+    [
+        (
+            "qwAKMv_register_center",
+            "RUNNING",
+            True,
+            "qwAKMv_register_center is a verl register center or WorkerDict actor of a job that has not finished: never killed",
+        ),
+        (
+            "abc_WorkerDict",
+            "PENDING",
+            False,
+            "abc_WorkerDict is a verl register center or WorkerDict actor of a job that has not finished: never killed",
+        ),
+        ("trainer_register_center", "SUCCEEDED", True, ""),
+        ("stats_lock", "RUNNING", True, ""),
+        (
+            "stats_lock",
+            "RUNNING",
+            False,
+            "the actor is neither detached nor owned by a finished job",
+        ),
+    ],
+)
+def test_kill_refuses_a_verl_actor_until_its_job_has_finished(
+    name: str, owner_status: str, detached: bool, refusal: str
+) -> None:
+    executor = KillActorExecutor(RayClusters([RayClusterConfig("c", "http://127.0.0.1:9")]))
+    actor = ActorInfo(
+        actor_id="a1",
+        name=name,
+        namespace="rl",
+        state="ALIVE",
+        class_name="X",
+        job_id="01000000",
+        is_detached=detached,
     )
-    for name in ("qwAKMv_register_center", "WorkerDict_0", "abc_WorkerDict"):
-        with pytest.raises(ActionRefusedError, match="never killed"):
-            executor.execute({"name": name, "namespace": "rl"}, "p1")
+    state = ActorState((actor,), {"01000000": owner_status}, (), ())
+    params = KillActor(name=name, namespace="rl")
+    assert executor._refusal(params, state) == refusal
 
 
 def test_remediation_ids_are_stable_and_safe() -> None:

@@ -155,6 +155,9 @@ CATALOG: Mapping[str, ActionSpec] = {
 FACTS: Mapping[str, str] = {
     "ray.actor_stale": "the actor is detached or its owner job has finished",
     "ray.namespace_idle": "no job is running in the actor's namespace",
+    "ray.not_live_verl": (
+        "the actor is not a verl register center or WorkerDict of a job still running"
+    ),
     "ray.job_terminal": "the Ray job has finished",
     "ray.job_running": "the Ray job is still RUNNING or PENDING on the cluster",
     "ray.resubmits_below_cap": "the job has been resubmitted fewer times than allowed",

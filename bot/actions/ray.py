@@ -7,8 +7,8 @@ cluster. Each executor can `check` (the live FACTS the guards need, and a previe
 
 Defence in depth: the executors re-check at execution what the playbooks already
 guard, and refuse (ActionRefusedError) rather than act when
-- a kill targets a verl `*_register_center` / `*WorkerDict*` actor, an actor that
-  is not stale (neither detached nor of a finished job), or a namespace with a
+- a kill targets a verl `*_register_center` / `*WorkerDict*` actor whose job has
+  not finished, an actor that is not stale (neither detached nor of a finished job), or a namespace with a
   RUNNING or PENDING job (one that owns actors there or calls the actor);
 - a resubmit would repeat a dependency, version or application error, exceed the
   retry cap, or start while the old job still runs.
@@ -60,7 +60,7 @@ from bot.sources.ray_client import (
 )
 
 PROTECTED = re.compile(r"_register_center$|WorkerDict")
-"""Actors a kill never touches: verl's register center and WorkerDict workers."""
+"""verl's register center and WorkerDict workers: killed only once their job has finished."""
 NOT_RESUBMITTABLE = frozenset(
     {"dependency_runtime_env", "ray_version_mismatch", "application_error"}
 )
@@ -141,6 +141,13 @@ class ActorState:
         """Every live holder of the name is detached or belongs to a finished job."""
         return bool(self.live) and all(
             a.is_detached or self.owner_status.get(a.job_id, "") in TERMINAL for a in self.live
+        )
+
+    @property
+    def owners_finished(self) -> bool:
+        """Every live holder of the name belongs to a job that has finished."""
+        return bool(self.live) and all(
+            self.owner_status.get(a.job_id, "") in TERMINAL for a in self.live
         )
 
     @property
@@ -252,7 +259,11 @@ class KillActorExecutor(RayExecutor):
         p = self.params(params)
         with self.clusters.client(p.cluster) as (config, client):
             state = actor_state(client, p.name, p.namespace)
-        facts = {"ray.actor_stale": state.stale, "ray.namespace_idle": state.idle}
+        facts = {
+            "ray.actor_stale": state.stale,
+            "ray.namespace_idle": state.idle,
+            "ray.not_live_verl": not PROTECTED.search(p.name) or state.owners_finished,
+        }
         preview = f"[{config.name}] {state.describe(p.name, p.namespace)}"
         refusal = self._refusal(p, state)
         if refusal:
@@ -265,14 +276,17 @@ class KillActorExecutor(RayExecutor):
         return facts, preview
 
     def _refusal(self, p: KillActor, state: ActorState | None) -> str:
-        if PROTECTED.search(p.name):
-            return f"{p.name} is a verl register center or WorkerDict actor: never killed"
         if p.namespace in ("None", "") or p.namespace.startswith("_ray_internal"):
             return f"namespace {p.namespace!r} is not an explicit user namespace"
         if state is None:
             return ""
         if not state.live:
             return ""
+        if PROTECTED.search(p.name) and not state.owners_finished:
+            return (
+                f"{p.name} is a verl register center or WorkerDict actor of a job that "
+                "has not finished: never killed"
+            )
         if not state.stale:
             return "the actor is neither detached nor owned by a finished job"
         if not state.idle:

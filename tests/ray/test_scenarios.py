@@ -267,7 +267,11 @@ def test_live_register_center_is_never_killed(jobs: Jobs, engine: Engine) -> Non
     killer = KillActorExecutor(clusters)
     params = {"name": "abcdef_register_center", "namespace": "verl-s4"}
     facts, preview = killer.check(params)
-    assert facts == {"ray.actor_stale": False, "ray.namespace_idle": False}
+    assert facts == {
+        "ray.actor_stale": False,
+        "ray.namespace_idle": False,
+        "ray.not_live_verl": False,
+    }
     assert "Would refuse" in preview
     with pytest.raises(ActionRefusedError, match="register center"):
         killer.execute(params, "proposal-s4-kill")
