@@ -52,7 +52,8 @@ _OBJECT_START = re.compile(r"^(?:apiVersion|kind):")
 _OBJECT_KEYS = frozenset({"apiVersion", "kind"})
 _SEPARATOR = re.compile(r"^(?:---|\.\.\.)(?:[ \t].*)?$")
 _TOP_KEY = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9]*):(?:[ \t]|$)")
-# Keys a Kubernetes object (Pods, Events of both APIs, Lists, CRs …) has at column 0.
+# Keys a Kubernetes object (Pods, Events of both APIs, Lists, CRs …) or a pitcrew Signal
+# has at column 0.
 TOP_KEYS = frozenset(
     {
         "apiVersion",
@@ -86,6 +87,12 @@ TOP_KEYS = frozenset(
         "deprecatedCount",
         "deprecatedFirstTimestamp",
         "deprecatedLastTimestamp",
+        # pitcrew's own Signal objects (bot/inputs/signals.py)
+        "text",
+        "fields",
+        "object",
+        "workload",
+        "cluster",
     }
 )
 

@@ -1,8 +1,8 @@
 """Kubernetes objects (parsed JSON/YAML) -> signals, by kind.
 
 Pod, Event (core/v1 and events.k8s.io/v1), Node, RayJob and RayCluster are
-understood; `List` and `<Kind>List` objects (and JSON arrays) are opened and
-their items read, with the item kind implied by the list kind. Other kinds
+understood, and pitcrew's own `Signal` objects (bot/inputs/signals.py);
+`List` and `<Kind>List` objects (and JSON arrays) are opened and their items read, with the item kind implied by the list kind. Other kinds
 are recognised as Kubernetes objects, so their text is not scanned as a log,
 but give no signals.
 """
@@ -18,6 +18,7 @@ from bot.inputs.events import event_signal
 from bot.inputs.kuberay import raycluster_parts, rayjob_parts
 from bot.inputs.nodes import node_signals
 from bot.inputs.pods import pod_signals
+from bot.inputs.signals import signal_parts
 from bot.inputs.values import as_list, as_text
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,7 @@ _HANDLERS: dict[str, Handler] = {
     "Node": node_signals,
     "RayJob": rayjob_parts,
     "RayCluster": raycluster_parts,
+    "Signal": signal_parts,
 }
 # Lists hold objects, not other lists; deeper nesting (only possible through YAML
 # aliases) is ignored rather than multiplied out.
