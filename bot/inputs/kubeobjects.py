@@ -2,9 +2,10 @@
 
 Pod, Event (core/v1 and events.k8s.io/v1), Node, RayJob and RayCluster are
 understood, and pitcrew's own `Signal` objects (bot/inputs/signals.py);
-`List` and `<Kind>List` objects (and JSON arrays) are opened and their items read, with the item kind implied by the list kind. Other kinds
-are recognised as Kubernetes objects, so their text is not scanned as a log,
-but give no signals.
+`List` and `<Kind>List` objects (and JSON arrays) are opened and their items
+read, with the item kind implied by the list kind. Other kinds are recognised
+as Kubernetes objects, so their text is not scanned as a log, but give no
+signals.
 """
 
 from __future__ import annotations
