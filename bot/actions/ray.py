@@ -8,8 +8,9 @@ cluster. Each executor can `check` (the live FACTS the guards need, and a previe
 Defence in depth: the executors re-check at execution what the playbooks already
 guard, and refuse (ActionRefusedError) rather than act when
 - a kill targets a verl `*_register_center` / `*WorkerDict*` actor whose job has
-  not finished, an actor that is not stale (neither detached nor of a finished job), or a namespace with a
-  RUNNING or PENDING job (one that owns actors there or calls the actor);
+  not finished, an actor that is not stale (neither detached nor of a finished
+  job), or a namespace with a RUNNING or PENDING job (one that owns actors there
+  or calls the actor);
 - a resubmit would repeat a dependency, version or application error, exceed the
   retry cap, or start while the old job still runs.
 
