@@ -15,7 +15,7 @@ $(STAMP): requirements.lock pyproject.toml
 demo: $(STAMP)
 	$(BIN)/pitcrew diagnose examples/seed/
 
-test: $(STAMP)
+test: check
 	$(BIN)/pitcrew playbooks test
 	$(BIN)/python -m pytest -q
 
@@ -24,6 +24,7 @@ check: $(STAMP)
 	$(BIN)/ruff check bot tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/python -m bot.docgen --check
 
 format: $(STAMP)
 	$(BIN)/ruff format bot tests bench
