@@ -21,7 +21,6 @@ registered with `register_kind`, or is a module `bot.actions.<kind>` with a
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -34,6 +33,7 @@ from bot.approvals import SYSTEM_ACTOR, LiveCheck
 from bot.errors import PitcrewError
 from bot.metrics import Metrics
 from bot.model import ActionResult, LedgerEntry, Proposal, ProposalState
+from bot.plugins import find_build
 from bot.ports import Bookmarks, Clock, RunnerStore, accepts_bookmarks
 from bot.settings import Settings
 
@@ -78,17 +78,8 @@ def register_kind(name: str, factory: ExecutorFactory) -> None:
 
 def kind_factory(name: str) -> ExecutorFactory:
     """The factory of an executor kind; raises PitcrewError for an unknown one."""
-    if name in _KINDS:
-        return _KINDS[name]
-    module_name = f"bot.actions.{name}"
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
-        if error.name != module_name:
-            raise
-        module = None
-    build = getattr(module, "build", None)
-    if not callable(build):
+    build = find_build("bot.actions", name, _KINDS)
+    if build is None:
         raise PitcrewError(f"actions.executors: unknown executor kind {name!r}")
     factory: ExecutorFactory = build
     return factory

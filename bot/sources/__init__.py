@@ -11,13 +11,13 @@ with `register_kind`. What sources put on the queue is in `bot.feed`.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Protocol, runtime_checkable
 
 from bot.errors import PitcrewError
 from bot.feed import Sink
+from bot.plugins import find_build
 from bot.ports import Bookmarks, accepts_bookmarks
 from bot.settings import Settings
 
@@ -58,20 +58,11 @@ def register_kind(name: str, factory: SourceFactory) -> None:
 
 def kind_factory(name: str) -> SourceFactory:
     """The factory of a source kind; raises PitcrewError when this pitcrew has none."""
-    if name in _KINDS:
-        return _KINDS[name]
-    module_name = f"bot.sources.{name}"
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
-        if error.name != module_name:
-            raise
-        module = None
-    build = getattr(module, "build", None)
-    if not callable(build):
+    build = find_build("bot.sources", name, _KINDS)
+    if build is None:
         raise PitcrewError(
             f"sources.{name}: enabled, but this pitcrew has no {name} source "
-            f"(no {module_name} module with a build function)"
+            f"(no bot.sources.{name} module with a build function)"
         )
     factory: SourceFactory = build
     return factory
