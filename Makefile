@@ -13,7 +13,7 @@ $(STAMP): requirements.lock pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/pitcrew diagnose examples/seed/
+	@if [ -t 0 ]; then $(BIN)/pitcrew demo; else $(BIN)/pitcrew demo --yes; fi
 
 test: check
 	$(BIN)/pitcrew playbooks test

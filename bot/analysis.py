@@ -41,6 +41,8 @@ from bot.taxonomy import Category, rank
 from bot.templating import compile_template, render
 
 Facts = Mapping[str, bool]
+LIVE_CHECK = "needs a live check"
+"""How an action withheld only because a fact it needs is unknown begins its reason."""
 
 
 @dataclass(frozen=True)
@@ -319,7 +321,7 @@ def _guard_failure(
     if isinstance(guard, FactGuard):
         known = facts.get(guard.fact)
         if known is None:
-            return f"needs a live check that {FACTS[guard.fact]}"
+            return f"{LIVE_CHECK} that {FACTS[guard.fact]}"
         if not known:
             return guard.reason or f"it is not true that {FACTS[guard.fact]}"
     return ""

@@ -25,6 +25,7 @@ from bot.actions.registry import Runner
 from bot.chat import Chat
 from bot.chat.console import ConsoleChat
 from bot.diagnose import Engine
+from bot.diagnoser import Diagnoser
 from bot.errors import PitcrewError, StoreError
 from bot.feed import Refresh, Tick
 from bot.health import HealthServer
@@ -135,7 +136,11 @@ def build(
     engine = engine or Engine(load_builtin(list(settings.playbooks.dirs)))
     chat = chat or make_chat(settings, stdout)
     store = Store(settings.store.path)
-    correlator = Correlator(_assess(settings, engine.library), settings.correlation)
+    bookmarks = CallableBookmarks(store.bookmark, store.set_bookmark)
+    registry = executors.from_settings(settings, bookmarks)
+    correlator = Correlator(
+        _assess(settings, engine.library, registry, clock), settings.correlation
+    )
     outbox = Outbox(store, chat, clock=clock, metrics=metrics)
     pipeline = Pipeline(
         engine=engine,
@@ -153,8 +158,6 @@ def build(
     def refresh(incident_id: str) -> None:
         pipeline.submit(Refresh(incident_id, urgent=True))
 
-    bookmarks = CallableBookmarks(store.bookmark, store.set_bookmark)
-    registry = executors.from_settings(settings, bookmarks)
     runner = Runner(
         store,
         registry,
@@ -191,17 +194,29 @@ def build(
         daemon.http.mount(INGEST_PATH, ingest_route(pipeline))
     bind = getattr(chat, "bind", None)
     if callable(bind):  # a chat that takes clicks and commands (Slack) answers through the service
-        bind(service, http=daemon.http, metrics=metrics)
+        diagnoser = Diagnoser(settings, engine.library, pipeline)  # /pitcrew diagnose
+        bind(service, http=daemon.http, metrics=metrics, diagnoser=diagnoser)
     return daemon
 
 
-def _assess(settings: Settings, library: Library) -> Callable[[Sequence[Finding]], Diagnosis]:
-    """Ranking and offers over an incident's findings, with the configured action values."""
+def _assess(
+    settings: Settings, library: Library, registry: executors.Registry, clock: Clock
+) -> Callable[[Sequence[Finding]], Diagnosis]:
+    """Ranking and offers over an incident's findings, with the configured action values.
+
+    An action withheld only because a live fact is unknown (is the actor stale? how
+    often was the job resubmitted?) is decided with the facts its executor finds on
+    the cluster now (`executors.live_facts`): the findings are assessed again with
+    them. This runs on the pipeline thread whenever an incident's findings change."""
     base = assessor(library)
     values = tuning.overrides(settings.actions)
 
     def assess(findings: Sequence[Finding]) -> Diagnosis:
-        return tuning.tune(base(findings), values)
+        diagnosis = tuning.tune(base(findings), values)
+        facts = executors.live_facts(diagnosis, registry, clock())
+        if not facts:
+            return diagnosis
+        return tuning.tune(assessor(library, facts)(findings), values)
 
     return assess
 

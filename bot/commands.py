@@ -1,4 +1,4 @@
-"""The daemon's commands: run, config, ingest, and the operations on its state.
+"""The daemon's commands: run, demo, config, ingest, and the operations on its state.
 
 Why this exists: `pitcrew run` starts the daemon; the other commands work on
 the same store file from another shell (found with `--config`, or `--store`),
@@ -111,6 +111,19 @@ def run_command(file: ConfigOption = None) -> None:
     except PitcrewError as error:
         raise fail(str(error)) from None
     raise typer.Exit(code)
+
+
+def demo_command(
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="approve every offered action (no questions)")
+    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="the daemon's log too")] = False,
+) -> None:
+    """Show the whole loop: real failures on a local Ray (and the seed case on an emulated
+    Kubernetes API), cards, approvals, remediation, a successful rerun."""
+    from bot.demo.runner import main  # Ray, kmock and the daemon's wiring: only here
+
+    raise typer.Exit(main(yes=yes, verbose=verbose))
 
 
 config_app = typer.Typer(help="Check or show the daemon's configuration.", no_args_is_help=True)
@@ -355,6 +368,7 @@ def _proposal_line(proposal: Proposal) -> str:
 
 def register(app: typer.Typer) -> None:
     app.command("run")(run_command)
+    app.command("demo")(demo_command)
     app.add_typer(config_app, name="config")
     app.command("ingest")(ingest_command)
     app.command("approve")(approve_command)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -359,7 +359,13 @@ def diagnose_live(
     limits: Limits | None = None,
 ) -> Diagnosis:
     """Collect, diagnose, fill in the live facts, diagnose again."""
-    parts = Collector(api, limits).collect(target)
+    return diagnose_parts(engine, Collector(api, limits).collect(target), checkers)
+
+
+def diagnose_parts(
+    engine: Engine, parts: Sequence[InputPart], checkers: Mapping[str, Checker] | None = None
+) -> Diagnosis:
+    """Diagnose what a `Collector` collected, fill in the live facts, diagnose again."""
     first = engine.diagnose(parts)
     if not checkers:
         return first

@@ -52,6 +52,10 @@ def normalize_address(address: str) -> str:
     return address
 
 
+class JobNotFoundError(PitcrewError):
+    """The cluster answered, and has no job by that id."""
+
+
 def diagnose_ray_job(
     engine: Engine,
     address: str,
@@ -63,7 +67,8 @@ def diagnose_ray_job(
     executors: Mapping[str, RayExecutor] | None = None,
 ) -> LiveDiagnosis:
     """Fetch the job, its log tail and actors; diagnose; compute the facts the offered
-    actions need; diagnose again with them. Raises PitcrewError naming the URL."""
+    actions need; diagnose again with them. Raises PitcrewError naming the URL
+    (JobNotFoundError when the cluster has no such job)."""
     url = normalize_address(address)
     config = RayClusterConfig(
         name=cluster or (urlparse(url).netloc or "ray"),
@@ -71,11 +76,24 @@ def diagnose_ray_job(
         headers=dict(headers_from_env() if headers is None else headers),
         timeout=timeout,
     )
+    return diagnose_ray_job_on(engine, config, submission_id, executors=executors)
+
+
+def diagnose_ray_job_on(
+    engine: Engine,
+    config: RayClusterConfig,
+    submission_id: str,
+    *,
+    executors: Mapping[str, RayExecutor] | None = None,
+) -> LiveDiagnosis:
+    """`diagnose_ray_job` on a configured cluster (the daemon's `sources.ray` entries, so
+    the signals carry its Kubernetes namespace as the Ray source's do)."""
+    url = config.url
     client = RayDashboard.of(config)
     try:
         job = client.get_job(submission_id)
         if job is None:
-            raise PitcrewError(f"{url}: no Ray job {submission_id!r}")
+            raise JobNotFoundError(f"{url}: no Ray job {submission_id!r}")
         jobs = client.list_jobs()
         by_id = {str(j["job_id"]): j for j in jobs if j.get("job_id")}
         parts = tuple(job_parts(client, job, config, jobs_by_id=by_id))

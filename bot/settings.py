@@ -18,6 +18,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import string
 import types
 from collections.abc import Mapping
 from datetime import timedelta
@@ -34,6 +35,7 @@ from pydantic import (
     SecretStr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from bot import quantity
@@ -226,9 +228,70 @@ class KubernetesSourceSettings(Closed):
     )
 
 
+DISCOVERY_PLACEHOLDERS = ("service", "namespace", "port", "name")
+"""What `sources.ray_discovery.url_template` may name (bot.sources.ray_discovery)."""
+
+
+def _url_template(template: str) -> str:
+    names = [field for _, field, _, _ in string.Formatter().parse(template) if field is not None]
+    known = ", ".join(f"{{{n}}}" for n in DISCOVERY_PLACEHOLDERS)
+    if any(not n for n in names):
+        raise ValueError(f"placeholders must be named ({known})")
+    unknown = sorted({n for n in names if n not in DISCOVERY_PLACEHOLDERS})
+    if unknown:
+        raise ValueError(f"unknown placeholder {{{unknown[0]}}} (known: {known})")
+    sample = template.format(service="s", namespace="ns", port=8265, name="n")
+    if not re.fullmatch(r"https?://[^/\s]+(/\S*)?", sample):
+        raise ValueError(f"{template!r} does not make an http(s) URL")
+    return template
+
+
+class RayDiscoverySettings(Closed):
+    """Ray clusters found from KubeRay RayCluster objects in the namespaces the Kubernetes
+    source watches (`sources.kubernetes`): each RayCluster's dashboard is polled like a
+    `sources.ray` entry named `<namespace>.<name>` for as long as the RayCluster exists,
+    and its signals name the namespace, the RayCluster and the RayJob that owns it. A
+    RayCluster at the address of a `sources.ray` entry is polled by that entry only. The
+    `ray` executors find these clusters by that name or by the RayCluster's name."""
+
+    enabled: bool | None = Field(
+        default=None,
+        description="null: on when sources.kubernetes is enabled and watches rayclusters; "
+        "true needs sources.kubernetes.enabled",
+    )
+    url_template: Annotated[str, AfterValidator(_url_template)] = Field(
+        default="http://{service}.{namespace}.svc:{port}",
+        description="a RayCluster's dashboard URL from {service} (its head service), "
+        "{namespace}, {port} (the head service's dashboard port, 8265 unless the RayCluster "
+        "says otherwise) and {name}; e.g. a proxy: https://ray.example.com/{namespace}/{name}",
+    )
+    poll_interval: timedelta = Field(
+        default=timedelta(seconds=10),
+        gt=timedelta(0),
+        description="how often each discovered dashboard is polled",
+    )
+
+
 class SourceSettings(Closed):
     ray: tuple[RaySourceSettings, ...] = ()
     kubernetes: KubernetesSourceSettings = KubernetesSourceSettings()
+    ray_discovery: RayDiscoverySettings = RayDiscoverySettings()
+
+    @model_validator(mode="after")
+    def _discovery_needs_kubernetes(self) -> SourceSettings:
+        if self.ray_discovery.enabled and not self.kubernetes.enabled:
+            raise ValueError(
+                "ray_discovery.enabled: discovering RayClusters needs sources.kubernetes.enabled"
+            )
+        return self
+
+    def discovers_ray_clusters(self) -> bool:
+        """Whether RayCluster discovery runs (with the Kubernetes source, see
+        RayDiscoverySettings.enabled)."""
+        enabled = self.ray_discovery.enabled
+        if not self.kubernetes.enabled or enabled is False:
+            return False
+        return enabled is True or "rayclusters" in self.kubernetes.resources
 
     @field_validator("ray")
     @classmethod

@@ -101,7 +101,7 @@ def test_the_seed_case_json() -> None:
         kill["reason"]
         == "the clash is a symptom of pod_oom_killed; killing the actor would not help"
     )
-    assert kill["params"] == {"name": "qwAKMv_register_center", "namespace": "None"}
+    assert kill["params"] == {"name": "qwAKMv_register_center", "namespace": "None", "cluster": ""}
 
 
 def test_text_output_names_root_cause_and_actions() -> None:

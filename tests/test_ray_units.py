@@ -16,6 +16,7 @@ from bot.actions.ray import (
     ActorState,
     KillActorExecutor,
     RayClusters,
+    ResubmitJobExecutor,
     remediation_id,
 )
 from bot.diagnose import Engine
@@ -292,3 +293,43 @@ def test_a_batch_is_only_emitted_once_its_bookmark_is_saved() -> None:
     assert cluster.commit(result, now) == [batch]
     assert not cluster.ledger.is_new("job-1", 100, 0)
     assert json.loads(saved["ray/c/jobs"])["recent"] == {"job-1": 100}
+
+
+class _Jobs:
+    """A dashboard whose one resubmission is PENDING for its first `pending` listings."""
+
+    def __init__(self, pending: int, then: str) -> None:
+        self.pending = pending
+        self.then = then
+        self.listings = 0
+
+    def list_jobs(self) -> list[dict[str, object]]:
+        self.listings += 1
+        status = "PENDING" if self.listings <= self.pending else self.then
+        meta = {"pitcrew.resubmit_of": "raysubmit_old"}
+        return [{"submission_id": "new", "status": status, "start_time": 1, "metadata": meta}]
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("pending", "then", "timeout", "verified"),
+    [
+        (2, "RUNNING", 5.0, True),  # runtime_env set up: it started
+        (2, "SUCCEEDED", 5.0, True),
+        (2, "FAILED", 5.0, False),
+        (1000, "RUNNING", 0.05, False),  # still PENDING when the wait ends
+    ],
+)
+def test_a_resubmission_is_verified_once_it_has_left_pending(
+    pending: int, then: str, timeout: float, verified: bool
+) -> None:
+    dashboard = _Jobs(pending, then)
+    clusters = RayClusters(
+        [RayClusterConfig("c", "http://127.0.0.1:9")],
+        client_factory=lambda config: dashboard,  # type: ignore[arg-type,return-value]
+    )
+    executor = ResubmitJobExecutor(clusters, start_timeout=timeout, poll_every=0.01)
+    assert executor.verify({"submission_id": "raysubmit_old"}) is verified
+    assert dashboard.listings >= (3 if timeout > 1 else 1)

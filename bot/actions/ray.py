@@ -59,6 +59,7 @@ from bot.sources.ray_client import (
     RayClusterConfig,
     RayDashboard,
 )
+from bot.sources.ray_discovery import discovered_configs
 
 PROTECTED = re.compile(r"_register_center$|WorkerDict")
 """verl's register center and WorkerDict workers: killed only once their job has finished."""
@@ -85,26 +86,54 @@ Facts = dict[str, bool]
 
 class RayClusters:
     """The Ray clusters actions may act on, found by pitcrew's cluster name or RayCluster
-    name; an empty name means the only one configured."""
+    name; an empty name means the only one there is.
+
+    `discovered` returns the live set of clusters found from RayCluster objects
+    (`bot.sources.ray_discovery.discovered_configs`), asked at each lookup: configured
+    clusters first, then those. A discovered one is also found as `namespace/name`; a
+    RayCluster name found in several namespaces is refused as ambiguous."""
 
     def __init__(
         self,
         configs: Sequence[RayClusterConfig],
         client_factory: Callable[[RayClusterConfig], RayDashboard] = RayDashboard.of,
+        discovered: Callable[[], Sequence[RayClusterConfig]] | None = None,
     ) -> None:
         self.configs = tuple(configs)
         self.client_factory = client_factory
+        self.discovered = discovered
+
+    def live(self) -> tuple[RayClusterConfig, ...]:
+        """The discovered clusters now (none without discovery)."""
+        return tuple(self.discovered()) if self.discovered is not None else ()
 
     def config(self, name: str) -> RayClusterConfig:
         if not name:
-            if len(self.configs) == 1:
-                return self.configs[0]
+            known = {c.name: c for c in (*self.configs, *self.live())}
+            if len(known) == 1:
+                return next(iter(known.values()))
+            found = "configured or discovered" if self.discovered is not None else "configured"
             raise ActionRefusedError(
-                f"the action names no Ray cluster and {len(self.configs)} are configured"
+                f"the action names no Ray cluster and {len(known)} are {found}"
             )
         for config in self.configs:
             if name in (config.name, config.ray_cluster):
                 return config
+        matches: dict[tuple[str, str], RayClusterConfig] = {}
+        for config in self.live():
+            scoped = f"{config.k8s_namespace}/{config.ray_cluster}"
+            if name in (config.name, config.ray_cluster, scoped):
+                matches.setdefault((config.name, config.url), config)
+        if len(matches) == 1:
+            return next(iter(matches.values()))
+        if matches:
+            places = ", ".join(sorted(c.k8s_namespace or c.name for c in matches.values()))
+            raise ActionRefusedError(
+                f"Ray cluster {name!r} is ambiguous (RayClusters in {places}); "
+                "name it as namespace/name"
+            )
+        if self.discovered is not None:
+            raise ActionRefusedError(f"no Ray cluster {name!r} is configured or discovered")
         raise ActionRefusedError(f"no Ray cluster {name!r} is configured")
 
     @contextmanager
@@ -441,14 +470,19 @@ class ResubmitJobExecutor(RayExecutor):
         categorize: Callable[[Sequence[Any]], set[str]] | None = None,
         rayjob_keys: Sequence[str] = DEFAULT_RAYJOB_KEYS,
         max_retries: int | None = None,
+        start_timeout: float = 60.0,
+        poll_every: float = 0.5,
     ) -> None:
         """`categorize` maps a job's parts to the failure categories found in them
         (default: the built-in playbooks through bot.diagnose.Engine); `max_retries`,
-        when given, is the operator's cap and overrides the proposal's."""
+        when given, is the operator's cap and overrides the proposal's; `verify` waits up
+        to `start_timeout` seconds for a PENDING resubmission to start."""
         super().__init__(clusters)
         self._categorize = categorize
         self.rayjob_keys = rayjob_keys
         self.max_retries = max_retries
+        self.start_timeout = start_timeout
+        self.poll_every = poll_every
 
     def cap(self, p: ResubmitJob) -> int:
         return self.max_retries if self.max_retries is not None else p.max_retries
@@ -554,18 +588,24 @@ class ResubmitJobExecutor(RayExecutor):
         )
 
     def verify(self, params: Mapping[str, Any] | ActionParams) -> bool:
-        """The newest resubmission of the job runs or has succeeded."""
+        """The newest resubmission of the job runs or has succeeded (one just submitted is
+        PENDING while Ray sets up its runtime_env: waited for, up to `start_timeout`)."""
         p = self.params(params)
+        deadline = time.monotonic() + self.start_timeout
         with self.clusters.client(p.cluster) as (_, client):
-            mine = [
-                j
-                for j in client.list_jobs()
-                if _metadata(j).get(RESUBMIT_OF_KEY) == p.submission_id
-            ]
-        if not mine:
-            return False
-        newest = max(mine, key=lambda j: int(j.get("start_time") or 0))
-        return str(newest.get("status") or "") in ("RUNNING", "SUCCEEDED")
+            while True:
+                mine = [
+                    j
+                    for j in client.list_jobs()
+                    if _metadata(j).get(RESUBMIT_OF_KEY) == p.submission_id
+                ]
+                if not mine:
+                    return False
+                newest = max(mine, key=lambda j: int(j.get("start_time") or 0))
+                status = str(newest.get("status") or "")
+                if status != "PENDING" or time.monotonic() >= deadline:
+                    return status in ("RUNNING", "SUCCEEDED")
+                time.sleep(self.poll_every)
 
 
 @dataclass(frozen=True)
@@ -620,9 +660,10 @@ def ray_executors(
     bookmarks: Bookmarks | None = None,
     python: str = "python",
     categorize: Callable[[Sequence[Any]], set[str]] | None = None,
+    discovered: Callable[[], Sequence[RayClusterConfig]] | None = None,
 ) -> dict[str, RayExecutor]:
     """The three Ray executors by action id, for the action registry."""
-    clusters = RayClusters(configs)
+    clusters = RayClusters(configs, discovered=discovered)
     executors: list[RayExecutor] = [
         KillActorExecutor(clusters, python=python),
         StopJobExecutor(clusters, bookmarks=bookmarks),
@@ -708,9 +749,18 @@ class RayActionExecutor:
 
 def build(settings: Settings, bookmarks: Bookmarks | None = None) -> RayActionExecutor:
     """The executor kind `ray` (bot.actions.registry loads it by this name) for the
-    clusters of `sources.ray`; the resubmission cap is `actions.resubmit.max_retries`.
-    Pass the store's bookmarks so the Ray source does not report a job pitcrew stopped."""
-    clusters = RayClusters(cluster_configs(settings))
+    clusters of `sources.ray`, and, when RayCluster discovery runs, the clusters it found
+    (read from `bookmarks` at each lookup); the resubmission cap is
+    `actions.resubmit.max_retries`. Pass the store's bookmarks so the Ray source does not
+    report a job pitcrew stopped, and so the executors see the discovered clusters."""
+    discovered: Callable[[], Sequence[RayClusterConfig]] | None = None
+    if bookmarks is not None and settings.sources.discovers_ray_clusters():
+        marks = bookmarks
+
+        def discovered() -> Sequence[RayClusterConfig]:
+            return discovered_configs(marks)
+
+    clusters = RayClusters(cluster_configs(settings), discovered=discovered)
     executors: list[RayExecutor] = [
         KillActorExecutor(clusters),
         StopJobExecutor(clusters, bookmarks=bookmarks),

@@ -26,13 +26,15 @@ import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Protocol
+from datetime import datetime
+from typing import Any, Protocol
 
 from bot.actions.catalog import CATALOG
-from bot.approvals import SYSTEM_ACTOR, LiveCheck
+from bot.analysis import LIVE_CHECK
+from bot.approvals import PRECONDITIONS, SYSTEM_ACTOR, LiveCheck
 from bot.errors import PitcrewError
 from bot.metrics import Metrics
-from bot.model import ActionResult, LedgerEntry, Proposal, ProposalState
+from bot.model import ActionResult, Diagnosis, LedgerEntry, Proposal, ProposalState
 from bot.plugins import find_build
 from bot.ports import Bookmarks, Clock, RunnerStore, accepts_bookmarks
 from bot.settings import Settings
@@ -133,6 +135,59 @@ def from_settings(settings: Settings, bookmarks: Bookmarks | None = None) -> Reg
                 built[kind] = factory(settings)
         registry.register(action, built[kind])
     return registry
+
+
+def live_facts(diagnosis: Diagnosis, registry: Registry, now: datetime) -> dict[str, bool]:
+    """The live facts that the actions `diagnosis` withholds only for want of one need,
+    from each action's executor (`check` of a not yet stored proposal for the offer).
+
+    The daemon assesses an incident, asks for these, and assesses again with them, as
+    `pitcrew diagnose --ray-job` does: offline a guard like "the actor is stale" is
+    unknown and withholds its action; here the cluster answers it. A fact two checks
+    disagree on is false (the cautious reading); an action without an executor, or
+    whose check fails, stays withheld with the reason it had."""
+    facts: dict[str, bool] = {}
+    for offer in diagnosis.actions:
+        if offer.offered or not offer.reason.startswith(LIVE_CHECK):
+            continue
+        executor = registry.get(offer.action)
+        if executor is None or not _valid(offer.action, offer.params):
+            continue
+        probe = Proposal(
+            id="",
+            incident_id="",
+            action=offer.action,
+            params=offer.params,
+            preview=offer.preview,
+            state=S.OFFERED,
+            created_at=now,
+            expires_at=now,
+            preconditions=PRECONDITIONS.get(offer.action, ()),
+            playbook=offer.playbook,
+        )
+        try:
+            found = executor.check(probe).facts
+        except PitcrewError as error:  # refused: not a target this pitcrew can check
+            log.info("no live check of %s: %s", offer.action, error)
+            continue
+        except Exception as error:
+            log.warning("live check of %s failed: %s", offer.action, error)
+            continue
+        for fact, holds in found.items():
+            facts[fact] = facts.get(fact, True) and bool(holds)
+    return facts
+
+
+def _valid(action: str, params: Mapping[str, Any]) -> bool:
+    """The offer names a target (a playbook whose evidence lacked one renders blanks)."""
+    spec = CATALOG.get(action)
+    if spec is None:
+        return False
+    try:
+        spec.params.model_validate(dict(params))
+    except ValueError:
+        return False
+    return True
 
 
 def no_executor(action: str) -> str:

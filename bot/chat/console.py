@@ -68,8 +68,18 @@ def report_panel(report: Report, ref: str = "") -> Panel:
 class ConsoleChat:
     name = "console"
 
-    def __init__(self, stream: TextIO | None = None, width: int | None = None) -> None:
-        self._console = Console(file=stream, width=width, highlight=False, soft_wrap=False)
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        width: int | None = None,
+        *,
+        console: Console | None = None,
+    ) -> None:
+        """Cards go to `stream` (default: standard output), or to a `console` shared with
+        other output (the demo's progress spinner)."""
+        self._console = console or Console(
+            file=stream, width=width, highlight=False, soft_wrap=False
+        )
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
 

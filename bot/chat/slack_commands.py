@@ -32,14 +32,19 @@ MAX_REASON = 300
 _K8S_NAME = r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?"
 _NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _RAY_JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
-_OBJECT = re.compile(rf"(?P<ns>{_NAMESPACE.pattern})/(?P<kind>pod|rayjob)/(?P<name>{_K8S_NAME})")
+_OBJECT = re.compile(
+    rf"(?P<ns>{_NAMESPACE.pattern})/(?P<kind>pod|rayjob|raycluster)/(?P<name>{_K8S_NAME})"
+)
+_CLUSTER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
+
+_TARGETS = "[cluster/]ray-job-id | ns/pod/NAME | ns/rayjob/NAME | ns/raycluster/NAME"
 
 USAGE = f"""Usage:
 `{COMMAND} help` — this message
 `{COMMAND} status` — open incidents, pending approvals, outbox
 `{COMMAND} incidents [namespace]` — open incidents
-`{COMMAND} diagnose &lt;ray-job-id | namespace/pod/NAME | namespace/rayjob/NAME&gt;`
+`{COMMAND} diagnose &lt;{_TARGETS}&gt;`
 `{COMMAND} silence &lt;playbook | incident-id&gt; &lt;duration, e.g. 2h&gt; [reason]`
 `{COMMAND} unsilence &lt;silence-id&gt;`
 `{COMMAND} history [n]` — recent incidents and actions"""
@@ -65,15 +70,18 @@ class Incidents:
 
 @dataclass(frozen=True, slots=True)
 class DiagnoseTarget:
-    """What `/pitcrew diagnose` names: a Ray job submission id, a pod or a RayJob."""
+    """What `/pitcrew diagnose` names: a Ray job (its submission or job id, and the
+    configured Ray cluster to look on, or "" for each of them), a pod, a RayJob or a
+    RayCluster."""
 
-    kind: Literal["ray_job", "pod", "rayjob"]
+    kind: Literal["ray_job", "pod", "rayjob", "raycluster"]
     name: str
     namespace: str = ""
+    cluster: str = ""
 
     def __str__(self) -> str:
         if self.kind == "ray_job":
-            return self.name
+            return f"{self.cluster}/{self.name}" if self.cluster else self.name
         return f"{self.namespace}/{self.kind}/{self.name}"
 
 
@@ -133,10 +141,15 @@ Command = (
 def parse_target(text: str) -> DiagnoseTarget | None:
     found = _OBJECT.fullmatch(text)
     if found:
-        kind: Literal["pod", "rayjob"] = "pod" if found["kind"] == "pod" else "rayjob"
-        return DiagnoseTarget(kind, found["name"], found["ns"])
-    if "/" not in text and _RAY_JOB_ID.fullmatch(text):
-        return DiagnoseTarget("ray_job", text)
+        kinds: dict[str, Literal["pod", "rayjob", "raycluster"]] = {
+            "pod": "pod",
+            "rayjob": "rayjob",
+            "raycluster": "raycluster",
+        }
+        return DiagnoseTarget(kinds[found["kind"]], found["name"], found["ns"])
+    cluster, slash, job = text.rpartition("/")
+    if _RAY_JOB_ID.fullmatch(job) and (not slash or _CLUSTER.fullmatch(cluster)):
+        return DiagnoseTarget("ray_job", job, cluster=cluster)
     return None
 
 
@@ -173,7 +186,8 @@ def parse(text: str) -> Command:
         target = parse_target(args[0]) if len(args) == 1 else None
         if target is None:
             return Usage(
-                "`diagnose` takes one ray job id, namespace/pod/NAME or namespace/rayjob/NAME."
+                "`diagnose` takes one ray job id (or ray-cluster/ray-job-id), "
+                "namespace/pod/NAME, namespace/rayjob/NAME or namespace/raycluster/NAME."
             )
         return Diagnose(target)
     if name == "silence":

@@ -26,7 +26,7 @@ a RayJob that failed.
 
 The daemon plugs it in with a small surface:
 
-    [source] = build(settings, pipeline)  # bot.sources.build_sources does this
+    [source, *discovery] = build(settings, pipeline, bookmarks)  # build_sources does this
     source.start()                        # observations go to the pipeline's queue
     # or: KubernetesSource(KubeApi.from_config(), config).start(callback)  (or poll())
     source.healthy(), source.status(), source.bookmarks()
@@ -51,7 +51,9 @@ from bot.inputs import InputPart, LogText
 from bot.inputs.owners import object_ref
 from bot.inputs.values import as_map, text_at
 from bot.model import ObjectRef, Signal, SourceKind
+from bot.ports import Bookmarks
 from bot.settings import Settings
+from bot.sources import Source
 from bot.sources.kubernetes_api import (
     BY_KIND,
     EVENTS,
@@ -146,10 +148,18 @@ _KINDS_BY_PLURAL = {
 }
 
 
-def build(settings: Settings, sink: Sink, **overrides: Any) -> list[KubernetesSource]:
+def build(
+    settings: Settings, sink: Sink, bookmarks: Bookmarks | None = None, **overrides: Any
+) -> list[Source]:
     """The source `sources.kubernetes` describes (kubeconfig or in-cluster, namespaces,
     resources), putting observations on `sink` (the daemon's pipeline). `overrides` set
-    other `KubeSourceConfig` fields. `bot.sources.build_sources` calls it."""
+    other `KubeSourceConfig` fields. `bot.sources.build_sources` calls it.
+
+    With it, unless `sources.ray_discovery` turns it off, the RayCluster discovery
+    (`bot.sources.ray_discovery`) on the same API client: it polls each RayCluster's
+    dashboard, remembering what it reported in `bookmarks`."""
+    from bot.sources import ray_discovery  # it builds on this module
+
     kube = settings.sources.kubernetes
     api = KubeApi.from_config(
         str(kube.kubeconfig) if kube.kubeconfig else None,
@@ -161,7 +171,9 @@ def build(settings: Settings, sink: Sink, **overrides: Any) -> list[KubernetesSo
         kinds=tuple(_KINDS_BY_PLURAL[r] for r in kube.resources),
         **overrides,
     )
-    return [KubernetesSource(api, config, sink=sink)]
+    built: list[Source] = [KubernetesSource(api, config, sink=sink)]
+    built.extend(ray_discovery.build(settings, sink, bookmarks, api=api))
+    return built
 
 
 class GoneError(Exception):

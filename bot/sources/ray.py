@@ -474,6 +474,9 @@ class ClusterStatus:
     down_since: datetime | None = None
     next_attempt: datetime | None = None
     notified_down: bool = False
+    starting: bool = False
+    """Kubernetes says the head is not up yet: until the dashboard first answers, its
+    silence is not an outage (a discovered RayCluster pulling its image)."""
     polls: int = 0
     failures: int = 0
     jobs_listed: int = 0
@@ -493,6 +496,7 @@ class ClusterStatus:
             "down_since": when(self.down_since),
             "next_attempt": when(self.next_attempt),
             "notified_down": self.notified_down,
+            "starting": self.starting,
             "polls": self.polls,
             "failures": self.failures,
             "jobs_listed": self.jobs_listed,
@@ -697,6 +701,8 @@ class _Cluster:
         status = self.status
         if status.healthy or status.notified_down or status.down_since is None:
             return None
+        if status.starting and status.last_ok is None:
+            return None
         if now - status.down_since < self.options.down_after:
             return None
         status.notified_down = True
@@ -806,6 +812,23 @@ class RaySource:
             )
         return list(self._pool.map(run, due))
 
+    def retry_now(self, name: str) -> None:
+        """Poll cluster `name` at the next poll, whatever its backoff (its head came up)."""
+        for cluster in self._clusters:
+            if cluster.config.name == name:
+                cluster.status.next_attempt = None
+
+    def set_starting(self, name: str, starting: bool) -> None:
+        """Whether cluster `name` is still starting (see ClusterStatus.starting). Once it
+        is up, `down_after` counts from its next failure, not from its start-up's."""
+        for cluster in self._clusters:
+            if cluster.config.name != name:
+                continue
+            status = cluster.status
+            if status.starting and not starting and status.last_ok is None:
+                status.down_since = None
+            status.starting = starting
+
     def healthy(self) -> bool:
         """Every cluster answered its last poll (or has not been polled yet)."""
         return all(c.status.healthy for c in self._clusters)
@@ -903,6 +926,11 @@ class RayClusterSource:
         self._clock = clock
         self._attempts = submit_attempts
         self._source = RaySource([config], bookmarks, options)
+
+    @property
+    def source(self) -> RaySource:
+        """The poller itself (backoff and start-up state: `retry_now`, `set_starting`)."""
+        return self._source
 
     def start(self) -> None:
         """Nothing to start: the scheduler drives `poll`."""

@@ -1,22 +1,18 @@
 """Fixtures for the Kubernetes tests: kmock's KubernetesEmulator on a loopback port, driven
 through the official `kubernetes` client over real HTTP.
 
-The emulator is asyncio; the client and pitcrew's watch threads are synchronous. So the
-emulator runs in an event loop of its own thread, and tests reach into it (to inject
-watch reactions or change stored objects behind the API's back) with `Emulator.run`.
+The emulator is the demo's (`bot.demo.emulator.KubeEmulator`): asyncio, served from an
+event loop of its own thread, which tests reach into (to inject watch reactions or
+change stored objects behind the API's back) with `Emulator.run`.
 Every RayJob and RayCluster a test creates is validated against the real KubeRay CRD
 schema first (`create` refuses an invalid one).
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
-import re
-import threading
 import time
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -25,19 +21,17 @@ import jsonschema
 import kmock
 import pytest
 import yaml
-from kubernetes import client
 
+from bot.demo import seed
+from bot.demo.emulator import KubeEmulator
 from bot.diagnose import Engine
 from bot.incidents import workload_refs
 from bot.inputs import InputPart
 from bot.model import ObjectRef, Signal
 from bot.playbooks import load_builtin
-from bot.sources.kubernetes_api import BY_KIND, KubeApi
-from tests.kube import objects
 
 CRDS = Path("/work/shared/kuberay/crds")
 SCHEMAS = {"RayJob": "ray.io_rayjobs.yaml", "RayCluster": "ray.io_rayclusters.yaml"}
-LOG_PATH = re.compile(r"^/api/v1/namespaces/[^/]+/pods/[^/]+/log$")
 
 
 @functools.cache
@@ -58,82 +52,15 @@ def validate_kuberay(obj: Mapping[str, Any]) -> None:
         raise AssertionError(f"{obj['kind']} {obj['metadata']['name']} is not valid: {shown}")
 
 
-class Emulator:
-    """kmock's KubernetesEmulator served on 127.0.0.1:<free port> from its own loop thread."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._failed: BaseException | None = None
-        self._thread = threading.Thread(target=self._serve, name="kmock", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise RuntimeError("kmock did not start")
-        if self._failed is not None:
-            raise self._failed
-        configuration = client.Configuration()
-        configuration.host = self.url
-        configuration.retries = 0
-        self.api_client = client.ApiClient(configuration)
-        self.api = KubeApi(self.api_client, timeout=5.0)
-
-    def _serve(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        try:
-            self.loop.run_until_complete(self._main())
-        except BaseException as error:  # surfaced to the test that started it
-            self._failed = error
-            self._ready.set()
-
-    async def _main(self) -> None:
-        self._stopping = asyncio.Event()
-        async with kmock.KubernetesEmulator() as k, kmock.Server(k) as server:
-            self.k = k
-            self.url = str(server.url).rstrip("/")
-            with warnings.catch_warnings():  # kmock reads its bundle with a deprecated API
-                warnings.simplefilter("ignore", DeprecationWarning)
-                k.resources.load_bundled()
-            # A pod log nobody declared is a 404 (the emulator would answer with the pod).
-            (k**-1)[kmock.method.GET, LOG_PATH] << 404
-            self._ready.set()
-            await self._stopping.wait()
-
-    def run(self, fn: Callable[[Any], Any]) -> Any:
-        """Call `fn(kmock)` on the emulator's loop and return its result."""
-
-        async def call() -> Any:
-            return fn(self.k)
-
-        return asyncio.run_coroutine_threadsafe(call(), self.loop).result(10)
-
-    def stop(self) -> None:
-        if self._thread.is_alive():
-            self.loop.call_soon_threadsafe(self._stopping.set)
-            self._thread.join(10)
-
-    # -- conveniences ------------------------------------------------------------------------
-
-    def install_kuberay(self) -> None:
-        def declare(k: Any) -> None:
-            k.resources["ray.io/v1/rayjobs"] = kmock.ResourceInfo(
-                kind="RayJob", singular="rayjob", namespaced=True
-            )
-            k.resources["ray.io/v1/rayclusters"] = kmock.ResourceInfo(
-                kind="RayCluster", singular="raycluster", namespaced=True
-            )
-
-        self.run(declare)
+class Emulator(KubeEmulator):
+    """The demo's emulator (bot.demo.emulator), refusing RayJobs and RayClusters that the
+    real KubeRay CRD schema would refuse, with ways to look behind the API."""
 
     def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        """Create through the API (over HTTP, so watches see it)."""
+        """Create through the API (over HTTP, so watches see it), validated first."""
         if obj.get("kind") in SCHEMAS:
             validate_kuberay(obj)
-        resource = BY_KIND[obj["kind"]]
-        return self.api.create(resource, obj["metadata"].get("namespace", ""), obj)
-
-    def serve_log(self, namespace: str, pod: str, text: bytes) -> None:
-        path = f"/api/v1/namespaces/{namespace}/pods/{pod}/log"
-        self.run(lambda k: k[kmock.method.GET, path] << text)
+        return super().create(obj)
 
     def stored(self, plural: str, namespace: str | None, name: str) -> dict[str, Any]:
         """The object as the emulator stores it (bypassing the API)."""
@@ -207,20 +134,7 @@ def kubeconfig(directory: Path, emulator: Emulator) -> Path:
 
 def install_seed(emulator: Emulator) -> dict[str, Any]:
     """The seed case's objects in the emulator, with the logs the kubelet would serve."""
-    seed = objects.seed_objects()
-    for obj in [*seed["nodes"], seed["quota"], seed["rayjob"], seed["cluster"], seed["job"]]:
-        emulator.create(obj)
-    for pod in seed["pods"]:
-        emulator.create(pod)
-    emulator.serve_log(
-        objects.NS, seed["submitter_pod"]["metadata"]["name"], objects.seed_driver_log()
-    )
-    emulator.serve_log(
-        objects.NS,
-        seed["oom_pod"]["metadata"]["name"],
-        b"(raylet) Worker 2321 started\n(WorkerDict pid=2321) loading Qwen2.5-7B shards\n",
-    )
-    return seed
+    return seed.install(emulator)
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 5.0, what: str = "") -> Any:

@@ -72,6 +72,10 @@ center = RegisterCenter.options(name="abcdef_register_center", namespace="verl-s
 print(ray.get(center.ping.remote()))
 """
 
+# The Slack end-to-end test's pair (tests/slack): the same clash in a namespace of its own.
+HOLDER_SLACK = HOLDER_S1.replace("pc-s1", "pc-slack").replace("trainer_lock", "slack_lock")
+CLASH_SLACK = CLASH_S1.replace("pc-s1", "pc-slack").replace("trainer_lock", "slack_lock")
+
 EXIT_3 = """
 import sys
 print("giving up on purpose")
@@ -100,4 +104,6 @@ SCRIPTS = {
     "verl_s4.py": VERL_S4,
     "clash_s4.py": CLASH_S4,
     "exit_3.py": EXIT_3,
+    "holder_slack.py": HOLDER_SLACK,
+    "clash_slack.py": CLASH_SLACK,
 }
