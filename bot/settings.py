@@ -209,6 +209,21 @@ class RaySourceSettings(Closed):
     address: str = Field(default="http://127.0.0.1:8265", min_length=1)
     namespace: str = Field(default="", description="Kubernetes namespace of the cluster")
     poll_interval: timedelta = Field(default=timedelta(seconds=10), gt=timedelta(0))
+    stale_actor_age: timedelta = Field(
+        default=timedelta(hours=1),
+        gt=timedelta(0),
+        description="a detached named actor is reported stale this long after its job finished",
+    )
+    stale_scan_every: timedelta = Field(
+        default=timedelta(minutes=10),
+        gt=timedelta(0),
+        description="how often the stale-actor scan runs",
+    )
+    down_after: timedelta = Field(
+        default=timedelta(minutes=2),
+        gt=timedelta(0),
+        description="an unreachable dashboard is reported once it has been down this long",
+    )
 
 
 class KubernetesSourceSettings(Closed):

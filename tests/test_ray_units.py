@@ -333,3 +333,23 @@ def test_a_resubmission_is_verified_once_it_has_left_pending(
     executor = ResubmitJobExecutor(clusters, start_timeout=timeout, poll_every=0.01)
     assert executor.verify({"submission_id": "raysubmit_old"}) is verified
     assert dashboard.listings >= (3 if timeout > 1 else 1)
+
+
+def test_a_config_entry_sets_the_stale_age_scan_interval_and_down_grace() -> None:
+    from datetime import timedelta
+
+    from bot.settings import RaySourceSettings
+    from bot.sources.ray import source_options
+
+    entry = RaySourceSettings(
+        name="a",
+        stale_actor_age=timedelta(minutes=5),
+        stale_scan_every=timedelta(minutes=1),
+        down_after=timedelta(seconds=30),
+    )
+    options = source_options(entry)
+    assert (options.stale_actor_age, options.stale_scan_every, options.down_after) == (
+        timedelta(minutes=5),
+        timedelta(minutes=1),
+        timedelta(seconds=30),
+    )

@@ -46,7 +46,7 @@ from bot.inputs import InputPart, LogText
 from bot.inputs.rayjob import job_info_parts
 from bot.model import ObjectRef, Signal, SourceKind, frozen_map
 from bot.ports import Bookmarks, utcnow
-from bot.settings import Settings
+from bot.settings import RaySourceSettings, Settings
 from bot.sources.ray_client import (
     LOG_LIMIT,
     SUPERVISOR_NAME,
@@ -966,8 +966,24 @@ def build(
     remembered in memory only; the daemon passes the store's to survive restarts:
     `build(settings, sink, CallableBookmarks(store.bookmark, store.set_bookmark))`."""
     marks = bookmarks if bookmarks is not None else MemoryBookmarks()
-    intervals = {s.name: s.poll_interval for s in settings.sources.ray}
+    entries = {s.name: s for s in settings.sources.ray}
     return [
-        RayClusterSource(config, sink, marks, poll_interval=intervals[config.name])
+        RayClusterSource(
+            config,
+            sink,
+            marks,
+            poll_interval=entries[config.name].poll_interval,
+            options=source_options(entries[config.name]),
+        )
         for config in cluster_configs(settings)
     ]
+
+
+def source_options(entry: RaySourceSettings) -> RaySourceOptions:
+    """The polling options a `sources.ray` entry sets."""
+    return replace(
+        RaySourceOptions(),
+        stale_actor_age=entry.stale_actor_age,
+        stale_scan_every=entry.stale_scan_every,
+        down_after=entry.down_after,
+    )
