@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import functools
 import json
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 import yaml
 
+from tests.shared import kuberay_crds
 from tests.test_inputs import DATA
 
-CRDS = Path("/work/shared/kuberay/crds")
+CRDS = kuberay_crds()
 SCHEMA_FILES = {"RayJob": "ray.io_rayjobs.yaml", "RayCluster": "ray.io_rayclusters.yaml"}
 
 

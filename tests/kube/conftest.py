@@ -29,8 +29,9 @@ from bot.incidents import workload_refs
 from bot.inputs import InputPart
 from bot.model import ObjectRef, Signal
 from bot.playbooks import load_builtin
+from tests.shared import kuberay_crds
 
-CRDS = Path("/work/shared/kuberay/crds")
+CRDS = kuberay_crds()
 SCHEMAS = {"RayJob": "ray.io_rayjobs.yaml", "RayCluster": "ray.io_rayclusters.yaml"}
 
 
