@@ -34,6 +34,7 @@ import json
 import logging
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -279,7 +280,7 @@ def _now() -> str:
 # -- what every executor shares -------------------------------------------------------------------
 
 
-class KubeExecutor:
+class KubeExecutor(ABC):
     """What every Kubernetes executor shares: the API, the limits, dry-run detection,
     guarded patches and the remediation Event."""
 
@@ -291,17 +292,17 @@ class KubeExecutor:
         self.config = config or KubeActionConfig()
         self._dry_run: dict[str, bool] = {}
 
+    @abstractmethod
     def check(self, params: Mapping[str, Any]) -> tuple[dict[str, bool], str]:
         """The facts the action's guards name and a preview of the change (read-only)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def execute(self, params: Mapping[str, Any], proposal_id: str, approver: str) -> str:
         """Apply the change; raises ActionRefusedError when it no longer holds."""
-        raise NotImplementedError
 
+    @abstractmethod
     def verify(self, params: Mapping[str, Any]) -> bool:
         """Whether the change is in place."""
-        raise NotImplementedError
 
     def _get(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
         obj = self.api.get(BY_KIND[kind], namespace, name)

@@ -28,6 +28,7 @@ import hashlib
 import re
 import shlex
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -239,7 +240,7 @@ def live_status(client: RayDashboard, submission_id: str) -> str:
 # -- executors ---------------------------------------------------------------------------
 
 
-class RayExecutor:
+class RayExecutor(ABC):
     """What the action registry needs of an executor."""
 
     action: ClassVar[str]
@@ -256,14 +257,17 @@ class RayExecutor:
         except ValidationError as error:
             raise ActionRefusedError(f"{self.action}: invalid parameters: {error}") from None
 
+    @abstractmethod
     def check(self, params: Mapping[str, Any] | ActionParams) -> tuple[Facts, str]:
-        raise NotImplementedError
+        """The live facts the action's guards name, and a preview."""
 
+    @abstractmethod
     def execute(self, params: Mapping[str, Any] | ActionParams, proposal_id: str) -> str:
-        raise NotImplementedError
+        """Act once per proposal id; returns what was done."""
 
+    @abstractmethod
     def verify(self, params: Mapping[str, Any] | ActionParams) -> bool:
-        raise NotImplementedError
+        """Whether the change is in place."""
 
 
 class KillActorExecutor(RayExecutor):
