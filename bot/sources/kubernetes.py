@@ -40,7 +40,7 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
@@ -64,12 +64,8 @@ from bot.sources.kubernetes_api import (
     KubeApi,
     RbacRule,
     Resource,
-    StreamBrokenError,
     WatchEvent,
-    WatchStream,
-    is_api_error,
     reason_of,
-    status_of,
 )
 from bot.sources.kubernetes_owners import OwnerResolver
 from bot.sources.kubernetes_state import (
@@ -84,6 +80,8 @@ from bot.sources.kubernetes_state import (
     problems,
     submitter_pods,
 )
+from bot.sources.kubernetes_watch import Backoff as Backoff
+from bot.sources.kubernetes_watch import NotServedError, WatchLoop
 
 log = logging.getLogger(__name__)
 
@@ -174,34 +172,6 @@ def build(
     built: list[Source] = [KubernetesSource(api, config, sink=sink)]
     built.extend(ray_discovery.build(settings, sink, bookmarks, api=api))
     return built
-
-
-class GoneError(Exception):
-    """410 Gone: the resourceVersion is too old; list again."""
-
-
-class NotServedError(Exception):
-    """The API server does not serve the resource (a CRD that is not installed)."""
-
-
-class Backoff:
-    """Exponential back-off with jitter: `initial · 2ⁿ`, capped, times a random 0.5-1."""
-
-    def __init__(
-        self, initial: float, maximum: float, rng: Callable[[], float] = random.random
-    ) -> None:
-        self.initial = initial
-        self.maximum = maximum
-        self.rng = rng
-        self.attempt = 0
-
-    def next(self) -> float:
-        base = min(self.maximum, self.initial * (2**self.attempt))
-        self.attempt += 1
-        return float(base * (0.5 + 0.5 * self.rng()))
-
-    def reset(self) -> None:
-        self.attempt = 0
 
 
 class _RateLimit:
@@ -609,92 +579,42 @@ def driver_logs(
     return found
 
 
-class _Watch:
-    """One resource in one namespace (or cluster-wide): list, watch, resume, relist."""
+class _Watch(WatchLoop):
+    """One resource in one namespace (or cluster-wide): list, watch, resume, relist, and
+    report what is new about each object."""
+
+    LOG = log
 
     def __init__(
         self, source: KubernetesSource, kind: str, resource: Resource, namespace: str | None
     ) -> None:
+        super().__init__(source, source.config, resource, namespace, kind, clock=source.clock)
         self.source = source
         self.config = source.config
         self.kind = kind
-        self.resource = resource
-        self.namespace = namespace
-        self.id = f"{kind}@{namespace}" if namespace else kind
         self.tracker = Tracker(self.config.max_tracked_objects)
         self.failed: dict[str, bool] = {}  # KubeRay objects: failed since last healthy
-        self.backoff = Backoff(self.config.backoff_initial, self.config.backoff_max, source.rng)
-        self.rv: str | None = self.config.resume_from.get(self.id) or None
-        self.state = "starting"
-        self.synced = False
+        self.rv = self.config.resume_from.get(self.id) or None
         self.disabled = ""
-        self.stream: WatchStream | None = None
-        self.last_ok = source.clock()
-        self.last_error = ""
-        self.counts = {"lists": 0, "gone": 0, "cuts": 0, "errors": 0, "events": 0}
+        self._seen: set[str] = set()
 
     # -- health ------------------------------------------------------------------------
 
     def healthy(self, now: float) -> bool:
         if self.disabled:
             return True  # a CRD that is not installed is not a failure of the source
-        return self.state == "watching" or now - self.last_ok <= self.config.unhealthy_after
+        return super().healthy(now)
 
-    def status(self, now: float) -> dict[str, Any]:
-        return {
-            "state": f"disabled: {self.disabled}" if self.disabled else self.state,
-            "resource_version": self.rv or "",
-            "tracked_objects": len(self.tracker),
-            "seconds_since_ok": round(now - self.last_ok, 1),
-            "last_error": self.last_error,
-            **self.counts,
-        }
+    def _state_text(self) -> str:
+        return f"disabled: {self.disabled}" if self.disabled else self.state
 
-    def close(self) -> None:
-        stream = self.stream
-        if stream is not None:
-            stream.close()
+    def _status_details(self) -> dict[str, Any]:
+        return {"tracked_objects": len(self.tracker)}
 
-    # -- the loop ---------------------------------------------------------------------
+    # -- what the loop sees -----------------------------------------------------------
 
-    def run(self) -> None:
-        gone_in_a_row = 0
-        while not self.source.stopping():
-            try:
-                if self.rv is None:
-                    self._relist()
-                self._watch()
-                gone_in_a_row = 0
-            except GoneError:
-                self.counts["gone"] += 1
-                self.rv = None
-                gone_in_a_row += 1
-                if gone_in_a_row > 1:  # a server that keeps saying 410: do not spin
-                    self._fail("410 Gone again right after a relist")
-            except NotServedError as error:
-                self._disable(str(error))
-                return
-            except StreamBrokenError as error:
-                if self.source.stopping():
-                    break
-                self.counts["cuts"] += 1
-                self.rv = None  # a broken stream may have lost events: relist and reconcile
-                self._fail(str(error))
-            except Exception as error:
-                if self.source.stopping():
-                    break
-                self._fail(reason_of(error))
-        self.state = "stopped"
-
-    def _fail(self, reason: str) -> None:
-        self.counts["errors"] += 1
-        self.last_error = reason
-        self.state = "backoff"
-        delay = self.backoff.next()
-        log.warning("watch %s: %s; retrying in %.1fs", self.id, reason, delay)
-        self.source.sleep(delay)
-
-    def _disable(self, reason: str) -> None:
+    def _not_served(self, error: NotServedError) -> bool:
+        reason = str(error)
         self.disabled = reason
         self.synced = True
         self.state = "disabled"
@@ -702,103 +622,25 @@ class _Watch:
             self.source.kuberay_absent()
         else:
             log.warning("watch %s disabled: %s", self.id, reason)
+        return False
 
-    def _relist(self) -> None:
-        """List everything (paged) and reconcile: new states are reported, objects gone
-        while we were not watching are forgotten."""
-        self.state = "listing"
-        seen: set[str] = set()
-        token: str | None = None
-        resource_version = ""
-        while True:
-            try:
-                page = self.source.api.list(
-                    self.resource,
-                    self.namespace,
-                    limit=self.config.page_size,
-                    continue_token=token,
-                )
-            except Exception as error:
-                if status_of(error) == 404 and is_api_error(error):
-                    raise NotServedError(f"{self.resource} is not served") from error
-                if status_of(error) == 410 and token:  # the continue token expired
-                    token, seen = None, set()
-                    continue
-                raise
-            metadata = as_map(page.get("metadata"))
-            resource_version = resource_version or text_at(metadata, "resourceVersion")
-            items = page.get("items")
-            for item in items if isinstance(items, list) else []:
-                if isinstance(item, dict):
-                    uid = self._observe(item)
-                    if uid in self.tracker:
-                        seen.add(uid)
-            token = text_at(metadata, "continue") or None
-            if not token:
-                break
-        for uid in self.tracker.uids() - seen:
+    def _list_started(self) -> None:
+        self._seen = set()
+
+    def _listed(self, items: Iterable[Mapping[str, Any]]) -> None:
+        for item in items:
+            uid = self._observe(item)
+            if uid in self.tracker:
+                self._seen.add(uid)
+
+    def _list_done(self) -> None:
+        """Objects gone while we were not watching are forgotten."""
+        for uid in self.tracker.uids() - self._seen:
             self.tracker.forget(uid)
-        self.rv = resource_version
-        self.counts["lists"] += 1
-        self.last_ok = self.source.clock()
+        self._seen = set()
 
-    def _watch(self) -> None:
-        """One watch request from `rv`; returns when the server ends it cleanly (resume),
-        raises GoneError (relist), StreamBrokenError (relist) or NotServedError (give up)."""
-        try:
-            stream = self.source.api.watch(
-                self.resource,
-                self.namespace,
-                self.rv,
-                timeout_seconds=self.config.watch_timeout,
-                read_timeout=self.config.read_timeout,
-            )
-        except Exception as error:
-            if status_of(error) == 410:
-                raise GoneError(reason_of(error)) from error
-            if status_of(error) == 404 and is_api_error(error):
-                raise NotServedError(f"{self.resource} is not served") from error
-            raise
-        self.stream = stream
-        if self.source.stopping():
-            stream.close()
-        self.state = "watching"
-        self.synced = True
-        self.last_ok = self.source.clock()
-        opened = time.monotonic()
-        delivered = 0
-        try:
-            for event in stream:
-                self._handle(event)
-                delivered += 1
-                self.last_ok = self.source.clock()
-                if delivered == 1:
-                    self.backoff.reset()
-        except (GoneError, StreamBrokenError):
-            raise
-        except Exception as error:
-            if stream.stopped:
-                return
-            raise StreamBrokenError(f"the stream broke: {reason_of(error)}") from error
-        finally:
-            self.stream = None
-            if not self.source.stopping():
-                self.state = "reconnecting"
-        if delivered == 0 and time.monotonic() - opened < 1.0:
-            self.source.sleep(self.backoff.next())  # a server that ends every watch at once
-
-    def _handle(self, event: WatchEvent) -> None:
-        self.counts["events"] += 1
+    def _apply(self, event: WatchEvent) -> None:
         obj = event.object
-        if event.type == "ERROR":
-            code = obj.get("code")
-            if code == 410 or str(code) == "410":
-                raise GoneError(text_at(obj, "message"))
-            raise StreamBrokenError(f"watch error {code}: {text_at(obj, 'message')[:200]}")
-        version = text_at(obj, "metadata", "resourceVersion")
-        if event.type == "BOOKMARK":
-            self.rv = version or self.rv
-            return
         if event.type in ("ADDED", "MODIFIED"):
             self._observe(obj)
         elif event.type == "DELETED":
@@ -809,7 +651,6 @@ class _Watch:
             )
         else:
             self.source.malformed("watch event", event.type or "(no type)", ["unknown type"])
-        self.rv = version or self.rv
 
     def _observe(self, obj: Mapping[str, Any]) -> str:
         """Report what is new about one object; returns its identity."""

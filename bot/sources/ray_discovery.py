@@ -61,17 +61,12 @@ from bot.feed import Sink
 from bot.inputs.values import as_list, as_map, as_text, text_at
 from bot.ports import Bookmarks, utcnow
 from bot.settings import Settings
-from bot.sources.kubernetes import Backoff, GoneError, NotServedError
 from bot.sources.kubernetes_api import (
     RAY_CLUSTERS,
     KubeApi,
-    StreamBrokenError,
     WatchEvent,
-    WatchStream,
-    is_api_error,
-    reason_of,
-    status_of,
 )
+from bot.sources.kubernetes_watch import NotServedError, WatchLoop
 from bot.sources.ray import MemoryBookmarks, RayClusterSource, RaySourceOptions, cluster_configs
 from bot.sources.ray_client import RayClusterConfig, headers_from_env
 
@@ -660,72 +655,28 @@ def _quietly(call: Callable[[], object]) -> None:
         log.exception("closing a Ray poller failed")
 
 
-class _Scope:
+class _Scope(WatchLoop):
     """The RayClusters of one namespace (or the whole cluster): list, watch, resume, relist."""
 
+    COUNTS = ("lists", "events", "gone", "cuts", "errors")
+    WHAT = "RayCluster discovery"
+    LOG = log
+
     def __init__(self, source: RayDiscoverySource, namespace: str | None) -> None:
+        super().__init__(source, source.options, RAY_CLUSTERS, namespace, "RayCluster")
         self.source = source
-        self.options = source.options
-        self.namespace = namespace
-        self.id = f"RayCluster@{namespace}" if namespace else "RayCluster"
-        self.backoff = Backoff(self.options.backoff_initial, self.options.backoff_max, source.rng)
-        self.rv: str | None = None
-        self.state = "starting"
-        self.synced = False
         self.absent = False
-        self.stream: WatchStream | None = None
-        self.last_ok = time.monotonic()
-        self.last_error = ""
-        self.counts = {"lists": 0, "events": 0, "gone": 0, "cuts": 0, "errors": 0}
+        self._items: list[Mapping[str, Any]] = []
 
     def healthy(self, now: float) -> bool:
         if self.absent:
             return True  # KubeRay not installed is not a failure of the source
-        return self.state == "watching" or now - self.last_ok <= self.options.unhealthy_after
+        return super().healthy(now)
 
-    def status(self, now: float) -> dict[str, Any]:
-        return {
-            "state": self.state,
-            "resource_version": self.rv or "",
-            "seconds_since_ok": round(now - self.last_ok, 1),
-            "last_error": self.last_error,
-            **self.counts,
-        }
-
-    def close(self) -> None:
-        stream = self.stream
-        if stream is not None:
-            stream.close()
-
-    def run(self) -> None:
-        gone_in_a_row = 0
-        while not self.source.stopping():
-            try:
-                if self.rv is None:
-                    if not self._served():
-                        raise NotServedError(f"{RAY_CLUSTERS} is not served")
-                    self._relist()
-                self._watch()
-                gone_in_a_row = 0
-            except GoneError:
-                self.counts["gone"] += 1
-                self.rv = None
-                gone_in_a_row += 1
-                if gone_in_a_row > 1:
-                    self._fail("410 Gone again right after a relist")
-            except NotServedError:
-                self._absent()
-            except StreamBrokenError as error:
-                if self.source.stopping():
-                    break
-                self.counts["cuts"] += 1
-                self.rv = None
-                self._fail(str(error))
-            except Exception as error:
-                if self.source.stopping():
-                    break
-                self._fail(reason_of(error))
-        self.state = "stopped"
+    def _relist(self) -> None:
+        if not self._served():
+            raise NotServedError(f"{RAY_CLUSTERS} is not served")
+        super()._relist()
 
     def _served(self) -> bool:
         try:
@@ -735,111 +686,35 @@ class _Scope:
         except Exception:  # discovery forbidden or failing: the list will tell
             return True
 
-    def _absent(self) -> None:
+    def _not_served(self, error: NotServedError) -> bool:
         self.absent = True
         self.synced = True
         self.rv = None
         self.state = "absent"
         self.source.absent()
         self.source.replace_scope(self.namespace, [])
-        self.source.sleep(self.options.crd_recheck)
+        self.source.sleep(self.source.options.crd_recheck)
+        return True
 
-    def _fail(self, reason: str) -> None:
-        self.counts["errors"] += 1
-        self.last_error = reason
-        self.state = "backoff"
-        delay = self.backoff.next()
-        log.warning("RayCluster discovery %s: %s; retrying in %.1fs", self.id, reason, delay)
-        self.source.sleep(delay)
+    def _list_started(self) -> None:
+        self._items = []
 
-    def _relist(self) -> None:
-        self.state = "listing"
-        items: list[Mapping[str, Any]] = []
-        token: str | None = None
-        resource_version = ""
-        while True:
-            try:
-                page = self.source.api.list(
-                    RAY_CLUSTERS, self.namespace, limit=self.options.page_size, continue_token=token
-                )
-            except Exception as error:
-                if status_of(error) == 404 and is_api_error(error):
-                    raise NotServedError(f"{RAY_CLUSTERS} is not served") from error
-                if status_of(error) == 410 and token:  # the continue token expired
-                    token, items = None, []
-                    continue
-                raise
-            metadata = as_map(page.get("metadata"))
-            resource_version = resource_version or text_at(metadata, "resourceVersion")
-            items.extend(i for i in as_list(page.get("items")) if isinstance(i, Mapping))
-            token = text_at(metadata, "continue") or None
-            if not token:
-                break
+    def _listed(self, items: Iterable[Mapping[str, Any]]) -> None:
+        self._items.extend(items)
+
+    def _list_done(self) -> None:
+        items, self._items = self._items, []
         if self.absent:
             self.absent = False
         self.source.present()
         self.source.replace_scope(self.namespace, items)
-        self.rv = resource_version
         self.synced = True
-        self.counts["lists"] += 1
-        self.last_ok = time.monotonic()
 
-    def _watch(self) -> None:
-        try:
-            stream = self.source.api.watch(
-                RAY_CLUSTERS,
-                self.namespace,
-                self.rv,
-                timeout_seconds=self.options.watch_timeout,
-                read_timeout=self.options.read_timeout,
-            )
-        except Exception as error:
-            if status_of(error) == 410:
-                raise GoneError(reason_of(error)) from error
-            if status_of(error) == 404 and is_api_error(error):
-                raise NotServedError(f"{RAY_CLUSTERS} is not served") from error
-            raise
-        self.stream = stream
-        if self.source.stopping():
-            stream.close()
-        self.state = "watching"
-        self.last_ok = time.monotonic()
-        opened = time.monotonic()
-        delivered = 0
-        try:
-            for event in stream:
-                self._handle(event)
-                delivered += 1
-                self.last_ok = time.monotonic()
-                if delivered == 1:
-                    self.backoff.reset()
-        except (GoneError, StreamBrokenError):
-            raise
-        except Exception as error:
-            if stream.stopped:
-                return
-            raise StreamBrokenError(f"the stream broke: {reason_of(error)}") from error
-        finally:
-            self.stream = None
-            if not self.source.stopping():
-                self.state = "reconnecting"
-        if delivered == 0 and time.monotonic() - opened < 1.0:
-            self.source.sleep(self.backoff.next())  # a server that ends every watch at once
-
-    def _handle(self, event: WatchEvent) -> None:
-        self.counts["events"] += 1
-        obj = event.object
-        if event.type == "ERROR":
-            code = obj.get("code")
-            if str(code) == "410":
-                raise GoneError(text_at(obj, "message"))
-            raise StreamBrokenError(f"watch error {code}: {text_at(obj, 'message')[:200]}")
-        version = text_at(obj, "metadata", "resourceVersion")
+    def _apply(self, event: WatchEvent) -> None:
         if event.type in ("ADDED", "MODIFIED"):
-            self.source.upsert(obj)
+            self.source.upsert(event.object)
         elif event.type == "DELETED":
-            self.source.remove(obj)
-        self.rv = version or self.rv
+            self.source.remove(event.object)
 
 
 # -- building it ------------------------------------------------------------------------------
