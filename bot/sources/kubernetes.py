@@ -81,7 +81,7 @@ from bot.sources.kubernetes_state import (
     submitter_pods,
 )
 from bot.sources.kubernetes_watch import Backoff as Backoff
-from bot.sources.kubernetes_watch import NotServedError, WatchLoop
+from bot.sources.kubernetes_watch import NotServedError, WatchLoop, wait_until
 
 log = logging.getLogger(__name__)
 
@@ -288,12 +288,7 @@ class KubernetesSource:
         return self.started and all(w.synced for w in self._watches)
 
     def wait_synced(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.synced():
-                return True
-            time.sleep(0.01)
-        return self.synced()
+        return wait_until(self.synced, timeout)
 
     def status(self) -> dict[str, Any]:
         """Watch health for readiness, metrics and `/pitcrew status`."""

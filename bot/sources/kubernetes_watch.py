@@ -305,3 +305,13 @@ class WatchLoop:
         if event.type != "BOOKMARK":
             self._apply(event)
         self.rv = version or self.rv
+
+
+def wait_until(condition: Callable[[], bool], timeout: float) -> bool:
+    """Poll `condition` until it holds or `timeout` seconds pass; its last value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return condition()

@@ -66,7 +66,7 @@ from bot.sources.kubernetes_api import (
     KubeApi,
     WatchEvent,
 )
-from bot.sources.kubernetes_watch import NotServedError, WatchLoop
+from bot.sources.kubernetes_watch import NotServedError, WatchLoop, wait_until
 from bot.sources.ray import MemoryBookmarks, RayClusterSource, RaySourceOptions, cluster_configs
 from bot.sources.ray_client import RayClusterConfig, headers_from_env
 
@@ -453,12 +453,7 @@ class RayDiscoverySource:
         return self.started and all(scope.synced for scope in self._scopes)
 
     def wait_synced(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.synced():
-                return True
-            time.sleep(0.01)
-        return self.synced()
+        return wait_until(self.synced, timeout)
 
     def poll(self) -> None:
         """Poll every discovered cluster that is due (concurrently), and a deleted one
