@@ -24,7 +24,7 @@ check: $(STAMP)
 	$(BIN)/ruff check bot tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/python -m bot.docgen --check
+	$(BIN)/python -m bot.app.docgen --check
 
 format: $(STAMP)
 	$(BIN)/ruff format bot tests bench

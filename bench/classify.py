@@ -15,9 +15,9 @@ import random
 import time
 from collections.abc import Iterator
 
-from bot.classify import Classifier
-from bot.model import ObjectRef, Signal, SourceKind
-from bot.playbooks import load_builtin
+from bot.core.engine import Classifier
+from bot.core.model import ObjectRef, Signal, SourceKind
+from bot.core.playbooks import load_builtin
 
 CHUNK = 1 << 20
 

@@ -32,12 +32,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bot.diagnose import Engine
-from bot.model import Signal
-from bot.playbooks import load_builtin
-from bot.sources.ray import MemoryBookmarks, RayBatch, RaySource, RaySourceOptions
-from bot.sources.ray_client import TERMINAL, RayClusterConfig, RayDashboard
-from bot.sources.ray_local import LocalRayHead
+from bot.adapters.ray.client import TERMINAL, RayClusterConfig, RayDashboard
+from bot.adapters.ray.local import LocalRayHead
+from bot.adapters.ray.source import MemoryBookmarks, RayBatch, RaySource, RaySourceOptions
+from bot.core.diagnosis import Engine
+from bot.core.model import Signal
+from bot.core.playbooks import load_builtin
 
 TRACEBACK = (
     'Traceback (most recent call last):\n  File "/app/train.py", line {n}, in <module>\n'

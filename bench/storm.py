@@ -27,19 +27,19 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bot.actions import tuning
-from bot.diagnose import Engine
-from bot.feed import Context, Observation, Tick
-from bot.incidents import Correlator, assessor
-from bot.inputs import LogText
-from bot.metrics import Metrics
-from bot.model import ObjectRef, Report, Signal, SourceKind, frozen_map
-from bot.notify import NotifyConfig
-from bot.outbox import Outbox
-from bot.pipeline import Pipeline
-from bot.playbooks import load_builtin
-from bot.settings import ActionSettings
-from bot.store import Store
+from bot.adapters.sqlite.store import Store
+from bot.app.settings import ActionSettings
+from bot.core.actions import tuning
+from bot.core.diagnosis import Engine
+from bot.core.incidents import Correlator, assessor
+from bot.core.inputs import LogText
+from bot.core.model import ObjectRef, Report, Signal, SourceKind, frozen_map
+from bot.core.notify import NotifyConfig
+from bot.core.playbooks import load_builtin
+from bot.daemon.feed import Context, Observation, Tick
+from bot.daemon.metrics import Metrics
+from bot.daemon.outbox import Outbox
+from bot.daemon.pipeline import Pipeline
 
 T0 = datetime(2026, 11, 3, 10, 0, tzinfo=UTC)
 NS = "ml-train"

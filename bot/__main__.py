@@ -1,5 +1,5 @@
 """Lets `python -m bot` run the same CLI as the `pitcrew` console script."""
 
-from bot.cli import main
+from bot.app.cli import main
 
 main()

@@ -3,7 +3,7 @@ and the runner that submits the scenario scripts to it, used by tests/ray and by
 Slack end-to-end tests in tests/slack. Nothing starts unless a test asks for them.
 
 The head runs `ray start --head --block` on 127.0.0.1 with free ports in its own
-temporary directory and process group (bot.sources.ray_local.LocalRayHead); teardown
+temporary directory and process group (bot.adapters.ray.local.LocalRayHead); teardown
 signals that group and, by pid, whatever Ray started outside it, never `ray stop`,
 and asserts that nothing it started is still running."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.sources.ray_local import LocalRayHead, is_running, process_table
+from bot.adapters.ray.local import LocalRayHead, is_running, process_table
 from tests.ray.support import Jobs, write_scripts
 
 

@@ -11,20 +11,20 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bot.actions import tuning
-from bot.chat import ChatUnavailableError
-from bot.chat.console import ConsoleChat
-from bot.diagnose import Engine
-from bot.feed import Context, Observation, Tick, observe
-from bot.incidents import CorrelationConfig, Correlator, assessor
-from bot.inputs.reader import read_stream
-from bot.model import ObjectRef, Report
-from bot.notify import NotifyConfig
-from bot.outbox import Backoff, Outbox
-from bot.pipeline import Pipeline
-from bot.playbooks import load_builtin
-from bot.settings import ActionSettings
-from bot.store import Store
+from bot.adapters.console.chat import ConsoleChat
+from bot.adapters.sqlite.store import Store
+from bot.app.settings import ActionSettings
+from bot.core.actions import tuning
+from bot.core.diagnosis import Engine
+from bot.core.incidents import CorrelationConfig, Correlator, assessor
+from bot.core.inputs.reader import read_stream
+from bot.core.model import ObjectRef, Report
+from bot.core.notify import NotifyConfig
+from bot.core.playbooks import load_builtin
+from bot.daemon.chat import ChatUnavailableError
+from bot.daemon.feed import Context, Observation, Tick, observe
+from bot.daemon.outbox import Backoff, Outbox
+from bot.daemon.pipeline import Pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = ROOT / "examples" / "seed"

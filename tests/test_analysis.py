@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.analysis import rank_findings
-from bot.model import Finding, Role, Severity, SourceKind
-from bot.taxonomy import PRECEDENCE, Category
+from bot.core.analysis import rank_findings
+from bot.core.model import Finding, Role, Severity, SourceKind
+from bot.core.taxonomy import PRECEDENCE, Category
 from tests.helpers import engine_for, playbook
 
 
@@ -138,8 +138,8 @@ def test_a_live_fact_that_holds_lets_the_action_be_offered(tmp_path: Path) -> No
     engine = engine_for(tmp_path, _kill_actor_playbook())
     hits = engine.hits([])  # nothing
     assert hits == []
-    from bot.analysis import diagnose
-    from bot.inputs import LogText
+    from bot.core.analysis import diagnose
+    from bot.core.inputs import LogText
 
     found = engine.hits([LogText([b"The name trainer_lock (namespace=rl) is already taken\n"])])
     (offer,) = diagnose(found, engine.library, {"ray.actor_stale": True}).actions

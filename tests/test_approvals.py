@@ -12,7 +12,7 @@ from types import MappingProxyType
 
 import pytest
 
-from bot.approvals import (
+from bot.core.approvals import (
     INTERRUPTED,
     LEGAL,
     ApprovalPolicy,
@@ -38,7 +38,7 @@ from bot.approvals import (
     start,
     transition,
 )
-from bot.model import (
+from bot.core.model import (
     ActionOffer,
     Diagnosis,
     Incident,

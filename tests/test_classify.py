@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from bot import classify
-from bot.classify import Classifier
-from bot.model import Signal, SourceKind
-from bot.playbooks import load_library
+from bot.core import engine as classify
+from bot.core.engine import Classifier
+from bot.core.model import Signal, SourceKind
+from bot.core.playbooks import load_library
 from tests.helpers import playbook, write_library
 
 LOG = b"""\

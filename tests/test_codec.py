@@ -15,8 +15,8 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import pytest
 
-from bot import model
-from bot.codec import (
+from bot.core import model
+from bot.core.codec import (
     CodecError,
     decode_time,
     dumps,
@@ -25,7 +25,7 @@ from bot.codec import (
     loads,
     to_jsonable,
 )
-from bot.model import (
+from bot.core.model import (
     ActionOffer,
     Diagnosis,
     Evidence,
@@ -44,7 +44,7 @@ from bot.model import (
     SourceKind,
     Transition,
 )
-from bot.taxonomy import Category
+from bot.core.taxonomy import Category
 
 T0 = datetime(2025, 11, 3, 10, 13, 50, 123456, tzinfo=UTC)
 

@@ -27,11 +27,12 @@ import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
-from bot import app, sources
-from bot.cli import app as cli_app
-from bot.model import ActionResult, ProposalState
-from bot.settings import load
-from bot.store import Store
+from bot.adapters.sqlite.store import Store
+from bot.app import factories
+from bot.app import wiring as app
+from bot.app.cli import app as cli_app
+from bot.app.settings import load
+from bot.core.model import ActionResult, ProposalState
 from tests.daemon_support import DESCRIBE, DRIVER_LOG, SEED, RecordingChat, engine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -163,7 +164,9 @@ def test_readyz_waits_for_every_enabled_source(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     source = FakeSource()
-    monkeypatch.setitem(sources._KINDS, "kubernetes", lambda settings, sink: [source])
+    monkeypatch.setitem(
+        factories.SOURCE_KINDS, "kubernetes", lambda settings, sink, marks: [source]
+    )
     path = config(tmp_path, kube="sources: {kubernetes: {enabled: true}}\n")
     running = app.build(load(path, {}), chat=RecordingChat(), engine=engine())
     running.start()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.sources.ray_local import is_running, process_table
+from bot.adapters.ray.local import is_running, process_table
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from bot.incidents import (
+from bot.core.incidents import (
     ChangeKind,
     CorrelationConfig,
     Correlator,
@@ -25,7 +25,7 @@ from bot.incidents import (
     workload_key,
     workload_keys,
 )
-from bot.model import (
+from bot.core.model import (
     Evidence,
     Finding,
     IncidentState,
@@ -36,8 +36,8 @@ from bot.model import (
     SourceKind,
     frozen_map,
 )
-from bot.playbooks import load_library
-from bot.taxonomy import Category
+from bot.core.playbooks import load_library
+from bot.core.taxonomy import Category
 from tests.helpers import playbook, write_library
 
 T0 = datetime(2026, 11, 3, 10, 0, tzinfo=UTC)

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from bot.inputs import InputPart, LogText
-from bot.inputs.segment import split_text
-from bot.model import Signal, SourceKind
+from bot.core.inputs import InputPart, LogText
+from bot.core.inputs.segment import split_text
+from bot.core.model import Signal, SourceKind
 
 DATA = Path(__file__).parent / "data" / "inputs"
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from bot.diagnose import Engine
-from bot.model import Diagnosis
-from bot.playbooks import load_builtin
+from bot.core.diagnosis import Engine
+from bot.core.model import Diagnosis
+from bot.core.playbooks import load_builtin
 from tests.test_inputs import DATA, fixture
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -132,7 +132,7 @@ def test_the_cli_diagnoses_a_describe_file_as_json() -> None:
 def test_the_pod_oom_killed_playbook_example_passes() -> None:
     """`pitcrew playbooks test` runs 'kubectl describe of an OOMKilled worker' through
     these parsers; it expects k8s.bump_memory offered."""
-    from bot.examples import run_examples
+    from bot.core.examples import run_examples
 
     results = [
         r

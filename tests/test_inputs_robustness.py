@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from bot.inputs import LogText
-from bot.model import SourceKind
+from bot.core.inputs import LogText
+from bot.core.model import SourceKind
 from tests.test_inputs import fixture, logs_of, parts_of, signals_of, summary
 
 

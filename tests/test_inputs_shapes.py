@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from bot.model import SourceKind
+from bot.core.model import SourceKind
 from tests.test_inputs import fixture, logs_of, only, parts_of, signals_of, summary
 
 # -- nodes ------------------------------------------------------------------------------

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bot.inputs import LogText
-from bot.inputs.segment import split_text
-from bot.model import ObjectRef, Signal, SourceKind
+from bot.core.inputs import LogText
+from bot.core.inputs.segment import split_text
+from bot.core.model import ObjectRef, Signal, SourceKind
 
 STALE = """\
 apiVersion: pitcrew.dev/v1

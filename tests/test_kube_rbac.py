@@ -7,9 +7,9 @@ from pathlib import Path
 
 import yaml
 
-from bot.actions.kubernetes import EXECUTORS
-from bot.actions.kubernetes import RBAC as ACTIONS
-from bot.sources.kubernetes import RBAC as SOURCE
+from bot.adapters.kubernetes.executors import EXECUTORS
+from bot.adapters.kubernetes.executors import RBAC as ACTIONS
+from bot.adapters.kubernetes.source import RBAC as SOURCE
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "rbac.md"
 

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from bot.errors import PitcrewError
-from bot.kubelive import Target, parse_target
-from bot.model import ObjectRef
-from bot.sources.kubernetes import Backoff
-from bot.sources.kubernetes_api import StreamBrokenError, WatchStream
-from bot.sources.kubernetes_owners import OwnerResolver
-from bot.sources.kubernetes_state import Converter, Tracker, bounded, health_of, identity
+from bot.adapters.kubernetes.api import StreamBrokenError, WatchStream
+from bot.adapters.kubernetes.live import Target, parse_target
+from bot.adapters.kubernetes.owners import OwnerResolver
+from bot.adapters.kubernetes.source import Backoff
+from bot.adapters.kubernetes.state import Converter, Tracker, bounded, health_of, identity
+from bot.core.errors import PitcrewError
+from bot.core.model import ObjectRef
 
 
 def pod(restarts: int, finished: str, message: str = "") -> dict[str, Any]:

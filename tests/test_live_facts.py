@@ -20,15 +20,15 @@ from typing import Any
 
 import pytest
 
-from bot import app
-from bot.actions import registry as executors
-from bot.actions.registry import Registry, Verification, live_facts
-from bot.analysis import LIVE_CHECK
-from bot.approvals import LiveCheck
-from bot.feed import Context, observe
-from bot.inputs.reader import read_stream
-from bot.model import Diagnosis, ObjectRef, Proposal, ProposalState
-from bot.settings import load
+from bot.app import factories
+from bot.app import wiring as app
+from bot.app.settings import load
+from bot.core.analysis import LIVE_CHECK
+from bot.core.approvals import LiveCheck
+from bot.core.inputs.reader import read_stream
+from bot.core.model import Diagnosis, ObjectRef, Proposal, ProposalState
+from bot.daemon.feed import Context, observe
+from bot.daemon.runner import Registry, Verification, live_facts
 from tests.daemon_support import RecordingChat, engine
 
 NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
@@ -163,7 +163,7 @@ def daemon_with(
     started: list[app.Daemon] = []
 
     def start(fake: FakeExecutor) -> app.Daemon:
-        monkeypatch.setitem(executors._KINDS, "fakelive", lambda settings: fake)
+        monkeypatch.setitem(factories.EXECUTOR_KINDS, "fakelive", lambda settings, marks: fake)
         daemon = app.build(load(config(tmp_path), {}), chat=RecordingChat(), engine=engine())
         daemon.start()
         started.append(daemon)

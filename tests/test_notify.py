@@ -13,8 +13,8 @@ from datetime import datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from bot.incidents import Correlator
-from bot.model import (
+from bot.core.incidents import Correlator
+from bot.core.model import (
     Incident,
     Notification,
     NotificationKind,
@@ -24,7 +24,7 @@ from bot.model import (
     SourceKind,
     frozen_map,
 )
-from bot.notify import (
+from bot.core.notify import (
     Decision,
     Delivery,
     NotifyConfig,
@@ -36,7 +36,7 @@ from bot.notify import (
     silence_matches,
     silenced_by,
 )
-from bot.reports import build_report
+from bot.core.reports import build_report
 from tests.test_incidents import CLUSTER, NS, T0, at, clash, oom
 
 CONFIG = NotifyConfig()  # group_wait 30 s, group_interval 1 min, repeat_interval 4 h

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.chat import ChatRejectedError
-from bot.model import Notification, NotificationKind, Report, Severity, frozen_map
-from bot.outbox import Backoff, Outbox
-from bot.store import Store
+from bot.adapters.sqlite.store import Store
+from bot.core.model import Notification, NotificationKind, Report, Severity, frozen_map
+from bot.daemon.chat import ChatRejectedError
+from bot.daemon.outbox import Backoff, Outbox
 from tests.daemon_support import T0, Clock, RecordingChat
 from tests.test_store import incident
 

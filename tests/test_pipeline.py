@@ -15,12 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.actions.echo import EchoExecutor
-from bot.actions.registry import Registry, Runner
-from bot.approvals import INTERRUPTED
-from bot.feed import Context, Healthy, Observation, Refresh
-from bot.inputs import LogText
-from bot.model import (
+from bot.adapters.echo.executor import EchoExecutor
+from bot.core.approvals import INTERRUPTED
+from bot.core.inputs import LogText
+from bot.core.model import (
     ActionResult,
     IncidentState,
     LedgerEntry,
@@ -30,7 +28,9 @@ from bot.model import (
     Silence,
     frozen_map,
 )
-from bot.notify import NotifyConfig
+from bot.core.notify import NotifyConfig
+from bot.daemon.feed import Context, Healthy, Observation, Refresh
+from bot.daemon.runner import Registry, Runner
 from tests.daemon_support import (
     DESCRIBE,
     DRIVER_LOG,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.errors import PlaybookError
-from bot.playbooks import builtin_dir, json_schema_text, load_builtin, load_library
+from bot.core.errors import PlaybookError
+from bot.core.playbooks import builtin_dir, json_schema_text, load_builtin, load_library
 
 GOOD = """\
 id: my-playbook
@@ -175,7 +175,7 @@ def test_a_missing_directory_is_an_error(tmp_path: Path) -> None:
 
 
 def test_builtin_library_covers_every_taxonomy_category() -> None:
-    from bot.taxonomy import Category
+    from bot.core.taxonomy import Category
 
     library = load_builtin()
     covered = {p.playbook.category for p in library.playbooks}

@@ -9,11 +9,7 @@ from typing import Any
 
 import pytest
 
-from bot.actions.ray import ActionRefusedError, RayClusters
-from bot.settings import ConfigError, Settings, load
-from bot.sources.ray import MemoryBookmarks
-from bot.sources.ray_client import RayClusterConfig
-from bot.sources.ray_discovery import (
+from bot.adapters.kuberay.discovery import (
     DIRECTORY_KEY,
     DiscoveredCluster,
     dashboard_port,
@@ -27,6 +23,10 @@ from bot.sources.ray_discovery import (
     plan,
     same_url,
 )
+from bot.adapters.ray.client import RayClusterConfig
+from bot.adapters.ray.executors import ActionRefusedError, RayClusters
+from bot.adapters.ray.source import MemoryBookmarks
+from bot.app.settings import ConfigError, Settings, load
 
 BASE: dict[str, Any] = {
     "apiVersion": "ray.io/v1",

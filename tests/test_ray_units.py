@@ -10,8 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from bot.actions.catalog import KillActor
-from bot.actions.ray import (
+from bot.adapters.ray.client import (
+    ActorInfo,
+    RayClusterConfig,
+    _logs_from_json_tail,
+    tail_bytes,
+)
+from bot.adapters.ray.executors import (
     ActionRefusedError,
     ActorState,
     KillActorExecutor,
@@ -19,12 +24,8 @@ from bot.actions.ray import (
     ResubmitJobExecutor,
     remediation_id,
 )
-from bot.diagnose import Engine
-from bot.inputs import LogText
-from bot.model import Signal, SourceKind
-from bot.playbooks import load_builtin
-from bot.raylive import headers_from_env, normalize_address
-from bot.sources.ray import (
+from bot.adapters.ray.live import headers_from_env, normalize_address
+from bot.adapters.ray.source import (
     MemoryBookmarks,
     RaySource,
     RaySourceOptions,
@@ -33,12 +34,11 @@ from bot.sources.ray import (
     death_parts,
     is_stale,
 )
-from bot.sources.ray_client import (
-    ActorInfo,
-    RayClusterConfig,
-    _logs_from_json_tail,
-    tail_bytes,
-)
+from bot.core.actions.catalog import KillActor
+from bot.core.diagnosis import Engine
+from bot.core.inputs import LogText
+from bot.core.model import Signal, SourceKind
+from bot.core.playbooks import load_builtin
 
 DATA = Path(__file__).parent / "ray" / "data"
 
@@ -267,9 +267,9 @@ def test_live_diagnosis_addresses_and_headers() -> None:
 
 
 def test_a_batch_is_only_emitted_once_its_bookmark_is_saved() -> None:
-    from bot.ports import CallableBookmarks
-    from bot.sources.ray import RayBatch, _Cluster, _Result
-    from bot.sources.ray_client import RayDashboard
+    from bot.adapters.ray.client import RayDashboard
+    from bot.adapters.ray.source import RayBatch, _Cluster, _Result
+    from bot.daemon.ports import CallableBookmarks
 
     saved: dict[str, str] = {}
     broken = {"yes": True}
@@ -338,8 +338,8 @@ def test_a_resubmission_is_verified_once_it_has_left_pending(
 def test_a_config_entry_sets_the_stale_age_scan_interval_and_down_grace() -> None:
     from datetime import timedelta
 
-    from bot.settings import RaySourceSettings
-    from bot.sources.ray import source_options
+    from bot.adapters.ray.source import source_options
+    from bot.app.settings import RaySourceSettings
 
     entry = RaySourceSettings(
         name="a",

@@ -13,8 +13,8 @@ from types import MappingProxyType
 
 import pytest
 
-from bot.actions.catalog import CATALOG
-from bot.approvals import (
+from bot.core.actions.catalog import CATALOG
+from bot.core.approvals import (
     ApprovalPolicy,
     ApproverRule,
     ChatUser,
@@ -27,8 +27,8 @@ from bot.approvals import (
     reject,
     start,
 )
-from bot.incidents import CorrelationConfig, Correlator, assessor
-from bot.model import (
+from bot.core.incidents import CorrelationConfig, Correlator, assessor
+from bot.core.model import (
     Evidence,
     Incident,
     IncidentNote,
@@ -40,8 +40,8 @@ from bot.model import (
     SourceKind,
     frozen_map,
 )
-from bot.playbooks import load_library
-from bot.reports import build_report, counter, status
+from bot.core.playbooks import load_library
+from bot.core.reports import build_report, counter, status
 from tests.helpers import write_library
 from tests.test_incidents import (
     CLASH_PLAYBOOK,

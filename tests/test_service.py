@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.actions.echo import EchoExecutor
-from bot.actions.registry import Registry, Runner, Verification
-from bot.approvals import ApprovalPolicy, ApproverRule, ChatUser, LiveCheck, Scope
-from bot.model import ActionResult, Proposal, ProposalState
-from bot.service import Outcome, Service, console_user
-from bot.store import Store
+from bot.adapters.echo.executor import EchoExecutor
+from bot.adapters.sqlite.store import Store
+from bot.core.approvals import ApprovalPolicy, ApproverRule, ChatUser, LiveCheck, Scope
+from bot.core.model import ActionResult, Proposal, ProposalState
+from bot.daemon.runner import Registry, Runner, Verification
+from bot.daemon.service import Outcome, Service, console_user
 from tests.daemon_support import Clock
 from tests.test_store import T0, incident, proposal
 

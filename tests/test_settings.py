@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bot import settings
-from bot.cli import app
-from bot.settings import ConfigError, load, parse_duration, render
+from bot.app import settings
+from bot.app.cli import app
+from bot.app.settings import ConfigError, load, parse_duration, render
 
 TOKEN = "xoxb-1234-very-secret"
 APP_TOKEN = "xapp-1-also-secret"

@@ -16,9 +16,19 @@ from typing import Any
 
 import pytest
 
-from bot.codec import dumps, encode_time
-from bot.errors import StoreError
-from bot.model import (
+from bot.adapters.sqlite.store import (
+    INTERRUPTED_DETAIL,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    Approval,
+    Cleanup,
+    OutboxMessage,
+    Store,
+    migrate,
+)
+from bot.core.codec import dumps, encode_time
+from bot.core.errors import StoreError
+from bot.core.model import (
     ActionResult,
     Diagnosis,
     Evidence,
@@ -39,17 +49,7 @@ from bot.model import (
     SourceKind,
     Transition,
 )
-from bot.store import (
-    INTERRUPTED_DETAIL,
-    MIGRATIONS,
-    SCHEMA_VERSION,
-    Approval,
-    Cleanup,
-    OutboxMessage,
-    Store,
-    migrate,
-)
-from bot.taxonomy import Category
+from bot.core.taxonomy import Category
 
 T0 = datetime(2025, 11, 3, 10, 0, tzinfo=UTC)
 OFFERED, APPROVED, RUNNING = ProposalState.OFFERED, ProposalState.APPROVED, ProposalState.RUNNING

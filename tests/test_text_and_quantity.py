@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.quantity import QuantityError, bump, format_bytes, parse_bytes
-from bot.text import escape_mrkdwn, truncate
+from bot.core.quantity import QuantityError, bump, format_bytes, parse_bytes
+from bot.core.text import escape_mrkdwn, truncate
 
 
 @pytest.mark.parametrize(

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from bot.actions.tuning import overrides, tune
-from bot.model import ActionOffer, Diagnosis, frozen_map
-from bot.settings import ActionSettings, BumpMemorySettings
+from bot.app.settings import ActionSettings, BumpMemorySettings
+from bot.core.actions.tuning import overrides, tune
+from bot.core.model import ActionOffer, Diagnosis, frozen_map
 
 BUMP = ActionOffer(
     action="k8s.bump_memory",

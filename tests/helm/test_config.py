@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from bot import settings as config
-from bot.cli import app
+from bot.app import settings as config
+from bot.app.cli import app
 from tests.helm.conftest import VALUE_SETS, Rendered, merged
 
 

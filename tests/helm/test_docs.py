@@ -1,5 +1,5 @@
 """docs/configuration.md and the chart's schema of `config` are generated from the settings
-model (`python -m bot.docgen`), and the committed files are what it generates now."""
+model (`python -m bot.app.docgen`), and the committed files are what it generates now."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
-from bot import docgen
-from bot.settings import Settings
+from bot.app import docgen
+from bot.app.settings import Settings
 from tests.helm.conftest import ROOT
 
 
 def test_the_committed_files_are_generated_from_the_settings_model():
     stale = [str(p.relative_to(ROOT)) for p in docgen.stale(ROOT)]
-    assert stale == [], f"{stale} out of date: run `python -m bot.docgen`"
+    assert stale == [], f"{stale} out of date: run `python -m bot.app.docgen`"
 
 
 def test_check_mode_reports_a_stale_file(tmp_path: Path):

@@ -182,7 +182,7 @@ def in_context(path: str) -> bool:
 
 
 def test_the_ignore_matcher_follows_docker_rules():
-    assert in_context("bot/settings.py")
+    assert in_context("bot/app/settings.py")
     assert not in_context("bot/__pycache__/settings.cpython-311.pyc")
     assert not in_context("tests/test_settings.py")
 

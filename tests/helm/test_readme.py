@@ -12,9 +12,9 @@ import helm_python as helm
 import pytest
 import yaml
 
-from bot.diagnose import Engine
-from bot.examples import run_examples
-from bot.playbooks import builtin_dir, load_library
+from bot.core.diagnosis import Engine
+from bot.core.examples import run_examples
+from bot.core.playbooks import builtin_dir, load_library
 from tests.helm.conftest import ROOT, merged, render
 
 README = ROOT / "README.md"
@@ -45,7 +45,7 @@ def readme_values() -> dict[str, Any]:
 
 
 def test_the_readme_values_install(chart: helm.Chart, tmp_path: Path):
-    from bot import settings as config
+    from bot.app import settings as config
 
     values = readme_values()
     chart.validate_schema(values)

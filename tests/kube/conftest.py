@@ -1,7 +1,7 @@
 """Fixtures for the Kubernetes tests: kmock's KubernetesEmulator on a loopback port, driven
 through the official `kubernetes` client over real HTTP.
 
-The emulator is the demo's (`bot.demo.emulator.KubeEmulator`): asyncio, served from an
+The emulator is the demo's (`bot.app.demo.emulator.KubeEmulator`): asyncio, served from an
 event loop of its own thread, which tests reach into (to inject watch reactions or
 change stored objects behind the API's back) with `Emulator.run`.
 Every RayJob and RayCluster a test creates is validated against the real KubeRay CRD
@@ -22,13 +22,13 @@ import kmock
 import pytest
 import yaml
 
-from bot.demo import seed
-from bot.demo.emulator import KubeEmulator
-from bot.diagnose import Engine
-from bot.incidents import workload_refs
-from bot.inputs import InputPart
-from bot.model import ObjectRef, Signal
-from bot.playbooks import load_builtin
+from bot.app.demo import seed
+from bot.app.demo.emulator import KubeEmulator
+from bot.core.diagnosis import Engine
+from bot.core.incidents import workload_refs
+from bot.core.inputs import InputPart
+from bot.core.model import ObjectRef, Signal
+from bot.core.playbooks import load_builtin
 from tests.shared import kuberay_crds
 
 CRDS = kuberay_crds()
@@ -54,7 +54,7 @@ def validate_kuberay(obj: Mapping[str, Any]) -> None:
 
 
 class Emulator(KubeEmulator):
-    """The demo's emulator (bot.demo.emulator), refusing RayJobs and RayClusters that the
+    """The demo's emulator (bot.app.demo.emulator), refusing RayJobs and RayClusters that the
     real KubeRay CRD schema would refuse, with ways to look behind the API."""
 
     def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -151,7 +151,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 5.0, what: str = "")
 
 
 def of_workload(items: Iterable[InputPart], ref: ObjectRef) -> list[InputPart]:
-    """The items one incident gathers: those that name the workload (as bot.incidents keys
+    """The items one incident gathers: those that name the workload (as bot.core.incidents keys
     them), not the node taints and other workloads' failures seen in the same watch."""
     kept: list[InputPart] = []
     for item in items:

@@ -1,13 +1,13 @@
 """Kubernetes objects for the tests: the seed's RayJob (examples/seed/rayjob.yaml), the
 RayCluster KubeRay makes from it, its pods as the kubelet reports them, GPU nodes, quotas
 and events. Builders return plain dicts, as the API serves them. The seed case's builders
-are the demo's (`bot.demo.seed`), shared here under their old names."""
+are the demo's (`bot.app.demo.seed`), shared here under their old names."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from bot.demo.seed import (
+from bot.app.demo.seed import (
     GPU_PRODUCT,
     NS,
     SEED,

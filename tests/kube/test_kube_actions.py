@@ -12,18 +12,7 @@ import kmock
 import pytest
 from kubernetes import client
 
-from bot.actions import registry
-from bot.actions.kubernetes import (
-    EVENT_REASON,
-    RBAC,
-    ActionRefusedError,
-    BumpMemoryExecutor,
-    DeletePodExecutor,
-    KubeActionConfig,
-    KubernetesExecutor,
-)
-from bot.settings import Settings
-from bot.sources.kubernetes_api import (
+from bot.adapters.kubernetes.api import (
     DEPLOYMENTS,
     EVENTS,
     JOBS,
@@ -33,6 +22,17 @@ from bot.sources.kubernetes_api import (
     STATEFUL_SETS,
     KubeApi,
 )
+from bot.adapters.kubernetes.executors import (
+    EVENT_REASON,
+    RBAC,
+    ActionRefusedError,
+    BumpMemoryExecutor,
+    DeletePodExecutor,
+    KubeActionConfig,
+    KubernetesExecutor,
+)
+from bot.app.factories import build_registry
+from bot.app.settings import Settings
 from tests.kube import objects as o
 from tests.kube.conftest import Emulator, install_seed, kubeconfig
 
@@ -259,7 +259,7 @@ def test_the_daemon_registry_builds_the_kubernetes_executor(
             "actions": {"executors": {"k8s.*": "kubernetes"}},
         }
     )
-    built = registry.from_settings(settings)
+    built = build_registry(settings)
     assert built.actions() == ("k8s.bump_memory", "k8s.delete_pod", "k8s.reschedule_gpu_pool")
     executor = built.get("k8s.delete_pod")
     assert isinstance(executor, KubernetesExecutor)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from bot.cli import app
+from bot.app.cli import app
 from tests.kube import objects as o
 from tests.kube.conftest import Emulator, install_seed, kubeconfig
 

@@ -14,17 +14,17 @@ from typing import Any
 import kmock
 import pytest
 
-from bot import approvals
-from bot.actions.catalog import CATALOG, BumpMemory
-from bot.actions.kubernetes import (
+from bot.adapters.kubernetes.api import EVENTS, RAY_CLUSTERS, RAY_JOBS
+from bot.adapters.kubernetes.executors import (
     EVENT_REASON,
     PROBE_ANNOTATION,
     ActionRefusedError,
     BumpMemoryExecutor,
     KubernetesExecutor,
 )
-from bot.model import Proposal, ProposalState
-from bot.sources.kubernetes_api import EVENTS, RAY_CLUSTERS, RAY_JOBS
+from bot.core import approvals
+from bot.core.actions.catalog import CATALOG, BumpMemory
+from bot.core.model import Proposal, ProposalState
 from tests.kube import objects as o
 from tests.kube.conftest import Emulator, install_seed
 

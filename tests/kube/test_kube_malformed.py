@@ -11,12 +11,12 @@ from typing import Any
 import kmock
 import pytest
 
-from bot.diagnose import Engine
-from bot.inputs import InputPart
-from bot.model import Signal, SourceKind
-from bot.sources.kubernetes import KubernetesSource, KubeSourceConfig
-from bot.sources.kubernetes_api import EVENTS, NODES, PODS, RAY_JOBS
-from bot.sources.kubernetes_state import MAX_TEXT
+from bot.adapters.kubernetes.api import EVENTS, NODES, PODS, RAY_JOBS
+from bot.adapters.kubernetes.source import KubernetesSource, KubeSourceConfig
+from bot.adapters.kubernetes.state import MAX_TEXT
+from bot.core.diagnosis import Engine
+from bot.core.inputs import InputPart
+from bot.core.model import Signal, SourceKind
 from tests.kube import objects as o
 from tests.kube.conftest import Emulator, validate_kuberay, wait_for
 
@@ -165,7 +165,7 @@ def test_malformed_objects_are_read_reported_once_and_never_stop_the_watch(
         kuberay.api,
         KubeSourceConfig(namespaces=(o.NS,), backoff_initial=0.01, backoff_max=0.05),
     )
-    with caplog.at_level(logging.WARNING, logger="bot.sources.kubernetes"):
+    with caplog.at_level(logging.WARNING, logger="bot.adapters.kubernetes.source"):
         source.start(items.append)
         try:
             assert source.wait_synced(5)

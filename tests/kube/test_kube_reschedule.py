@@ -9,18 +9,18 @@ from typing import Any
 
 import pytest
 
-from bot.actions.kubernetes import (
+from bot.adapters.kubernetes.api import EVENTS, PODS, RAY_CLUSTERS
+from bot.adapters.kubernetes.executors import (
     EVENT_REASON,
     ActionRefusedError,
     RescheduleGpuPoolExecutor,
     executors,
 )
-from bot.diagnose import Engine
-from bot.inputs import InputPart
-from bot.kubelive import Target, diagnose_live
-from bot.model import ObjectRef, Signal
-from bot.sources.kubernetes import KubernetesSource, KubeSourceConfig
-from bot.sources.kubernetes_api import EVENTS, PODS, RAY_CLUSTERS
+from bot.adapters.kubernetes.live import Target, diagnose_live
+from bot.adapters.kubernetes.source import KubernetesSource, KubeSourceConfig
+from bot.core.diagnosis import Engine
+from bot.core.inputs import InputPart
+from bot.core.model import ObjectRef, Signal
 from tests.kube import objects as o
 from tests.kube.conftest import Emulator, of_workload, validate_kuberay, wait_for
 

@@ -16,19 +16,19 @@ from typing import Any
 
 import pytest
 
-from bot import approvals
-from bot.actions.kubernetes import (
+from bot.adapters.kubernetes.api import EVENTS, RAY_CLUSTERS, RAY_JOBS
+from bot.adapters.kubernetes.executors import (
     EVENT_REASON,
     PROBE_ANNOTATION,
     PROPOSAL_ANNOTATION,
     BumpMemoryExecutor,
     KubernetesExecutor,
 )
-from bot.diagnose import Engine
-from bot.inputs import InputPart, LogText
-from bot.model import ObjectRef, Proposal, ProposalState, Signal, SourceKind, Transition
-from bot.sources.kubernetes import KubernetesSource, KubeSourceConfig
-from bot.sources.kubernetes_api import EVENTS, RAY_CLUSTERS, RAY_JOBS
+from bot.adapters.kubernetes.source import KubernetesSource, KubeSourceConfig
+from bot.core import approvals
+from bot.core.diagnosis import Engine
+from bot.core.inputs import InputPart, LogText
+from bot.core.model import ObjectRef, Proposal, ProposalState, Signal, SourceKind, Transition
 from tests.kube import objects as o
 from tests.kube.conftest import Emulator, install_seed, of_workload, validate_kuberay, wait_for
 

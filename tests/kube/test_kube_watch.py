@@ -19,13 +19,13 @@ from typing import Any
 import kmock
 import pytest
 
-from bot.feed import Healthy, Observation
-from bot.inputs import InputPart, LogText
-from bot.model import ObjectRef, Signal, SourceKind
-from bot.settings import Settings
-from bot.sources import build_sources
-from bot.sources.kubernetes import KubernetesSource, KubeSourceConfig
-from bot.sources.kubernetes_api import PODS, RAY_JOBS
+from bot.adapters.kubernetes.api import PODS, RAY_JOBS
+from bot.adapters.kubernetes.source import KubernetesSource, KubeSourceConfig
+from bot.app.factories import build_sources
+from bot.app.settings import Settings
+from bot.core.inputs import InputPart, LogText
+from bot.core.model import ObjectRef, Signal, SourceKind
+from bot.daemon.feed import Healthy, Observation
 from tests.kube import objects as o
 from tests.kube.conftest import Emulator, kubeconfig, validate_kuberay, wait_for
 
@@ -216,7 +216,7 @@ def test_without_kuberay_crds_one_clear_line_and_the_rest_still_watches(
         emulator.api,
         KubeSourceConfig(namespaces=(o.NS, "other"), backoff_initial=0.01),
     )
-    with caplog.at_level(logging.INFO, logger="bot.sources.kubernetes"):
+    with caplog.at_level(logging.INFO, logger="bot.adapters.kubernetes.source"):
         source.start()
         try:
             assert source.wait_synced(5)

@@ -21,24 +21,24 @@ from typing import Any
 
 import pytest
 
-from bot.actions.catalog import StopJob
-from bot.actions.ray import ActionRefusedError, RayClusters
-from bot.actions.ray import build as build_executors
-from bot.feed import Observation
-from bot.incidents import workload_key, workload_refs
-from bot.model import ObjectRef, Signal, SourceKind
-from bot.settings import Settings
-from bot.sources import build_sources
-from bot.sources.kubernetes import KubernetesSource
-from bot.sources.kubernetes_api import RAY_CLUSTERS
-from bot.sources.ray import MemoryBookmarks, RayClusterSource, RaySourceOptions, jobs_key
-from bot.sources.ray_client import RayClusterConfig
-from bot.sources.ray_discovery import (
+from bot.adapters.kuberay.discovery import (
     DIRECTORY_KEY,
     DiscoveryOptions,
     RayDiscoverySource,
     discovered_configs,
 )
+from bot.adapters.kubernetes.api import RAY_CLUSTERS
+from bot.adapters.kubernetes.source import KubernetesSource
+from bot.adapters.ray.client import RayClusterConfig
+from bot.adapters.ray.executors import ActionRefusedError, RayClusters
+from bot.adapters.ray.executors import build as build_executors
+from bot.adapters.ray.source import MemoryBookmarks, RayClusterSource, RaySourceOptions, jobs_key
+from bot.app.factories import build_sources
+from bot.app.settings import Settings
+from bot.core.actions.catalog import StopJob
+from bot.core.incidents import workload_key, workload_refs
+from bot.core.model import ObjectRef, Signal, SourceKind
+from bot.daemon.feed import Observation
 from tests.kube import objects as o
 from tests.kube.conftest import Emulator, kubeconfig, wait_for
 from tests.kube.dashboards import Dashboards, failed_job, serve
@@ -418,7 +418,7 @@ def test_a_suspended_or_deleting_raycluster_has_no_poller(
 def test_without_kuberay_one_log_line_and_no_crash(
     emulator: Emulator, dashboards: Dashboards, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="bot.sources.ray_discovery")
+    caplog.set_level(logging.INFO, logger="bot.adapters.kuberay.discovery")
     source = discovery(emulator, dashboards, Recorder(), MemoryBookmarks())
     source.start()
     try:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.diagnose import Engine
-from bot.playbooks import load_builtin
+from bot.core.diagnosis import Engine
+from bot.core.playbooks import load_builtin
 from tests.ray.support import Jobs
 
 __all__ = ["Jobs"]

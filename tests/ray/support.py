@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bot.sources.ray_client import TERMINAL, RayDashboard
+from bot.adapters.ray.client import TERMINAL, RayDashboard
 from tests.ray.scripts import SCRIPTS
 
 

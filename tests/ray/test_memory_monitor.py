@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.diagnose import Engine
-from bot.model import Signal, SourceKind
-from bot.sources.ray import MemoryBookmarks, RaySource, RaySourceOptions
-from bot.sources.ray_client import TERMINAL, RayClusterConfig, RayDashboard
-from bot.sources.ray_local import LocalRayHead
+from bot.adapters.ray.client import TERMINAL, RayClusterConfig, RayDashboard
+from bot.adapters.ray.local import LocalRayHead
+from bot.adapters.ray.source import MemoryBookmarks, RaySource, RaySourceOptions
+from bot.core.diagnosis import Engine
+from bot.core.model import Signal, SourceKind
 
 pytestmark = pytest.mark.ray
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from bot.actions.ray import (
+from bot.adapters.ray.client import RayClusterConfig
+from bot.adapters.ray.executors import (
     ActionRefusedError,
     KillActorExecutor,
     RayClusters,
@@ -19,25 +20,24 @@ from bot.actions.ray import (
     entrypoint_resources,
     ray_executors,
 )
-from bot.actions.ray import build as build_executor
-from bot.analysis import diagnose as analyse
-from bot.cli import app
-from bot.diagnose import Engine
-from bot.feed import Observation
-from bot.inputs import InputPart, LogText
-from bot.model import Diagnosis, Proposal, ProposalState, Signal, SourceKind
-from bot.ports import CallableBookmarks
-from bot.raylive import diagnose_ray_job, live_facts
-from bot.settings import RaySourceSettings, Settings, SourceSettings
-from bot.sources.ray import (
+from bot.adapters.ray.executors import build as build_executor
+from bot.adapters.ray.live import diagnose_ray_job, live_facts
+from bot.adapters.ray.source import (
     MemoryBookmarks,
     RayBatch,
     RaySource,
     RaySourceOptions,
 )
-from bot.sources.ray import build as build_source
-from bot.sources.ray_client import RayClusterConfig
-from bot.store import Store
+from bot.adapters.ray.source import build as build_source
+from bot.adapters.sqlite.store import Store
+from bot.app.cli import app
+from bot.app.settings import RaySourceSettings, Settings, SourceSettings
+from bot.core.analysis import diagnose as analyse
+from bot.core.diagnosis import Engine
+from bot.core.inputs import InputPart, LogText
+from bot.core.model import Diagnosis, Proposal, ProposalState, Signal, SourceKind
+from bot.daemon.feed import Observation
+from bot.daemon.ports import CallableBookmarks
 from tests.ray.conftest import Jobs
 from tests.ray.proxy import TcpProxy
 

@@ -4,7 +4,7 @@ The strategy: the real `slack_sdk` WebClient and the real Bolt App talk to a loc
 Slack Web API emulator (`emulator.py`) over loopback HTTP, clicks and commands
 arrive as correctly signed HTTP requests at the daemon's real HTTP server (HTTP
 mode) or as envelopes from a local Socket Mode server (`socket_server.py`), and
-the service behind the buttons is the daemon's real `bot.service.Service` on a
+the service behind the buttons is the daemon's real `bot.daemon.service.Service` on a
 real SQLite store (with the `echo` executor, which runs nothing). What is
 checked is what Slack would have received: the emulator's recorded payloads.
 Time that matters (proposal expiry, rate-limit waits, channel pacing) runs on a
@@ -29,20 +29,20 @@ from typing import Any
 import pytest
 from slack_sdk.signature import SignatureVerifier
 
-from bot.actions.echo import EchoExecutor
-from bot.actions.registry import Registry
-from bot.approvals import ApprovalPolicy, ApproverRule, reconcile
-from bot.chat.slack import SlackChat, SlackConfig
-from bot.diagnose import Engine
-from bot.health import HealthServer
-from bot.inputs import InputPart
-from bot.inputs.reader import read_stream
-from bot.metrics import Metrics
-from bot.model import Incident, ObjectRef, Proposal, Report
-from bot.playbooks import load_builtin
-from bot.reports import build_report
-from bot.service import Service
-from bot.store import Store
+from bot.adapters.echo.executor import EchoExecutor
+from bot.adapters.http.server import HealthServer
+from bot.adapters.slack.chat import SlackChat, SlackConfig
+from bot.adapters.sqlite.store import Store
+from bot.core.approvals import ApprovalPolicy, ApproverRule, reconcile
+from bot.core.diagnosis import Engine
+from bot.core.inputs import InputPart
+from bot.core.inputs.reader import read_stream
+from bot.core.model import Incident, ObjectRef, Proposal, Report
+from bot.core.playbooks import load_builtin
+from bot.core.reports import build_report
+from bot.daemon.metrics import Metrics
+from bot.daemon.runner import Registry
+from bot.daemon.service import Service
 from tests.slack.emulator import APP_TOKEN, BOT_TOKEN, TEAM_ID, SlackEmulator
 
 SEED = Path(__file__).resolve().parents[2] / "examples" / "seed"

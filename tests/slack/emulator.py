@@ -6,7 +6,7 @@ Mode server), records `chat.postMessage`, `chat.update`, `chat.postEphemeral`,
 `views.*`, `usergroups.users.list` and `reactions.add` with their payloads, keeps
 the messages it was sent (so a test reads a card as Slack would show it), checks
 the token on every call, and checks every message against Block Kit's limits on
-its own (independently of `bot.chat.blocks`), answering `invalid_blocks` like Slack.
+its own (independently of `bot.adapters.slack.blocks`), answering `invalid_blocks` like Slack.
 A test can script failures per method: 429 with Retry-After, 500, or a Slack error.
 `response_url`s point at `/response/<id>` on the same server, which records them.
 """

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from bot import approvals
-from bot.chat import blocks
-from bot.chat.blocks import card, cut, fit, md, text_size
-from bot.model import (
+from bot.adapters.slack import blocks
+from bot.adapters.slack.blocks import card, cut, fit, md, text_size
+from bot.core import approvals
+from bot.core.model import (
     Incident,
     IncidentState,
     Proposal,
@@ -26,7 +26,7 @@ from bot.model import (
     ReportAction,
     Severity,
 )
-from bot.reports import build_report
+from bot.core.reports import build_report
 from tests.slack.conftest import CHANNEL, SEED, T0, diagnose_seed
 from tests.slack.emulator import SlackEmulator, block_kit_errors
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from bot.chat import ChatUnavailableError
-from bot.chat.slack import SlackRejectedError
-from bot.model import Notification, NotificationKind, Report
-from bot.outbox import Backoff, Outbox
-from bot.store import Store
+from bot.adapters.slack.chat import SlackRejectedError
+from bot.adapters.sqlite.store import Store
+from bot.core.model import Notification, NotificationKind, Report
+from bot.daemon.chat import ChatUnavailableError
+from bot.daemon.outbox import Backoff, Outbox
 from tests.slack.conftest import CHANNEL, FakeTime
 from tests.slack.emulator import BOT_TOKEN, SlackEmulator, block_kit_errors
 

@@ -1,4 +1,4 @@
-"""`/pitcrew diagnose` for real: the daemon's diagnoser (`bot.diagnoser`) behind the Slack
+"""`/pitcrew diagnose` for real: the daemon's diagnoser (`bot.app.live_diagnosis`) behind the Slack
 app in HTTP mode, asked with correctly signed slash commands about a job that really
 failed on the session's Ray head, and about KubeRay objects in the Kubernetes emulator.
 
@@ -19,19 +19,19 @@ from typing import Any
 
 import pytest
 
-from bot.chat.slack import SlackChat
-from bot.chat.slack_commands import Diagnose, DiagnoseTarget, Usage, parse
-from bot.diagnoser import Diagnoser
-from bot.feed import Item, Observation
-from bot.health import HealthServer
-from bot.inputs import LogText
-from bot.model import Signal, SourceKind
-from bot.settings import (
+from bot.adapters.http.server import HealthServer
+from bot.adapters.slack.chat import SlackChat
+from bot.adapters.slack.commands import Diagnose, DiagnoseTarget, Usage, parse
+from bot.app.live_diagnosis import Diagnoser
+from bot.app.settings import (
     KubernetesSourceSettings,
     RaySourceSettings,
     Settings,
     SourceSettings,
 )
+from bot.core.inputs import LogText
+from bot.core.model import Signal, SourceKind
+from bot.daemon.feed import Item, Observation
 from tests.ray.support import Jobs
 from tests.slack.conftest import APPROVER, Daemonish, command_body, engine, form, post, sign
 from tests.slack.emulator import SlackEmulator

@@ -30,9 +30,9 @@ from typing import Any
 
 import pytest
 
-from bot.chat import blocks
-from bot.model import ActionResult
-from bot.store import Store
+from bot.adapters.slack import blocks
+from bot.adapters.sqlite.store import Store
+from bot.core.model import ActionResult
 from tests.ray.support import Jobs
 from tests.slack.conftest import (
     APPROVER,

@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from bot.chat import blocks
-from bot.chat.slack import SlackChat
-from bot.chat.slack_commands import DiagnoseTarget
-from bot.health import HealthServer
-from bot.metrics import Metrics
-from bot.model import ProposalState
+from bot.adapters.http.server import HealthServer
+from bot.adapters.slack import blocks
+from bot.adapters.slack.chat import SlackChat
+from bot.adapters.slack.commands import DiagnoseTarget
+from bot.core.model import ProposalState
+from bot.daemon.metrics import Metrics
 from tests.slack.conftest import (
     APPROVER,
     GROUP_MEMBER,

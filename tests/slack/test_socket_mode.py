@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from bot.chat import blocks
-from bot.chat.slack import SlackChat
+from bot.adapters.slack import blocks
+from bot.adapters.slack.chat import SlackChat
 from tests.slack.conftest import Daemonish, click_payload, command_body
 from tests.slack.emulator import APP_TOKEN, SlackEmulator
 from tests.slack.socket_server import SocketModeServer

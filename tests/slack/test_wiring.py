@@ -1,6 +1,6 @@
 """How the daemon gets its Slack chat: from settings (tokens from the environment,
 never in `repr`), bound to the service and mounted on the HTTP server; the whole
-daemon (`bot.app.build`) in HTTP mode answers a signed slash command and posts
+daemon (`bot.app.wiring.build`) in HTTP mode answers a signed slash command and posts
 through the emulator; the app manifest asks for exactly the scopes the code uses."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import pytest
 import yaml
 from pydantic import SecretStr
 
-from bot import app
-from bot.chat.slack import SlackChat, build, build_slack_chat, config_from_settings
-from bot.errors import PitcrewError
-from bot.health import HealthServer
-from bot.settings import ChatSettings, Secrets, Settings, SlackSettings, StoreSettings
+from bot.adapters.http.server import HealthServer
+from bot.adapters.slack.chat import SlackChat, build, build_slack_chat, config_from_settings
+from bot.app import wiring as app
+from bot.app.settings import ChatSettings, Secrets, Settings, SlackSettings, StoreSettings
+from bot.core.errors import PitcrewError
 from tests.slack.conftest import POLICY, SECRET, Daemonish, command_body, form, post, sign
 from tests.slack.emulator import APP_TOKEN, BOT_TOKEN, SlackEmulator
 
@@ -120,7 +120,7 @@ def test_the_manifest_asks_for_exactly_the_scopes_the_code_uses() -> None:
         "usergroups_users_list": "usergroups:read",
         "auth_test": None,
     }
-    code = "".join(p.read_text() for p in (ROOT / "bot" / "chat").glob("slack*.py"))
+    code = "".join(p.read_text() for p in (ROOT / "bot" / "adapters" / "slack").glob("*.py"))
     called = set(
         re.findall(
             r"\.(chat_\w+|usergroups_\w+|users_\w+|reactions_\w+|auth_test|views_\w+)\(", code

@@ -1,1 +1,0 @@
-"""Remediation actions: declarations (pure) and their executors (adapters)."""

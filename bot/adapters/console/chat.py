@@ -1,0 +1,101 @@
+"""The console chat: cards printed to a terminal (or a file), for laptops and the demo.
+
+Approvals come from `pitcrew approve ID` in another shell, which writes to the
+same store; this chat only shows.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import TextIO
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from bot.core.model import Report, Severity
+
+_BORDER = {
+    Severity.CRITICAL: "bold red",
+    Severity.ERROR: "red",
+    Severity.WARNING: "yellow",
+    Severity.INFO: "cyan",
+}
+
+
+def report_panel(report: Report, ref: str = "") -> Panel:
+    """A Report as a rich panel: the console's card."""
+    lines: list[Text | Table] = []
+    where = "  ".join(f"{k}: {v}" for k, v in report.where.items() if v)
+    if where:
+        lines.append(Text(where, style="dim"))
+    lines.append(Text.assemble(("Root cause: ", "bold"), report.primary))
+    for secondary in report.secondary:
+        lines.append(Text.assemble(("Also seen: ", "dim"), secondary))
+    for evidence in report.evidence:
+        lines.append(Text(f"  {evidence}", style="dim", no_wrap=True, overflow="ellipsis"))
+    if report.diagnosis:
+        lines.append(Text(""))
+        lines.append(Text(report.diagnosis))
+    if report.actions:
+        table = Table(show_header=True, header_style="bold", expand=True)
+        table.add_column("proposal")
+        table.add_column("action")
+        table.add_column("state")
+        table.add_column("preview", overflow="fold")
+        for action in report.actions:
+            table.add_row(
+                Text(action.proposal_id),
+                Text(action.action),
+                str(action.state),
+                Text(action.preview),
+            )
+        lines.append(table)
+    for withheld in report.withheld:
+        lines.append(Text(f"not offered: {withheld}", style="dim"))
+    for entry in report.history:
+        lines.append(Text(f"· {entry}", style="dim"))
+    # Text, not str: rich would read `[gpu-group]` in a title or preview as markup.
+    title = Text(f"{report.title} [{report.status}]")
+    subtitle = Text(f"card {ref}") if ref else None
+    return Panel(
+        Group(*lines), title=title, subtitle=subtitle, border_style=_BORDER[report.severity]
+    )
+
+
+class ConsoleChat:
+    name = "console"
+
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        width: int | None = None,
+        *,
+        console: Console | None = None,
+    ) -> None:
+        """Cards go to `stream` (default: standard output), or to a `console` shared with
+        other output (the demo's progress spinner)."""
+        self._console = console or Console(
+            file=stream, width=width, highlight=False, soft_wrap=False
+        )
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def post(self, channel: str, report: Report) -> str:
+        with self._lock:
+            ref = f"{channel}/{next(self._ids)}"
+            self._console.print(report_panel(report, ref))
+        return ref
+
+    def update(self, ref: str, report: Report) -> None:
+        with self._lock:
+            self._console.print(report_panel(report, f"{ref} (updated)"))
+
+    def reply(self, ref: str, text: str) -> None:
+        with self._lock:
+            self._console.print(Text(f"  ↳ [{ref}] {text}", overflow="fold"))
+
+    def healthy(self) -> bool:
+        return True

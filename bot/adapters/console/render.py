@@ -1,0 +1,60 @@
+"""Rendering a Diagnosis for people on a terminal (rich)."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from bot.core.model import Diagnosis, Role, Severity
+
+_STYLE = {
+    Severity.CRITICAL: "bold red",
+    Severity.ERROR: "red",
+    Severity.WARNING: "yellow",
+    Severity.INFO: "cyan",
+}
+
+
+def print_diagnosis(diagnosis: Diagnosis, console: Console, title: str = "") -> None:
+    primary = diagnosis.primary
+    if primary is None:
+        console.print(Panel(diagnosis.text, title=title or "pitcrew", border_style="green"))
+        return
+    parts: list[Text | Table] = []
+    for ranked in diagnosis.findings:
+        finding = ranked.finding
+        label = "ROOT CAUSE" if ranked.role is Role.PRIMARY else "also seen"
+        head = Text.assemble(
+            (f"{label}: ", "bold" if ranked.role is Role.PRIMARY else "dim"),
+            (str(finding.category), _STYLE[finding.severity]),
+            f"  {finding.title}",
+            (f"  x{finding.count}" if finding.count > 1 else "", "dim"),
+        )
+        parts.append(head)
+        for evidence in finding.evidence:
+            where = f"{evidence.origin}:{evidence.line}" if evidence.line else evidence.origin
+            parts.append(
+                Text(
+                    f"    {where}  {evidence.text}", style="dim", no_wrap=True, overflow="ellipsis"
+                )
+            )
+    parts.append(Text(""))
+    parts.append(Text(diagnosis.text))
+    if diagnosis.actions:
+        table = Table(show_header=True, header_style="bold", expand=True, show_lines=False)
+        table.add_column("action")
+        table.add_column("")
+        table.add_column("why / preview", overflow="fold")
+        for offer in diagnosis.actions:
+            status = "[green]offered[/]" if offer.offered else "[dim]withheld[/]"
+            detail = escape(offer.preview or offer.reason)
+            if offer.offered and offer.preview:
+                detail = f"{escape(offer.reason)}\n{detail}"
+            table.add_row(offer.action, status, detail)
+        parts.append(Text(""))
+        parts.append(table)
+    border = _STYLE[primary.severity]
+    console.print(Panel(Group(*parts), title=title or "pitcrew diagnosis", border_style=border))

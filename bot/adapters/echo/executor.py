@@ -1,0 +1,61 @@
+"""The built-in `echo` executor: runs nothing, records each execution.
+
+Why this exists: the daemon's approval and execution path (policy, re-validation,
+compare-and-swap, ledger, card updates, restart safety) must be testable and
+demonstrable before the Kubernetes and Ray executors exist, and without a
+cluster. Select it per action in the config:
+
+    actions:
+      executors: {"k8s.bump_memory": echo}
+      echo: {record: /tmp/pitcrew-echo.log, delay: 0s}
+
+It claims every precondition holds and that the preview is unchanged, so never
+select it for a real cluster. Each execution appends one JSON line to `record`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+from bot.app.settings import Settings
+from bot.core.approvals import LiveCheck
+from bot.core.model import Proposal
+from bot.daemon.runner import Verification
+
+
+class EchoExecutor:
+    def __init__(self, record: Path | None = None, delay: float = 0.0) -> None:
+        self.record = record
+        self.delay = delay
+        self.executed: list[str] = []
+        self._lock = threading.Lock()
+
+    def check(self, proposal: Proposal) -> LiveCheck:
+        return LiveCheck(
+            facts=dict.fromkeys(proposal.preconditions, True), preview=proposal.preview
+        )
+
+    def execute(self, proposal: Proposal) -> str:
+        if self.delay:
+            time.sleep(self.delay)
+        with self._lock:
+            self.executed.append(proposal.id)
+            if self.record is not None:
+                line = {"proposal": proposal.id, "action": proposal.action}
+                with self.record.open("a", encoding="utf-8") as out:
+                    out.write(json.dumps(line, sort_keys=True) + "\n")
+                    out.flush()
+                    os.fsync(out.fileno())
+        return f"echo: {proposal.preview or proposal.action}"
+
+    def verify(self, proposal: Proposal) -> Verification:
+        return Verification(True, "echo: nothing to verify")
+
+
+def build(settings: Settings) -> EchoExecutor:
+    echo = settings.actions.echo
+    return EchoExecutor(echo.record, echo.delay.total_seconds())

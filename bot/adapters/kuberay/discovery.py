@@ -1,0 +1,758 @@
+"""Ray clusters found on Kubernetes: one Ray poller per KubeRay RayCluster, for as long as
+the RayCluster exists.
+
+Why this exists: on Kubernetes, Ray clusters come and go with the RayJobs that create
+them; nobody writes each one into `sources.ray`. When the Kubernetes source runs (and
+`sources.ray_discovery` does not turn this off), pitcrew lists and watches the `ray.io/v1`
+RayClusters of the namespaces it watches, and polls each one's dashboard with the Ray
+source (`bot.adapters.ray.source`), exactly like a configured cluster.
+
+Where a RayCluster's dashboard is: its head service (`status.head.serviceName`, else
+the `spec.headGroupSpec.headService` name, else KubeRay's `<name>-head-svc`) in its
+namespace, on the head service's `dashboard` port (its `headService` port, else the
+`status.endpoints` port of a ClusterIP service, else the head container's `dashboard`
+port, else 8265), put into `sources.ray_discovery.url_template`
+(`http://{service}.{namespace}.svc:{port}`; a proxy may use `{namespace}` and `{name}`).
+Dashboard headers come from the environment, as for configured clusters.
+
+Guarantees:
+- Stable identity: a discovered cluster is named `<namespace>.<name>` (never by uid),
+  so its bookmarks (`ray/<namespace>.<name>/jobs`) survive restarts and a RayCluster
+  recreated under the same name: a failure is still reported once.
+- Signals carry the workload: each poller's config names the Kubernetes namespace, the
+  RayCluster and the RayJob that owns it (`ownerReferences`, else KubeRay's
+  `ray.io/originated-from-*` labels), so its signals have `namespace`, `ray_cluster`
+  and `rayjob` fields and incidents key on the RayJob.
+- No duplicates: a RayCluster whose URL is a configured `sources.ray` address is polled
+  by that entry only; two RayClusters with one URL are polled once (the first by
+  namespace/name).
+- Quiet start: a RayCluster whose head Kubernetes does not report ready yet is polled
+  with backoff but not reported unreachable until its dashboard has answered once;
+  when its head becomes ready it is polled at once.
+- Removal: a RayCluster deleted (or being deleted, or suspended) loses its poller after
+  one last poll (a RayJob's cluster is often deleted right after its job failed).
+- No KubeRay: when `ray.io/v1` RayClusters are not served, one warning is logged, the
+  source stays healthy, and it looks again every `crd_recheck`.
+- Executors find discovered clusters: the live set is written to the bookmark
+  `ray-discovery/clusters` on every change; `discovered_configs(bookmarks)` reads it
+  (`bot.adapters.ray.executors` looks clusters up by pitcrew name or RayCluster name there).
+
+The daemon builds it with the Kubernetes source (`bot.adapters.kubernetes.source.build`, which
+shares its API client); `build(settings, sink, bookmarks)` builds it alone. It is a
+polled source: the scheduler calls `poll()` every `sources.ray_discovery.poll_interval`,
+which polls every discovered cluster that is due (concurrently).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import CancelledError, ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+from bot.adapters.kubernetes.api import (
+    RAY_CLUSTERS,
+    KubeApi,
+    WatchEvent,
+)
+from bot.adapters.kubernetes.watch import NotServedError, WatchLoop, wait_until
+from bot.adapters.ray.client import RayClusterConfig, headers_from_env
+from bot.adapters.ray.source import (
+    MemoryBookmarks,
+    RayClusterSource,
+    RaySourceOptions,
+    cluster_configs,
+)
+from bot.app.settings import Settings
+from bot.core.inputs.values import as_list, as_map, as_text, text_at
+from bot.daemon.feed import Sink
+from bot.daemon.ports import Bookmarks, utcnow
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TEMPLATE = "http://{service}.{namespace}.svc:{port}"
+DASHBOARD_PORT = 8265
+DIRECTORY_KEY = "ray-discovery/clusters"
+"""The bookmark holding the discovered clusters, for the executors (JSON)."""
+_KUBERAY_MAX_NAME = 50  # KubeRay's CheckName: generated names keep their last 50 characters
+_RAYJOB_LABEL_KIND = "ray.io/originated-from-crd"
+_RAYJOB_LABEL_NAME = "ray.io/originated-from-cr-name"
+
+
+# -- where a RayCluster's dashboard is (pure) ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class DiscoveredCluster:
+    """One RayCluster as discovery sees it: where its dashboard is and what owns it."""
+
+    namespace: str
+    name: str
+    url: str
+    service: str
+    port: int
+    rayjob: str = ""
+    head_ready: bool = False
+    head: str = ""
+    """The head pod Kubernetes reports (IP, else name); "" before there is one."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def cluster_name(self) -> str:
+        """pitcrew's name for it (signals' `cluster`, bookmark keys): `<namespace>.<name>`."""
+        return cluster_name(self.namespace, self.name)
+
+
+def cluster_name(namespace: str, name: str) -> str:
+    # Not `/`: a cluster name is the first part of an incident's `cluster/ns/Kind/name`.
+    return f"{namespace}.{name}"
+
+
+def kuberay_name(text: str) -> str:
+    """KubeRay's `CheckName`: at most the last 50 characters, never starting with a digit
+    or punctuation (how it names a RayCluster's head service)."""
+    if len(text) > _KUBERAY_MAX_NAME:
+        text = text[len(text) - _KUBERAY_MAX_NAME :]
+    if text and (text[0].isdigit() or not text[0].isalnum()):
+        text = "r" + text[1:]
+    return text
+
+
+def head_service(obj: Mapping[str, Any]) -> str:
+    """The head service's name: reported by KubeRay, else set in the spec, else generated."""
+    reported = text_at(obj, "status", "head", "serviceName")
+    if reported:
+        return reported
+    named = text_at(obj, "spec", "headGroupSpec", "headService", "metadata", "name")
+    if named:
+        return named
+    return kuberay_name(f"{text_at(obj, 'metadata', 'name')}-head-svc")
+
+
+def dashboard_port(obj: Mapping[str, Any]) -> int:
+    """The head service's `dashboard` port (see the module docstring), else 8265."""
+    head = as_map(as_map(obj.get("spec")).get("headGroupSpec"))
+    service_spec = as_map(as_map(head.get("headService")).get("spec"))
+    for port in as_list(service_spec.get("ports")):
+        if text_at(port, "name") == "dashboard" and _port(as_map(port).get("port")):
+            return _port(as_map(port).get("port"))
+    service_type = text_at(head, "serviceType") or text_at(service_spec, "type")
+    # KubeRay reports a NodePort service's node port here, not the service's own port.
+    if service_type in ("", "ClusterIP"):
+        reported = _port(as_map(as_map(obj.get("status")).get("endpoints")).get("dashboard"))
+        if reported:
+            return reported
+    containers = as_list(as_map(as_map(head.get("template")).get("spec")).get("containers"))
+    ray_container = as_map(containers[0]) if containers else {}  # KubeRay: Ray runs in the first
+    for port in as_list(ray_container.get("ports")):
+        if text_at(port, "name") == "dashboard" and _port(as_map(port).get("containerPort")):
+            return _port(as_map(port).get("containerPort"))
+    return DASHBOARD_PORT
+
+
+def owning_rayjob(obj: Mapping[str, Any]) -> str:
+    """The RayJob that made this RayCluster: its owner reference, else KubeRay's labels."""
+    metadata = as_map(obj.get("metadata"))
+    for owner in as_list(metadata.get("ownerReferences")):
+        if text_at(owner, "kind") == "RayJob" and text_at(owner, "apiVersion").startswith(
+            "ray.io/"
+        ):
+            return text_at(owner, "name")
+    labels = as_map(metadata.get("labels"))
+    if as_text(labels.get(_RAYJOB_LABEL_KIND)) == "RayJob":
+        return as_text(labels.get(_RAYJOB_LABEL_NAME))
+    return ""
+
+
+def head_ready(obj: Mapping[str, Any]) -> bool:
+    """KubeRay reports the head ready: condition HeadPodReady, or state `ready`."""
+    status = as_map(obj.get("status"))
+    for condition in as_list(status.get("conditions")):
+        if text_at(condition, "type") == "HeadPodReady":
+            return text_at(condition, "status") == "True"
+    return text_at(status, "state").lower() == "ready"
+
+
+def polled(obj: Mapping[str, Any]) -> bool:
+    """Whether a RayCluster has a dashboard to poll: not being deleted, not suspended."""
+    if text_at(obj, "metadata", "deletionTimestamp"):
+        return False
+    if as_map(obj.get("spec")).get("suspend") is True:
+        return False
+    return text_at(obj, "status", "state").lower() != "suspended"
+
+
+def discover(obj: Mapping[str, Any], template: str = DEFAULT_TEMPLATE) -> DiscoveredCluster | None:
+    """Where a RayCluster's dashboard is; None when it has none to poll or no usable name."""
+    namespace = text_at(obj, "metadata", "namespace")
+    name = text_at(obj, "metadata", "name")
+    if not namespace or not name or not polled(obj):
+        return None
+    service = head_service(obj)
+    port = dashboard_port(obj)
+    try:
+        url = template.format(service=service, namespace=namespace, port=port, name=name)
+        RayClusterConfig(cluster_name(namespace, name), url)  # an http(s) URL
+    except (KeyError, IndexError, ValueError) as error:
+        log.warning(
+            "RayCluster %s/%s: no dashboard URL from %r: %s", namespace, name, template, error
+        )
+        return None
+    status = as_map(obj.get("status"))
+    return DiscoveredCluster(
+        namespace=namespace,
+        name=name,
+        url=url.rstrip("/"),
+        service=service,
+        port=port,
+        rayjob=owning_rayjob(obj),
+        head_ready=head_ready(obj),
+        head=text_at(status, "head", "podIP") or text_at(status, "head", "podName"),
+    )
+
+
+def same_url(url: str) -> str:
+    """A URL's identity for "same cluster": scheme, host and port (defaults filled in,
+    case folded) and path without its trailing slash."""
+    try:
+        parts = urlsplit(url.strip())
+        scheme = parts.scheme.lower()
+        port = parts.port or (443 if scheme == "https" else 80)
+    except ValueError:
+        return url.strip().rstrip("/")
+    return f"{scheme}://{(parts.hostname or '').lower()}:{port}{parts.path.rstrip('/')}"
+
+
+def _port(value: Any) -> int:
+    text = as_text(value)
+    if not text.isdigit():
+        return 0
+    number = int(text)
+    return number if 0 < number < 65536 else 0
+
+
+# -- which pollers (pure) -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the discovered RayClusters come to: a poller per distinct URL, and for every
+    RayCluster the cluster that serves it (for the executors)."""
+
+    pollers: Mapping[str, tuple[RayClusterConfig, DiscoveredCluster]]
+    directory: tuple[Mapping[str, str], ...]
+    shadowed: Mapping[str, str]
+    """RayClusters without a poller of their own: namespace/name -> why."""
+
+
+def plan(
+    found: Iterable[DiscoveredCluster],
+    configured: Sequence[RayClusterConfig],
+    headers: Mapping[str, str] | None = None,
+) -> Plan:
+    """Configured clusters win their URL; among RayClusters the first by namespace/name."""
+    by_url = {same_url(c.url): c for c in configured}
+    configured_names = {c.name for c in configured}
+    served: dict[str, str] = {}  # same_url -> discovered cluster name
+    pollers: dict[str, tuple[RayClusterConfig, DiscoveredCluster]] = {}
+    directory: list[Mapping[str, str]] = []
+    shadowed: dict[str, str] = {}
+    for item in sorted(found, key=lambda d: (d.namespace, d.name)):
+        identity = same_url(item.url)
+        mine = {"namespace": item.namespace, "ray_cluster": item.name, "rayjob": item.rayjob}
+        if identity in by_url:
+            config = by_url[identity]
+            shadowed[item.key] = f"polled as the configured cluster {config.name}"
+            directory.append({"cluster": config.name, "url": config.url, **mine})
+            continue
+        if identity in served:
+            shadowed[item.key] = f"same dashboard URL as {served[identity]}"
+            directory.append({"cluster": served[identity], "url": item.url, **mine})
+            continue
+        name = item.cluster_name
+        if name in configured_names:
+            shadowed[item.key] = f"a configured cluster is named {name} (another URL)"
+            continue
+        config = RayClusterConfig(
+            name,
+            item.url,
+            headers or {},
+            k8s_namespace=item.namespace,
+            ray_cluster=item.name,
+            rayjob=item.rayjob,
+        )
+        pollers[name] = (config, item)
+        served[identity] = name
+        directory.append({"cluster": name, "url": item.url, **mine})
+    return Plan(pollers, tuple(directory), shadowed)
+
+
+def directory_text(entries: Sequence[Mapping[str, str]]) -> str:
+    return json.dumps({"v": 1, "clusters": [dict(e) for e in entries]}, sort_keys=True)
+
+
+def discovered_configs(
+    bookmarks: Bookmarks, headers: Mapping[str, str] | None = None
+) -> list[RayClusterConfig]:
+    """The discovered clusters as the discovery source last wrote them (one config per
+    RayCluster, named as the poller that serves it), for the Ray executors."""
+    text = bookmarks.get(DIRECTORY_KEY)
+    if not text:
+        return []
+    try:
+        entries = json.loads(text).get("clusters", [])
+    except (ValueError, AttributeError):
+        log.warning("ignoring an unreadable %s bookmark: %.80s", DIRECTORY_KEY, text)
+        return []
+    env = headers_from_env() if headers is None else headers
+    configs = []
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        try:
+            configs.append(
+                RayClusterConfig(
+                    str(entry["cluster"]),
+                    str(entry["url"]),
+                    env,
+                    k8s_namespace=str(entry.get("namespace") or ""),
+                    ray_cluster=str(entry.get("ray_cluster") or ""),
+                    rayjob=str(entry.get("rayjob") or ""),
+                )
+            )
+        except (KeyError, ValueError):
+            continue
+    return configs
+
+
+# -- the source ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DiscoveryOptions:
+    """How patiently RayClusters are listed and watched (as `KubeSourceConfig`)."""
+
+    page_size: int = 500
+    watch_timeout: int = 290
+    read_timeout: float = 330.0
+    backoff_initial: float = 0.5
+    backoff_max: float = 60.0
+    unhealthy_after: float = 120.0
+    crd_recheck: float = 300.0
+    """Seconds between looks for the KubeRay CRDs while they are not served."""
+    max_workers: int = 8
+
+
+@dataclass
+class _Retired:
+    poller: RayClusterSource
+    final: bool  # poll once more before closing (a deleted RayCluster, not a replaced one)
+
+
+class RayDiscoverySource:
+    """RayClusters watched, their dashboards polled; see the module docstring."""
+
+    name = "ray-discovery"
+
+    def __init__(
+        self,
+        api: KubeApi,
+        sink: Sink,
+        bookmarks: Bookmarks | None = None,
+        *,
+        namespaces: Sequence[str] = (),
+        url_template: str = DEFAULT_TEMPLATE,
+        configured: Sequence[RayClusterConfig] = (),
+        headers: Mapping[str, str] | None = None,
+        poll_interval: timedelta = timedelta(seconds=10),
+        ray_options: RaySourceOptions | None = None,
+        options: DiscoveryOptions | None = None,
+        clock: Callable[[], datetime] = utcnow,
+        rng: Callable[[], float] = random.random,
+    ) -> None:
+        self.api = api
+        self.sink = sink
+        self.bookmarks: Bookmarks = bookmarks if bookmarks is not None else MemoryBookmarks()
+        self.namespaces = tuple(namespaces)
+        self.url_template = url_template
+        self.configured = tuple(configured)
+        self.headers = dict(headers or {})
+        self.poll_interval = poll_interval
+        self.ray_options = ray_options
+        self.options = options or DiscoveryOptions()
+        self.clock = clock
+        self.rng = rng
+        self.kuberay = "not checked"
+        self.started = False
+        self._stop = threading.Event()
+        self._lock = threading.RLock()
+        self._poll_lock = threading.Lock()
+        self._entries: dict[str, DiscoveredCluster] = {}
+        self._pollers: dict[str, RayClusterSource] = {}
+        self._seen: dict[str, DiscoveredCluster] = {}
+        self._retired: list[_Retired] = []
+        self._shadowed: dict[str, str] = {}
+        self._directory: str | None = None
+        self._absent_logged = False
+        self._scopes: list[_Scope] = []
+        self._threads: list[threading.Thread] = []
+        self._pool: ThreadPoolExecutor | None = None
+
+    # -- the daemon's surface ----------------------------------------------------------
+
+    def start(self) -> None:
+        """One list+watch thread per namespace (or one for the whole cluster)."""
+        if self.started:
+            raise RuntimeError("RayCluster discovery is already started")
+        self.started = True
+        self._stop.clear()
+        scopes: list[str | None] = list(self.namespaces) or [None]
+        self._scopes = [_Scope(self, namespace) for namespace in scopes]
+        for scope in self._scopes:
+            thread = threading.Thread(
+                target=scope.run, name=f"pitcrew-ray-discovery-{scope.id}", daemon=True
+            )
+            self._threads.append(thread)
+            thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop watching, wait for the threads, close every poller."""
+        self._stop.set()
+        for scope in self._scopes:
+            scope.close()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._threads = []
+        self.started = False
+        with self._lock:  # not the poll lock: a poll in progress fails fast once closed
+            pollers = [*self._pollers.values(), *(r.poller for r in self._retired)]
+            self._pollers, self._retired, self._seen = {}, [], {}
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+        for poller in pollers:
+            _quietly(poller.stop)
+
+    def healthy(self) -> bool:
+        """The watches are connected (or in sync lately, or KubeRay is not installed). An
+        unreachable dashboard is in `status()`, not here: a RayCluster still starting is
+        not pitcrew failing."""
+        if not self.started or self._stop.is_set():
+            return False
+        now = time.monotonic()
+        return all(scope.healthy(now) for scope in self._scopes)
+
+    def synced(self) -> bool:
+        """Every watch has listed once (or found KubeRay absent)."""
+        return self.started and all(scope.synced for scope in self._scopes)
+
+    def wait_synced(self, timeout: float) -> bool:
+        return wait_until(self.synced, timeout)
+
+    def poll(self) -> None:
+        """Poll every discovered cluster that is due (concurrently), and a deleted one
+        a last time before its poller closes."""
+        with self._poll_lock:
+            with self._lock:
+                if self._stop.is_set():
+                    return
+                active = list(self._pollers.values())
+                retired, self._retired = self._retired, []
+                due = active + [r.poller for r in retired if r.final]
+                if len(due) > 1 and self._pool is None:
+                    self._pool = ThreadPoolExecutor(
+                        max_workers=self.options.max_workers, thread_name_prefix="ray-discovery"
+                    )
+                pool = self._pool
+            if len(due) > 1 and pool is not None:
+                try:
+                    list(pool.map(_poll_one, due))
+                except (CancelledError, RuntimeError):  # stopped meanwhile: the pool is shut
+                    return
+            else:
+                for poller in due:
+                    _poll_one(poller)
+            for item in retired:
+                _quietly(item.poller.stop)
+
+    def clusters(self) -> dict[str, RayClusterConfig]:
+        """The clusters polled now, by pitcrew's name."""
+        with self._lock:
+            return {name: poller.config for name, poller in self._pollers.items()}
+
+    def status(self) -> dict[str, Any]:
+        """Watches, KubeRay, and every discovered cluster's poller (for /pitcrew status)."""
+        now = time.monotonic()
+        with self._lock:
+            clusters = {
+                name: {
+                    **poller.status(),
+                    "raycluster": f"{poller.config.k8s_namespace}/{poller.config.ray_cluster}",
+                    "rayjob": poller.config.rayjob,
+                }
+                for name, poller in self._pollers.items()
+            }
+            shadowed = dict(self._shadowed)
+        return {
+            "healthy": self.healthy(),
+            "kuberay": self.kuberay,
+            "namespaces": list(self.namespaces) or "all",
+            "watches": {scope.id: scope.status(now) for scope in self._scopes},
+            "clusters": clusters,
+            "shadowed": shadowed,
+        }
+
+    # -- called by the watches ------------------------------------------------------------
+
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def sleep(self, seconds: float) -> None:
+        self._stop.wait(seconds)
+
+    def absent(self) -> None:
+        """KubeRay's CRDs are not served: said once, looked for again later."""
+        with self._lock:
+            self.kuberay = "absent: ray.io/v1 RayClusters are not served"
+            if self._absent_logged:
+                return
+            self._absent_logged = True
+        log.warning(
+            "KubeRay CRDs are not installed in %s: no RayClusters to discover "
+            "(looking again every %.0fs)",
+            self.api.host,
+            self.options.crd_recheck,
+        )
+
+    def present(self) -> None:
+        with self._lock:
+            was_absent = self.kuberay.startswith("absent")
+            self.kuberay = "watching"
+        if was_absent:
+            log.info("KubeRay CRDs are served in %s now: discovering RayClusters", self.api.host)
+
+    def replace_scope(self, namespace: str | None, objects: Iterable[Mapping[str, Any]]) -> None:
+        """After a list: the RayClusters of one scope are exactly these."""
+        found = [d for d in (discover(obj, self.url_template) for obj in objects) if d]
+        with self._lock:
+            kept = {
+                key: item
+                for key, item in self._entries.items()
+                if namespace is not None and item.namespace != namespace
+            }
+            kept.update({item.key: item for item in found})
+            self._entries = kept
+            self._apply()
+
+    def upsert(self, obj: Mapping[str, Any]) -> None:
+        """A RayCluster added or changed (one being deleted or suspended is removed)."""
+        item = discover(obj, self.url_template)
+        key = f"{text_at(obj, 'metadata', 'namespace')}/{text_at(obj, 'metadata', 'name')}"
+        with self._lock:
+            if item is None:
+                if self._entries.pop(key, None) is None:
+                    return
+            elif self._entries.get(key) == item:
+                return
+            else:
+                self._entries[key] = item
+            self._apply()
+
+    def remove(self, obj: Mapping[str, Any]) -> None:
+        key = f"{text_at(obj, 'metadata', 'namespace')}/{text_at(obj, 'metadata', 'name')}"
+        with self._lock:
+            if self._entries.pop(key, None) is not None:
+                self._apply()
+
+    # -- keeping the pollers in line with the RayClusters -----------------------------------
+
+    def _apply(self) -> None:
+        """Add, replace and retire pollers to match the discovered RayClusters; record the
+        live set for the executors. Called with the lock held."""
+        wanted = plan(self._entries.values(), self.configured, self.headers)
+        for name in [n for n in self._pollers if n not in wanted.pollers]:
+            self._retire(name, final=True)
+            log.info("Ray cluster %s: its RayCluster is gone; no longer polled", name)
+        for name, (config, item) in wanted.pollers.items():
+            current = self._pollers.get(name)
+            if current is not None and current.config != config:
+                self._retire(name, final=False)
+                current = None
+                log.info("Ray cluster %s: now at %s", name, config.url)
+            new = current is None
+            if current is None:
+                current = self._add(config)
+                log.info(
+                    "discovered RayCluster %s%s: polling its dashboard %s as %s",
+                    item.key,
+                    f" (RayJob {item.rayjob})" if item.rayjob else "",
+                    config.url,
+                    name,
+                )
+            before = self._seen.get(name)
+            current.source.set_starting(name, not item.head_ready)
+            came_up = item.head_ready and (
+                before is None or not before.head_ready or before.head != item.head
+            )
+            if came_up and not new:
+                current.source.retry_now(name)
+            self._seen[name] = item
+        self._seen = {n: s for n, s in self._seen.items() if n in wanted.pollers}
+        for key, why in wanted.shadowed.items():
+            if self._shadowed.get(key) != why:
+                log.info("RayCluster %s: not polled on its own: %s", key, why)
+        self._shadowed = dict(wanted.shadowed)
+        text = directory_text(wanted.directory)
+        if text != self._directory:
+            try:
+                self.bookmarks.set(DIRECTORY_KEY, text)
+                self._directory = text
+            except Exception:
+                log.exception("cannot record the discovered Ray clusters for the executors")
+
+    def _add(self, config: RayClusterConfig) -> RayClusterSource:
+        for retired in self._retired:
+            if retired.poller.config.name == config.name:
+                retired.final = False  # one poller per name (and bookmark) at a time
+        poller = RayClusterSource(
+            config,
+            self.sink,
+            self.bookmarks,
+            poll_interval=self.poll_interval,
+            options=self.ray_options,
+            clock=self.clock,
+        )
+        self._pollers[config.name] = poller
+        return poller
+
+    def _retire(self, name: str, *, final: bool) -> None:
+        poller = self._pollers.pop(name)
+        self._retired.append(_Retired(poller, final))
+
+
+def _poll_one(poller: RayClusterSource) -> None:
+    try:
+        poller.poll()
+    except Exception:  # RaySource reports its own failures; this is a bug, not an outage
+        log.exception("%s: polling failed", poller.name)
+
+
+def _quietly(call: Callable[[], object]) -> None:
+    try:
+        call()
+    except Exception:
+        log.exception("closing a Ray poller failed")
+
+
+class _Scope(WatchLoop):
+    """The RayClusters of one namespace (or the whole cluster): list, watch, resume, relist."""
+
+    COUNTS = ("lists", "events", "gone", "cuts", "errors")
+    WHAT = "RayCluster discovery"
+    LOG = log
+
+    def __init__(self, source: RayDiscoverySource, namespace: str | None) -> None:
+        super().__init__(source, source.options, RAY_CLUSTERS, namespace, "RayCluster")
+        self.source = source
+        self.absent = False
+        self._items: list[Mapping[str, Any]] = []
+
+    def healthy(self, now: float) -> bool:
+        if self.absent:
+            return True  # KubeRay not installed is not a failure of the source
+        return super().healthy(now)
+
+    def _relist(self) -> None:
+        if not self._served():
+            raise NotServedError(f"{RAY_CLUSTERS} is not served")
+        super()._relist()
+
+    def _served(self) -> bool:
+        try:
+            return self.source.api.served(
+                RAY_CLUSTERS.group, RAY_CLUSTERS.version, RAY_CLUSTERS.plural
+            )
+        except Exception:  # discovery forbidden or failing: the list will tell
+            return True
+
+    def _not_served(self, error: NotServedError) -> bool:
+        self.absent = True
+        self.synced = True
+        self.rv = None
+        self.state = "absent"
+        self.source.absent()
+        self.source.replace_scope(self.namespace, [])
+        self.source.sleep(self.source.options.crd_recheck)
+        return True
+
+    def _list_started(self) -> None:
+        self._items = []
+
+    def _listed(self, items: Iterable[Mapping[str, Any]]) -> None:
+        self._items.extend(items)
+
+    def _list_done(self) -> None:
+        items, self._items = self._items, []
+        if self.absent:
+            self.absent = False
+        self.source.present()
+        self.source.replace_scope(self.namespace, items)
+        self.synced = True
+
+    def _apply(self, event: WatchEvent) -> None:
+        if event.type in ("ADDED", "MODIFIED"):
+            self.source.upsert(event.object)
+        elif event.type == "DELETED":
+            self.source.remove(event.object)
+
+
+# -- building it ------------------------------------------------------------------------------
+
+
+def build(
+    settings: Settings,
+    sink: Sink,
+    bookmarks: Bookmarks | None = None,
+    *,
+    api: KubeApi | None = None,
+    options: DiscoveryOptions | None = None,
+    ray_options: RaySourceOptions | None = None,
+) -> list[RayDiscoverySource]:
+    """The discovery source `sources.ray_discovery` describes, or none when it is off.
+    The Kubernetes source's build passes its own `api`; without one it is made from
+    `sources.kubernetes` (kubeconfig, context or in-cluster)."""
+    if not settings.sources.discovers_ray_clusters():
+        return []
+    kube = settings.sources.kubernetes
+    if api is None:
+        api = KubeApi.from_config(
+            str(kube.kubeconfig) if kube.kubeconfig else None,
+            kube.context or None,
+            in_cluster=kube.in_cluster or None,
+        )
+    discovery = settings.sources.ray_discovery
+    return [
+        RayDiscoverySource(
+            api,
+            sink,
+            bookmarks,
+            namespaces=kube.namespaces,
+            url_template=discovery.url_template,
+            configured=cluster_configs(settings),
+            headers=headers_from_env(),
+            poll_interval=discovery.poll_interval,
+            ray_options=ray_options,
+            options=options,
+        )
+    ]

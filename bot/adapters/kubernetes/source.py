@@ -1,0 +1,688 @@
+"""The live Kubernetes source: list+watch Events, Pods, Nodes, RayJobs and RayClusters and
+hand the pipeline every new signal once, with the evidence a person would look at.
+
+Why this exists: pitcrew has to notice a failing Ray workload by itself, from
+what Kubernetes already knows, and keep noticing through everything a long
+watch goes through: streams the server ends, connections that break, a 410
+Gone when the resourceVersion has been compacted, an API server restart.
+
+How it stays correct: each watched resource (per configured namespace, or
+cluster-wide) has one thread that lists, then watches from the list's
+resourceVersion, resuming from the last one it saw when a stream ends. On a
+410 Gone or a broken stream it lists again and reconciles by state
+(`kubernetes_state.Tracker`): an object's signals are keyed by what they
+observe, so a relist reports exactly the states the watch missed and none it
+already reported. Errors back off exponentially with jitter. Memory is bounded
+whatever the cluster size: lists are paged, state is kept only for objects
+with something to report (LRU-capped), owners are cached in a capped LRU, log
+tails are cut and rate-limited, the optional output queue is capped.
+
+What it emits (`bot.core.model.Signal`, and `bot.core.inputs.LogText` for log tails):
+the signals `bot.core.inputs` makes of each object (docs/signals.md), carrying the
+owning workload (Pod → ReplicaSet → Deployment, Pod → Job, Pod → RayCluster →
+RayJob) and the relevant spec (limits, `node_selector`); the previous
+container's log tail for a container that terminated; the submitter's log for
+a RayJob that failed.
+
+The daemon plugs it in with a small surface:
+
+    [source, *discovery] = build(settings, pipeline, bookmarks)  # build_sources does this
+    source.start()                        # observations go to the pipeline's queue
+    # or: KubernetesSource(KubeApi.from_config(), config).start(callback)  (or poll())
+    source.healthy(), source.status(), source.bookmarks()
+    source.stop()
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any
+
+from bot.adapters.kubernetes.api import (
+    BY_KIND,
+    EVENTS,
+    NODES,
+    PODS,
+    RAY_CLUSTERS,
+    RAY_JOBS,
+    KubeApi,
+    RbacRule,
+    Resource,
+    WatchEvent,
+    reason_of,
+)
+from bot.adapters.kubernetes.owners import OwnerResolver
+from bot.adapters.kubernetes.state import (
+    WATCHED_KINDS,
+    Converter,
+    Keyed,
+    Tracker,
+    containers_to_read,
+    failed_rayjob,
+    health_of,
+    identity,
+    problems,
+    submitter_pods,
+)
+from bot.adapters.kubernetes.watch import Backoff as Backoff
+from bot.adapters.kubernetes.watch import NotServedError, WatchLoop, wait_until
+from bot.app.settings import Settings
+from bot.core.inputs import InputPart, LogText
+from bot.core.inputs.owners import object_ref
+from bot.core.inputs.values import as_map, text_at
+from bot.core.model import ObjectRef, Signal, SourceKind
+from bot.daemon.feed import Context, Healthy, Item, Sink, observe
+from bot.daemon.ports import Bookmarks
+from bot.daemon.sources import Source
+
+log = logging.getLogger(__name__)
+
+Emit = Callable[[InputPart], None]
+KUBERAY_KINDS = ("RayJob", "RayCluster")
+_RESOURCES: Mapping[str, Resource] = {
+    "Event": EVENTS,
+    "Pod": PODS,
+    "Node": NODES,
+    "RayJob": RAY_JOBS,
+    "RayCluster": RAY_CLUSTERS,
+}
+_MAX_REMEMBERED_PROBLEMS = 1_000
+_LOG_REPEAT = 30.0  # seconds in which the same container log is not read twice
+_MAX_RECENT_LOGS = 1_000
+
+
+RBAC: tuple[RbacRule, ...] = (
+    RbacRule("", ("events",), ("list", "watch"), "watch Events"),
+    RbacRule("", ("pods",), ("list", "watch", "get"), "watch pods; owner of an event's pod"),
+    RbacRule("", ("pods/log",), ("get",), "log tails of terminated containers"),
+    RbacRule("", ("nodes",), ("list", "watch"), "watch nodes (cluster-scoped)"),
+    RbacRule(
+        "ray.io", ("rayjobs", "rayclusters"), ("list", "watch", "get"), "watch KubeRay objects"
+    ),
+    RbacRule("apps", ("replicasets",), ("get",), "owner resolution: ReplicaSet → Deployment"),
+    RbacRule("batch", ("jobs",), ("get",), "owner resolution: Job → CronJob or RayJob"),
+)
+"""What the source needs (docs/rbac.md); `diagnose --kube` needs the same reads."""
+
+
+@dataclass(frozen=True)
+class KubeSourceConfig:
+    """What to watch and how patiently. Empty `namespaces` watches the whole cluster."""
+
+    namespaces: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = WATCHED_KINDS
+    cluster: str = ""
+    page_size: int = 500
+    watch_timeout: int = 290  # the server ends each watch request after this many seconds
+    read_timeout: float = 330.0  # no byte for this long (bookmarks included): the stream is dead
+    backoff_initial: float = 0.5
+    backoff_max: float = 60.0
+    unhealthy_after: float = 120.0  # a watch not connected for this long makes the source unready
+    max_tracked_objects: int = 50_000  # per watch
+    max_cached_owners: int = 20_000
+    owner_ttl: float = 300.0
+    log_tail_lines: int = 200
+    log_tail_bytes: int = 64 * 1024
+    log_tails_per_minute: int = 30
+    queue_size: int = 10_000  # only used without an emit callback or sink (poll mode)
+    submit_attempts: int = 5  # full waits on the sink's queue before dropping
+    resume_from: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+
+_KINDS_BY_PLURAL = {
+    "events": "Event",
+    "pods": "Pod",
+    "nodes": "Node",
+    "rayjobs": "RayJob",
+    "rayclusters": "RayCluster",
+}
+
+
+def build(
+    settings: Settings, sink: Sink, bookmarks: Bookmarks | None = None, **overrides: Any
+) -> list[Source]:
+    """The source `sources.kubernetes` describes (kubeconfig or in-cluster, namespaces,
+    resources), putting observations on `sink` (the daemon's pipeline). `overrides` set
+    other `KubeSourceConfig` fields. `bot.daemon.sources.build_sources` calls it.
+
+    With it, unless `sources.ray_discovery` turns it off, the RayCluster discovery
+    (`bot.adapters.kuberay.discovery`) on the same API client: it polls each RayCluster's
+    dashboard, remembering what it reported in `bookmarks`."""
+    from bot.adapters.kuberay import discovery as ray_discovery  # it builds on this module
+
+    kube = settings.sources.kubernetes
+    api = KubeApi.from_config(
+        str(kube.kubeconfig) if kube.kubeconfig else None,
+        kube.context or None,
+        in_cluster=kube.in_cluster or None,
+    )
+    config = KubeSourceConfig(
+        namespaces=tuple(kube.namespaces),
+        kinds=tuple(_KINDS_BY_PLURAL[r] for r in kube.resources),
+        **overrides,
+    )
+    built: list[Source] = [KubernetesSource(api, config, sink=sink)]
+    built.extend(ray_discovery.build(settings, sink, bookmarks, api=api))
+    return built
+
+
+class _RateLimit:
+    """At most `per_minute` events in any sliding minute."""
+
+    def __init__(self, per_minute: int, clock: Callable[[], float]) -> None:
+        self.per_minute = per_minute
+        self.clock = clock
+        self.times: deque[float] = deque()
+        self.lock = threading.Lock()
+
+    def allow(self) -> bool:
+        now = self.clock()
+        with self.lock:
+            while self.times and now - self.times[0] > 60:
+                self.times.popleft()
+            if len(self.times) >= self.per_minute:
+                return False
+            self.times.append(now)
+            return True
+
+
+class KubernetesSource:
+    """List+watch with resume, relist-and-reconcile, back-off and health; see module doc."""
+
+    name = "kubernetes"
+
+    def __init__(
+        self,
+        api: KubeApi,
+        config: KubeSourceConfig | None = None,
+        *,
+        sink: Sink | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        rng: Callable[[], float] = random.random,
+    ) -> None:
+        self.api = api
+        self._sink = sink
+        self.config = config or KubeSourceConfig()
+        self.clock = clock
+        self.rng = rng
+        self.resolver = OwnerResolver(
+            self._fetch_owner,
+            max_entries=self.config.max_cached_owners,
+            ttl=self.config.owner_ttl,
+            clock=clock,
+        )
+        self.converter = Converter(self.resolver, self.config.cluster)
+        self._stop = threading.Event()
+        self._emit: Emit | None = None
+        self._queue: deque[InputPart] = deque()
+        self._lock = threading.Lock()
+        self._watches: list[_Watch] = []
+        self._threads: list[threading.Thread] = []
+        self._log_limit = _RateLimit(self.config.log_tails_per_minute, clock)
+        self._problems: dict[str, None] = {}
+        self._recent_logs: dict[tuple[str, str, str, bool], float] = {}
+        self.kuberay = "not checked"
+        self.started = False
+        self.counters = {
+            "emitted": 0,
+            "dropped": 0,
+            "emit_errors": 0,
+            "malformed": 0,
+            "log_tails": 0,
+            "log_tails_skipped": 0,
+            "healthy": 0,
+        }
+
+    # -- the surface the daemon uses ------------------------------------------------
+
+    def start(self, emit: Emit | None = None) -> None:
+        """Start one watch thread per resource and namespace. Parts go to `emit` (called
+        from those threads) when given, else to the sink the source was built with (the
+        daemon's pipeline queue), else to a bounded queue that `poll` drains."""
+        if self.started:
+            raise RuntimeError("the Kubernetes source is already started")
+        self.started = True
+        self._emit = emit
+        self._stop.clear()
+        self._watches = self._plan()
+        for watch in self._watches:
+            thread = threading.Thread(target=watch.run, name=f"pitcrew-k8s-{watch.id}", daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop every watch (closing open streams) and wait for the threads."""
+        self._stop.set()
+        for watch in self._watches:
+            watch.close()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._threads = []
+        self.started = False
+
+    def poll(self, now: datetime | None = None) -> list[InputPart]:
+        """Everything queued since the last poll (`start()` without `emit` or a sink)."""
+        with self._lock:
+            items = list(self._queue)
+            self._queue.clear()
+        return items
+
+    def healthy(self) -> bool:
+        """Ready: started, and every watch connected or in sync within `unhealthy_after`."""
+        if not self.started or self._stop.is_set():
+            return False
+        now = self.clock()
+        return all(w.healthy(now) for w in self._watches)
+
+    def synced(self) -> bool:
+        """Every watch has listed once and is watching (or is disabled)."""
+        return self.started and all(w.synced for w in self._watches)
+
+    def wait_synced(self, timeout: float) -> bool:
+        return wait_until(self.synced, timeout)
+
+    def status(self) -> dict[str, Any]:
+        """Watch health for readiness, metrics and `/pitcrew status`."""
+        now = self.clock()
+        return {
+            "healthy": self.healthy(),
+            "cluster": self.config.cluster,
+            "namespaces": list(self.config.namespaces) or "all",
+            "kuberay": self.kuberay,
+            "watches": {w.id: w.status(now) for w in self._watches},
+            "queued": len(self._queue),
+            "owners": {
+                "cached": len(self.resolver),
+                "lookups": self.resolver.lookups,
+                "failures": self.resolver.failures,
+            },
+            **self.counters,
+        }
+
+    def bookmarks(self) -> dict[str, str]:
+        """The resourceVersion each watch has reached; pass back as `resume_from`."""
+        return {w.id: w.rv for w in self._watches if w.rv}
+
+    # -- planning ---------------------------------------------------------------------
+
+    def _plan(self) -> list[_Watch]:
+        kinds = [k for k in self.config.kinds if k in _RESOURCES]
+        if any(k in KUBERAY_KINDS for k in kinds) and not self._kuberay_served():
+            kinds = [k for k in kinds if k not in KUBERAY_KINDS]
+        scopes: list[str | None] = list(self.config.namespaces) or [None]
+        watches = []
+        for kind in kinds:
+            resource = _RESOURCES[kind]
+            for namespace in scopes if resource.namespaced else [None]:
+                watches.append(_Watch(self, kind, resource, namespace))
+        return watches
+
+    def _kuberay_served(self) -> bool:
+        try:
+            served = self.api.served(RAY_JOBS.group, RAY_JOBS.version, RAY_JOBS.plural)
+            served = served or self.api.served(
+                RAY_CLUSTERS.group, RAY_CLUSTERS.version, RAY_CLUSTERS.plural
+            )
+        except Exception as error:  # discovery forbidden or failing: let the watches find out
+            self.kuberay = f"discovery failed ({reason_of(error)}); watching anyway"
+            return True
+        if not served:
+            self.kuberay_absent()
+            return False
+        self.kuberay = "watching"
+        return True
+
+    def kuberay_absent(self) -> None:
+        with self._lock:
+            if self.kuberay.startswith("absent"):
+                return
+            self.kuberay = "absent: ray.io/v1 RayJob and RayCluster are not served"
+        log.warning(
+            "KubeRay CRDs (ray.io/v1 rayjobs, rayclusters) are not installed in %s: "
+            "RayJob and RayCluster are not watched",
+            self.api.host,
+        )
+
+    # -- called by the watches ----------------------------------------------------------
+
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def sleep(self, seconds: float) -> None:
+        self._stop.wait(seconds)
+
+    def deliver(self, parts: list[InputPart]) -> None:
+        """Hand on what one watch event showed: to the `emit` callback part by part, as
+        one `Observation` to the daemon's sink, or to the poll queue."""
+        if self._emit is not None:
+            for part in parts:
+                try:
+                    self._emit(part)
+                except Exception:
+                    self._count("emit_errors")
+                    log.exception("the Kubernetes source's consumer failed on %s", _label(part))
+                    continue
+                self._count("emitted")
+        elif self._sink is not None:
+            if self._submit(observe(parts, self._context(parts))):
+                self._count("emitted", len(parts))
+        else:
+            with self._lock:
+                for part in parts:
+                    if len(self._queue) >= self.config.queue_size:
+                        self._queue.popleft()
+                        self.counters["dropped"] += 1
+                    self._queue.append(part)
+                    self.counters["emitted"] += 1
+
+    def deliver_healthy(self, workload: ObjectRef) -> None:
+        """The workload is healthy again after a failure (its open incidents resolve)."""
+        self._count("healthy")
+        if self._sink is not None:
+            self._submit(Healthy(workload, cluster=self.config.cluster))
+        log.info("%s is healthy again", workload)
+
+    def _submit(self, item: Item) -> bool:
+        """Put on the sink's queue, waiting while it is full (which slows the watch, the
+        back-pressure wanted); dropped only after `submit_attempts` full waits."""
+        assert self._sink is not None
+        for _ in range(self.config.submit_attempts):
+            if self._sink.submit(item):
+                return True
+            if self.stopping():
+                break
+        with self._lock:
+            self.counters["dropped"] += 1
+            dropped = self.counters["dropped"]
+        if dropped == 1 or dropped % 100 == 0:
+            log.warning("the pipeline queue is full: %d Kubernetes observations dropped", dropped)
+        return False
+
+    def _context(self, parts: list[InputPart]) -> Context:
+        first = next((p for p in parts if isinstance(p, Signal)), None)
+        ref = (first.workload or first.obj) if first is not None else None
+        return Context(
+            cluster=self.config.cluster,
+            namespace=ref.namespace if ref is not None else "",
+            workload=first.workload if first is not None else None,
+        )
+
+    def _count(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self.counters[name] += n
+
+    def malformed(self, kind: str, uid: str, issues: list[str]) -> None:
+        """Count and log each problem of a malformed object once (it is still read as far
+        as it goes)."""
+        key = f"{kind}/{uid}: {'; '.join(issues)}"
+        with self._lock:
+            if key in self._problems:
+                return
+            self._problems[key] = None
+            if len(self._problems) > _MAX_REMEMBERED_PROBLEMS:
+                self._problems.pop(next(iter(self._problems)))
+            self.counters["malformed"] += 1
+        log.warning("malformed %s %s: %s; reading what it has", kind, uid, "; ".join(issues))
+
+    def evidence(self, new: list[InputPart]) -> list[InputPart]:
+        """Log tails for new signals: the terminated container's, a failed RayJob's driver."""
+        found: list[InputPart] = []
+        for part in new:
+            if not isinstance(part, Signal) or part.obj is None:
+                continue
+            target = containers_to_read(part)
+            if target is not None and part.obj.kind == "Pod":
+                container, previous = target
+                kind = SourceKind.DRIVER_LOG if is_submitter(part) else SourceKind.WORKER_LOG
+                tail = self._log_tail(part.obj, container, previous, part.workload, kind)
+                if tail is not None:
+                    found.append(tail)
+            elif failed_rayjob(part):
+                found.extend(self._driver_log(part.obj))
+        return found
+
+    def _log_tail(
+        self,
+        pod: ObjectRef,
+        container: str,
+        previous: bool,
+        workload: ObjectRef | None,
+        source: SourceKind = SourceKind.WORKER_LOG,
+    ) -> LogText | None:
+        key = (pod.namespace, pod.name, container, previous)
+        now = self.clock()
+        with self._lock:
+            if now - self._recent_logs.get(key, -_LOG_REPEAT) < _LOG_REPEAT:
+                return None  # read moments ago (a failed RayJob and its submitter pod)
+            self._recent_logs[key] = now
+            while len(self._recent_logs) > _MAX_RECENT_LOGS:
+                self._recent_logs.pop(next(iter(self._recent_logs)))
+        if not self._log_limit.allow():
+            self._count("log_tails_skipped")
+            return None
+        tail = log_tail(
+            self.api,
+            pod,
+            container,
+            previous=previous,
+            workload=workload,
+            source=source,
+            lines=self.config.log_tail_lines,
+            limit_bytes=self.config.log_tail_bytes,
+        )
+        if tail is not None:
+            self._count("log_tails")
+        return tail
+
+    def _driver_log(self, rayjob: ObjectRef) -> list[InputPart]:
+        return driver_logs(
+            self.api,
+            rayjob,
+            lambda pod, container: self._log_tail(
+                pod, container, False, rayjob, SourceKind.DRIVER_LOG
+            ),
+        )
+
+    def _fetch_owner(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        resource = BY_KIND.get(kind)
+        if resource is None:
+            return None
+        return self.api.get(resource, namespace, name)
+
+
+def is_submitter(signal: Signal) -> bool:
+    """A pod of a RayJob that is not a Ray node: the submitter, whose log is the driver's."""
+    workload = signal.workload
+    return (
+        workload is not None
+        and workload.kind == "RayJob"
+        and not signal.fields.get("ray_node_type")
+    )
+
+
+def log_tail(
+    api: KubeApi,
+    pod: ObjectRef,
+    container: str,
+    *,
+    previous: bool,
+    workload: ObjectRef | None,
+    source: SourceKind = SourceKind.WORKER_LOG,
+    lines: int = 200,
+    limit_bytes: int = 64 * 1024,
+) -> LogText | None:
+    """The bounded tail of a container's log (the previous instance's after a restart),
+    or None when there is none to read."""
+    try:
+        data = api.pod_log(
+            pod.namespace,
+            pod.name,
+            container,
+            previous=previous,
+            tail_lines=lines,
+            limit_bytes=limit_bytes,
+        )
+    except Exception as error:
+        log.info("no log tail for %s [%s]: %s", pod, container, reason_of(error))
+        return None
+    if not data.strip() or data.lstrip().startswith(b'{"apiVersion"'):
+        return None  # nothing logged, or a server that answers with the object itself
+    which = "previous" if previous else "current"
+    return LogText(
+        chunks=(data,),
+        source=source,
+        origin=f"{pod} [{container}] {which} log",
+        obj=pod,
+        workload=workload,
+    )
+
+
+def driver_logs(
+    api: KubeApi,
+    rayjob: ObjectRef,
+    tail: Callable[[ObjectRef, str], LogText | None],
+) -> list[InputPart]:
+    """The log tail of a RayJob's newest submitter pod (what `ray job logs` shows)."""
+    try:
+        pods = list(
+            api.list_all(
+                PODS,
+                rayjob.namespace,
+                label_selector=f"batch.kubernetes.io/job-name={rayjob.name}",
+            )
+        )
+    except Exception as error:
+        log.info("no submitter pods for %s: %s", rayjob, reason_of(error))
+        return []
+    found: list[InputPart] = []
+    for pod in submitter_pods(pods, rayjob.name, limit=1):
+        ref = object_ref("Pod", as_map(pod.get("metadata")))
+        containers = as_map(pod.get("spec")).get("containers")
+        first = containers[0] if isinstance(containers, list) and containers else {}
+        text = tail(ref, text_at(first, "name"))
+        if text is not None:
+            found.append(text)
+    return found
+
+
+class _Watch(WatchLoop):
+    """One resource in one namespace (or cluster-wide): list, watch, resume, relist, and
+    report what is new about each object."""
+
+    LOG = log
+
+    def __init__(
+        self, source: KubernetesSource, kind: str, resource: Resource, namespace: str | None
+    ) -> None:
+        super().__init__(source, source.config, resource, namespace, kind, clock=source.clock)
+        self.source = source
+        self.config = source.config
+        self.kind = kind
+        self.tracker = Tracker(self.config.max_tracked_objects)
+        self.failed: dict[str, bool] = {}  # KubeRay objects: failed since last healthy
+        self.rv = self.config.resume_from.get(self.id) or None
+        self.disabled = ""
+        self._seen: set[str] = set()
+
+    # -- health ------------------------------------------------------------------------
+
+    def healthy(self, now: float) -> bool:
+        if self.disabled:
+            return True  # a CRD that is not installed is not a failure of the source
+        return super().healthy(now)
+
+    def _state_text(self) -> str:
+        return f"disabled: {self.disabled}" if self.disabled else self.state
+
+    def _status_details(self) -> dict[str, Any]:
+        return {"tracked_objects": len(self.tracker)}
+
+    # -- what the loop sees -----------------------------------------------------------
+
+    def _not_served(self, error: NotServedError) -> bool:
+        reason = str(error)
+        self.disabled = reason
+        self.synced = True
+        self.state = "disabled"
+        if self.kind in KUBERAY_KINDS:
+            self.source.kuberay_absent()
+        else:
+            log.warning("watch %s disabled: %s", self.id, reason)
+        return False
+
+    def _list_started(self) -> None:
+        self._seen = set()
+
+    def _listed(self, items: Iterable[Mapping[str, Any]]) -> None:
+        for item in items:
+            uid = self._observe(item)
+            if uid in self.tracker:
+                self._seen.add(uid)
+
+    def _list_done(self) -> None:
+        """Objects gone while we were not watching are forgotten."""
+        for uid in self.tracker.uids() - self._seen:
+            self.tracker.forget(uid)
+        self._seen = set()
+
+    def _apply(self, event: WatchEvent) -> None:
+        obj = event.object
+        if event.type in ("ADDED", "MODIFIED"):
+            self._observe(obj)
+        elif event.type == "DELETED":
+            self.tracker.forget(identity(self.kind, obj))
+            metadata = as_map(obj.get("metadata"))
+            self.source.resolver.forget(
+                self.kind, text_at(metadata, "namespace"), text_at(metadata, "name")
+            )
+        else:
+            self.source.malformed("watch event", event.type or "(no type)", ["unknown type"])
+
+    def _observe(self, obj: Mapping[str, Any]) -> str:
+        """Report what is new about one object; returns its identity."""
+        uid = identity(self.kind, obj)
+        issues = problems(self.kind, obj)
+        if issues:
+            self.source.malformed(self.kind, uid, issues)
+        try:
+            groups = self.source.converter.keyed(self.kind, obj)
+        except Exception as error:  # a shape no parser foresaw must not stop the watch
+            self.source.malformed(self.kind, uid, [f"unreadable: {error!r}"])
+            return uid
+        new = self.tracker.update(uid, groups)
+        if new:
+            self.source.deliver([*new, *self.source.evidence(new)])
+        recovered = self._recovered(uid, groups)
+        if recovered is not None:
+            self.source.deliver_healthy(recovered)
+        return uid
+
+    def _recovered(self, uid: str, groups: list[Keyed]) -> ObjectRef | None:
+        """A RayJob (or a RayCluster of its own) seen failing by this watch that is now
+        running or done: the workload is healthy again."""
+        if self.kind not in KUBERAY_KINDS:
+            return None
+        health, workload = health_of(groups[0].signal if groups else None)
+        failed = self.failed.get(uid, False)
+        if health == "failed":
+            self.failed[uid] = True
+        elif health == "healthy":
+            self.failed[uid] = False
+        if len(self.failed) > self.config.max_tracked_objects:
+            self.failed.pop(next(iter(self.failed)))
+        return workload if health == "healthy" and failed else None
+
+
+def _label(part: InputPart) -> str:
+    if isinstance(part, Signal):
+        return f"{part.source} {part.obj} {part.reason}"
+    return f"log {part.origin}"

@@ -1,0 +1,131 @@
+"""Live diagnosis of one Ray job by its submission id, with the cluster's live facts.
+
+Why this exists: `pitcrew diagnose --ray-address URL --ray-job ID` (and the
+`/pitcrew diagnose <ray-job-id>` slash command) should say what file diagnosis
+says, but from the cluster itself: the job's status and message, its driver log
+tail and its actors (as the Ray source reads them), and the live facts that let
+guarded actions be offered (is the actor stale? is the namespace idle? how often
+was the job resubmitted?). Offline those facts are unknown and the actions stay
+withheld; here the Ray executors' `check` computes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+from pydantic import ValidationError
+
+from bot.adapters.ray.client import RayApiError, RayClusterConfig, RayDashboard, headers_from_env
+from bot.adapters.ray.executors import RayExecutor, ray_executors
+from bot.adapters.ray.source import job_parts
+from bot.core.actions.catalog import CATALOG
+from bot.core.analysis import diagnose as analyse
+from bot.core.diagnosis import Engine
+from bot.core.errors import PitcrewError
+from bot.core.inputs import InputPart
+from bot.core.model import Diagnosis
+
+LIVE_CHECK = "needs a live check"
+"""How bot.core.analysis words an action withheld because a fact is unknown."""
+
+
+@dataclass(frozen=True)
+class LiveDiagnosis:
+    diagnosis: Diagnosis
+    facts: Mapping[str, bool]
+    parts: tuple[InputPart, ...]
+    job: Mapping[str, Any]
+
+
+def normalize_address(address: str) -> str:
+    """`host:port` or a URL -> the dashboard's base URL."""
+    address = address.strip().rstrip("/")
+    if not address:
+        raise PitcrewError("--ray-address is empty")
+    if "://" not in address:
+        address = f"http://{address}"
+    if urlparse(address).scheme not in ("http", "https"):
+        raise PitcrewError(f"--ray-address must be an http(s) dashboard URL, not {address!r}")
+    return address
+
+
+class JobNotFoundError(PitcrewError):
+    """The cluster answered, and has no job by that id."""
+
+
+def diagnose_ray_job(
+    engine: Engine,
+    address: str,
+    submission_id: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    cluster: str = "",
+    timeout: float = 10.0,
+    executors: Mapping[str, RayExecutor] | None = None,
+) -> LiveDiagnosis:
+    """Fetch the job, its log tail and actors; diagnose; compute the facts the offered
+    actions need; diagnose again with them. Raises PitcrewError naming the URL
+    (JobNotFoundError when the cluster has no such job)."""
+    url = normalize_address(address)
+    config = RayClusterConfig(
+        name=cluster or (urlparse(url).netloc or "ray"),
+        url=url,
+        headers=dict(headers_from_env() if headers is None else headers),
+        timeout=timeout,
+    )
+    return diagnose_ray_job_on(engine, config, submission_id, executors=executors)
+
+
+def diagnose_ray_job_on(
+    engine: Engine,
+    config: RayClusterConfig,
+    submission_id: str,
+    *,
+    executors: Mapping[str, RayExecutor] | None = None,
+) -> LiveDiagnosis:
+    """`diagnose_ray_job` on a configured cluster (the daemon's `sources.ray` entries, so
+    the signals carry its Kubernetes namespace as the Ray source's do)."""
+    url = config.url
+    client = RayDashboard.of(config)
+    try:
+        job = client.get_job(submission_id)
+        if job is None:
+            raise JobNotFoundError(f"{url}: no Ray job {submission_id!r}")
+        jobs = client.list_jobs()
+        by_id = {str(j["job_id"]): j for j in jobs if j.get("job_id")}
+        parts = tuple(job_parts(client, job, config, jobs_by_id=by_id))
+    except RayApiError as error:
+        raise PitcrewError(str(error)) from None
+    finally:
+        client.close()
+    hits = engine.hits(parts)
+    first = analyse(hits, engine.library)
+    if executors is None:
+
+        def categorize(parts: Sequence[Any]) -> set[str]:
+            return {str(r.finding.category) for r in engine.diagnose(parts).findings}
+
+        executors = ray_executors([config], categorize=categorize)
+    facts = live_facts(first, executors)
+    return LiveDiagnosis(analyse(hits, engine.library, facts), facts, parts, job)
+
+
+def live_facts(diagnosis: Diagnosis, executors: Mapping[str, RayExecutor]) -> dict[str, bool]:
+    """The facts of the Ray actions withheld only for want of a live check, from each
+    executor's `check`; a fact two actions disagree on is false (the cautious reading)."""
+    facts: dict[str, bool] = {}
+    for offer in diagnosis.actions:
+        executor = executors.get(offer.action)
+        if executor is None or not offer.reason.startswith(LIVE_CHECK):
+            continue
+        try:
+            params = CATALOG[offer.action].params.model_validate(dict(offer.params))
+            found, _ = executor.check(params)
+        except (ValidationError, PitcrewError):
+            continue
+        for key, value in found.items():
+            facts[key] = facts.get(key, True) and value
+    return facts

@@ -1,0 +1,551 @@
+"""Incident cards and replies as Slack Block Kit, always inside Slack's limits.
+
+Why this exists: a card is built from text pitcrew does not control (log lines,
+pod and job names, error messages), and Slack rejects a whole message when one
+field is too long or the message is too big, or renders `<!channel>` and
+`<http://evil|click>` if they get through. So every untrusted string is made
+safe here (controls and direction marks removed, `&<>` escaped, backticks
+neutralised so no code fence can be closed from inside), cut to its field's
+limit, and the finished message goes through `fit`, a validator that trims
+whatever still exceeds a limit (field by field, then whole blocks by priority,
+never the buttons) so the result is valid Block Kit whatever the input.
+
+The layout of a card lives in the Jinja2 template `templates/card.json.j2`
+(rendered by the project's sandboxed environment); this module prepares the
+values it shows and decodes and fits what it produces. Pure JSON building: no
+Slack SDK, no I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from jinja2 import Template
+
+from bot.core.model import ProposalState, Report, ReportAction, Severity
+from bot.core.templating import compile_template
+from bot.core.text import ELLIPSIS, escape_mrkdwn, strip_controls
+
+Block = dict[str, Any]
+
+# -- Slack's limits (reference/slack-platform.md §4.1) ----------------------------------
+
+MAX_BLOCKS = 50
+SECTION_TEXT = 3000
+FIELD_TEXT = 2000
+MAX_FIELDS = 10
+HEADER_TEXT = 150
+CONTEXT_ELEMENTS = 10
+CONTEXT_TEXT = 3000
+ACTIONS_ELEMENTS = 25
+BUTTON_TEXT = 75
+BUTTON_VALUE = 2000
+BUTTON_URL = 3000
+ACTION_ID = 255
+BLOCK_ID = 255
+CONFIRM_TITLE = 100
+CONFIRM_TEXT = 300
+CONFIRM_BUTTON = 30
+FALLBACK_TEXT = 3000  # Slack advises <= 4,000 for the top-level text
+# Slack answers msg_blocks_too_long at about 13,200 characters of block text; keep a margin.
+TEXT_BUDGET = 11_000
+
+# -- what a card shows at most ---------------------------------------------------------
+
+MAX_ACTIONS = 10
+MAX_SECONDARY = 10
+MAX_EVIDENCE_LINES = 12
+EVIDENCE_LINE = 300
+MAX_HISTORY_LINES = 10
+HISTORY_LINE = 200
+PREVIEW_TEXT = 1200
+
+APPROVE_ACTION = "pitcrew.approve"
+REJECT_ACTION = "pitcrew.reject"
+SILENCE_ACTION = "pitcrew.silence"
+# The Silence button mutes the card's workload (a `workload` silence matcher, as
+# bot.core.notify labels it: namespace/kind/name); the value is checked again on click.
+SILENCE_VALUE = re.compile(r"workload:[a-z0-9][-a-z0-9.]*/[a-z]+/[a-z0-9][-a-z0-9.]*")
+
+_EMOJI = {
+    Severity.CRITICAL: ":rotating_light:",
+    Severity.ERROR: ":red_circle:",
+    Severity.WARNING: ":large_orange_circle:",
+    Severity.INFO: ":large_blue_circle:",
+}
+_STATE = {
+    ProposalState.OFFERED: ":hourglass_flowing_sand: waiting for approval",
+    ProposalState.APPROVED: ":white_check_mark: approved",
+    ProposalState.RUNNING: ":gear: running",
+    ProposalState.SUCCEEDED: ":white_check_mark: applied and verified",
+    ProposalState.FAILED: ":x: failed",
+    ProposalState.REJECTED: ":no_entry_sign: rejected",
+    ProposalState.EXPIRED: ":clock3: expired",
+}
+_WHERE = {
+    "cluster": "Cluster",
+    "namespace": "Namespace",
+    "workload": "Workload",
+    "ray_job_id": "Ray job id",
+}
+# Lone surrogates (undecodable bytes smuggled through) and invisible marks that
+# bot.core.text does not already remove; zero-width joiners stay (emoji use them).
+_INVISIBLE = re.compile(r"[\ud800-\udfff\u061c\u200b\ufeff\u2028\u2029]")
+_FENCE = "```"
+
+
+# -- safe text -------------------------------------------------------------------------
+
+
+def clean(text: str) -> str:
+    """Untrusted text without controls, direction marks, lone surrogates or backticks
+    (each backtick becomes a look-alike, so untrusted text can neither open nor close
+    a code span or fence)."""
+    return strip_controls(_INVISIBLE.sub("", text)).replace("`", "\u02cb")
+
+
+def cut(text: str, limit: int) -> str:
+    """At most `limit` characters of already-escaped mrkdwn, ending with an ellipsis
+    when cut; never splits an `&...;` entity, and closes a code fence left open."""
+    if len(text) <= limit:
+        return text
+    if limit < 8:
+        return text[: max(limit - 1, 0)] + ELLIPSIS if limit > 1 else ELLIPSIS[:limit]
+    head = text[: limit - 1 - len(_FENCE) - 1]
+    amp = head.rfind("&")
+    if amp != -1 and ";" not in head[amp:]:
+        head = head[:amp]
+    head += ELLIPSIS
+    if head.count(_FENCE) % 2:
+        head += "\n" + _FENCE
+    return head
+
+
+def md(text: str, limit: int = SECTION_TEXT) -> str:
+    """Untrusted text as safe mrkdwn of at most `limit` characters."""
+    longest = 4 * limit + 16  # more raw text than this can never show (a 100 KB log line)
+    raw = text[:longest]
+    safe = escape_mrkdwn(clean(raw), limit=5 * len(raw) + 1)
+    if len(text) > longest:
+        safe += ELLIPSIS
+    return cut(safe, limit)
+
+
+def plain(text: str, limit: int) -> str:
+    """Untrusted text for a plain_text object: single line, escaped, at most `limit`."""
+    return md(" ".join(text.split()), limit) or "-"
+
+
+def code(lines: Iterable[str], limit: int, line_limit: int = EVIDENCE_LINE) -> str:
+    """Untrusted lines in a code block of at most `limit` characters, fence included."""
+    room = limit - 2 * len(_FENCE) - 2 - 24  # 24: room for the "… N more" line
+    pending = list(lines)
+    kept: list[str] = []
+    used = 0
+    for index, line in enumerate(pending):
+        safe = md(line, min(line_limit, room)) or " "
+        if used + len(safe) + 1 > room:
+            kept.append(f"… {len(pending) - index} more")
+            break
+        kept.append(safe)
+        used += len(safe) + 1
+    if not kept:
+        return ""
+    return f"{_FENCE}\n" + "\n".join(kept) + f"\n{_FENCE}"
+
+
+# -- the card --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """What chat.postMessage / chat.update get: mrkdwn fallback text and blocks."""
+
+    text: str
+    blocks: list[Block]
+
+
+@dataclass(frozen=True, slots=True)
+class CardOptions:
+    """How the card's Silence button is worded (the duration comes from config)."""
+
+    silence_for: str = "4 h"
+    show_silence: bool = True
+
+
+def silence_value(where: Mapping[str, str]) -> str | None:
+    """The Silence button's value for a card: its workload, or None without one."""
+    kind, _, name = where.get("workload", "").partition(" ")
+    namespace = where.get("namespace", "")
+    value = f"workload:{namespace}/{kind.lower()}/{name}"
+    return value if namespace and name and SILENCE_VALUE.fullmatch(value) else None
+
+
+def resolved(report: Report) -> bool:
+    return report.status.startswith("resolved")
+
+
+def revision(report: Report) -> str:
+    """A short digest of the report: block ids change whenever the card does."""
+    return hashlib.sha1(repr(report).encode()).hexdigest()[:8]
+
+
+def fallback_text(report: Report) -> str:
+    """The top-level text: notifications, screen readers, and clients without blocks."""
+    return md(f"[{report.severity.value.upper()}] {report.title} ({report.status})", FALLBACK_TEXT)
+
+
+def _confirm_text(action: ReportAction) -> str:
+    what = action.preview or action.action
+    impact = f" {action.impact}" if action.impact else ""
+    return plain(f"{what}.{impact}", CONFIRM_TEXT)
+
+
+def _action_view(index: int, action: ReportAction, primary: bool) -> dict[str, Any]:
+    state = _STATE.get(action.state, str(action.state))
+    lines = [f"*{index}. {md(action.action, 200)}* · {state}"]
+    if action.impact:
+        lines.append(f"_{md(action.impact, 500)}_")
+    if action.preview:
+        lines.append(code(action.preview.splitlines() or [action.preview], PREVIEW_TEXT, 400))
+    name = plain(action.action, 60)
+    return {
+        "summary": cut("\n".join(lines), SECTION_TEXT),
+        "offered": action.state is ProposalState.OFFERED,
+        "primary": primary,
+        "value": action.proposal_id[:BUTTON_VALUE] or "-",
+        "approve_label": plain(f"Approve {action.action}", BUTTON_TEXT),
+        "approve_title": plain(f"Approve {name}?", CONFIRM_TITLE),
+        "approve_text": _confirm_text(action),
+        "reject_title": plain(f"Reject {name}?", CONFIRM_TITLE),
+        "reject_text": plain(
+            f"{action.action} will not run for this incident; it cannot be approved later.",
+            CONFIRM_TEXT,
+        ),
+    }
+
+
+def _bullets(items: Sequence[str], limit: int, line_limit: int) -> str:
+    shown = [f"• {md(item, line_limit)}" for item in items[:limit]]
+    if len(items) > limit:
+        shown.append(f"… {len(items) - limit} more")
+    return "\n".join(shown)
+
+
+def card_view(report: Report, options: CardOptions = CardOptions()) -> dict[str, Any]:
+    """The values the card template shows, every one of them safe and within limits."""
+    emoji = _EMOJI.get(report.severity, ":red_circle:")
+    fields = [
+        cut(f"*{_WHERE.get(key, md(key, 40))}*\n{md(value, FIELD_TEXT - 60)}", FIELD_TEXT)
+        for key, value in report.where.items()
+        if value
+    ][:MAX_FIELDS]
+    cause = f"*Root cause:* {md(report.primary or 'none found', 1000)}"
+    if report.secondary:
+        cause += "\n*Also seen:*\n" + _bullets(report.secondary, MAX_SECONDARY, 250)
+    evidence = ""
+    if report.evidence:
+        evidence = "*Evidence*\n" + code(
+            report.evidence[:MAX_EVIDENCE_LINES], SECTION_TEXT - 20, EVIDENCE_LINE
+        )
+    first_offer = next(
+        (i for i, a in enumerate(report.actions) if a.state is ProposalState.OFFERED), None
+    )
+    actions = [
+        _action_view(i + 1, action, primary=i == first_offer)
+        for i, action in enumerate(report.actions[:MAX_ACTIONS])
+    ]
+    withheld = ""
+    if report.withheld:
+        withheld = "*Not offered:*\n" + _bullets(report.withheld, 8, 300)
+    history = ""
+    if report.history:
+        recent = report.history[-MAX_HISTORY_LINES:]
+        history = "\n".join(md(line, HISTORY_LINE) for line in recent)
+    silence = None
+    muted = silence_value(report.where)
+    if options.show_silence and muted is not None and not resolved(report):
+        workload = muted.removeprefix("workload:")
+        silence = {
+            "label": plain(f"Silence {options.silence_for}", BUTTON_TEXT),
+            "value": muted,
+            "title": plain("Silence this workload?", CONFIRM_TITLE),
+            "text": plain(
+                f"No new cards or reminders about {workload} for {options.silence_for}. "
+                "This card stays and its approvals still work; /pitcrew unsilence undoes it.",
+                CONFIRM_TEXT,
+            ),
+        }
+    return {
+        "rev": revision(report),
+        "header": f"{emoji} {plain(report.title, HEADER_TEXT - len(emoji) - 1)}",
+        "status": cut(f"*Status:* {md(report.status, 500)}", CONTEXT_TEXT),
+        "fields": fields,
+        "cause": cut(cause, SECTION_TEXT),
+        "evidence": cut(evidence, SECTION_TEXT),
+        "diagnosis": md(report.diagnosis, SECTION_TEXT),
+        "actions": actions,
+        "withheld": cut(withheld, CONTEXT_TEXT),
+        "history": cut(history, CONTEXT_TEXT),
+        "silence": silence,
+        "approve_id": APPROVE_ACTION,
+        "reject_id": REJECT_ACTION,
+        "silence_id": SILENCE_ACTION,
+    }
+
+
+@lru_cache(maxsize=8)
+def _template(name: str) -> Template:
+    source = resources.files("bot.adapters.slack").joinpath("templates", name).read_text("utf-8")
+    return compile_template(source)
+
+
+def decode_stream(text: str) -> list[Block]:
+    """The JSON objects of a template's output, one after the other."""
+    decoder = json.JSONDecoder()
+    blocks: list[Block] = []
+    position = 0
+    while True:
+        while position < len(text) and text[position].isspace():
+            position += 1
+        if position >= len(text):
+            return blocks
+        value, position = decoder.raw_decode(text, position)
+        if not isinstance(value, dict):
+            raise ValueError(f"a block must be a JSON object, not {type(value).__name__}")
+        blocks.append(value)
+
+
+def card(report: Report, options: CardOptions = CardOptions()) -> Message:
+    """The incident card for `report`: fallback text and blocks within every limit."""
+    rendered = _template("card.json.j2").render(**card_view(report, options))
+    return Message(fallback_text(report), fit(decode_stream(rendered)))
+
+
+def minimal_card(report: Report) -> Message:
+    """A bare card (header and status), for when Slack refused the full one."""
+    emoji = _EMOJI.get(report.severity, ":red_circle:")
+    blocks: list[Block] = [
+        {
+            "type": "header",
+            "text": {
+                "type": "plain_text",
+                "text": f"{emoji} {plain(report.title, HEADER_TEXT - len(emoji) - 1)}",
+            },
+        },
+        {
+            "type": "section",
+            "text": {
+                "type": "mrkdwn",
+                "text": f"*Status:* {md(report.status, 500)}\n"
+                "_The full card could not be shown; see the thread or `/pitcrew incidents`._",
+                "verbatim": True,
+            },
+        },
+    ]
+    return Message(fallback_text(report), fit(blocks))
+
+
+def text_message(text: str, *, title: str = "") -> Message:
+    """A reply (thread, ephemeral) from untrusted multi-line text, escaped."""
+    return mrkdwn_message(md(text, TEXT_BUDGET - 500), title=md(title, 200))
+
+
+def mrkdwn_message(safe: str, *, title: str = "") -> Message:
+    """A reply from text that is already safe mrkdwn (every untrusted part escaped, as
+    `bot.adapters.slack.commands` builds it): sections of at most 3,000 characters each,
+    the whole within the budget."""
+    safe = cut(safe, TEXT_BUDGET - 500) or "-"
+    blocks: list[Block] = []
+    if title:
+        blocks.append(_section(f"*{cut(title, 200)}*"))
+    chunk: list[str] = []
+    size = 0
+    for line in safe.split("\n"):
+        line = cut(line, SECTION_TEXT - 10)
+        if chunk and size + len(line) + 1 > SECTION_TEXT - 10:
+            blocks.append(_section("\n".join(chunk)))
+            chunk, size = [], 0
+        chunk.append(line or " ")
+        size += len(line) + 1
+    if chunk:
+        blocks.append(_section("\n".join(chunk)))
+    summary = cut((f"{cut(title, 200)}: " if title else "") + safe, FALLBACK_TEXT)
+    return Message(summary, fit(blocks))
+
+
+def _section(text: str) -> Block:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text, "verbatim": True}}
+
+
+# -- the validator ---------------------------------------------------------------------
+
+# Which blocks go first when a message is still too big: history and the like before
+# evidence, evidence before the cause; the header, status and buttons never go.
+_DROP_ORDER = (
+    "history",
+    "withheld",
+    "divider",
+    "diagnosis",
+    "evidence",
+    "where",
+    "action",
+    "cause",
+)
+
+
+def _kind(block: Block) -> str:
+    return str(block.get("block_id", "")).split(".", 1)[0]
+
+
+def _text_obj(obj: Any, limit: int, *, plain_only: bool = False) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        obj = {"type": "plain_text", "text": str(obj)}
+    kind = "plain_text" if plain_only else obj.get("type", "mrkdwn")
+    if kind not in ("plain_text", "mrkdwn"):
+        kind = "mrkdwn"
+    text = str(obj.get("text", "")) or "-"
+    fitted = {**obj, "type": kind, "text": cut(text, limit)}
+    if kind == "mrkdwn":
+        fitted.pop("emoji", None)
+    else:
+        fitted.pop("verbatim", None)
+    return fitted
+
+
+def _fit_confirm(confirm: dict[str, Any]) -> dict[str, Any]:
+    fitted = dict(confirm)
+    fitted["title"] = _text_obj(confirm.get("title"), CONFIRM_TITLE, plain_only=True)
+    fitted["text"] = _text_obj(confirm.get("text"), CONFIRM_TEXT)
+    fitted["confirm"] = _text_obj(confirm.get("confirm", "OK"), CONFIRM_BUTTON, plain_only=True)
+    fitted["deny"] = _text_obj(confirm.get("deny", "Cancel"), CONFIRM_BUTTON, plain_only=True)
+    return fitted
+
+
+def _fit_element(element: dict[str, Any]) -> dict[str, Any]:
+    fitted = dict(element)
+    if element.get("type") == "button":
+        fitted["text"] = _text_obj(element.get("text"), BUTTON_TEXT, plain_only=True)
+        if "value" in element:
+            fitted["value"] = str(element["value"])[:BUTTON_VALUE]
+        if "url" in element:
+            fitted["url"] = str(element["url"])[:BUTTON_URL]
+        if "style" in element and element["style"] not in ("primary", "danger"):
+            fitted.pop("style")
+    if "action_id" in element:
+        fitted["action_id"] = str(element["action_id"])[:ACTION_ID]
+    if isinstance(element.get("confirm"), dict):
+        fitted["confirm"] = _fit_confirm(element["confirm"])
+    return fitted
+
+
+def _fit_block(block: Block) -> Block | None:
+    fitted = dict(block)
+    if "block_id" in fitted:
+        fitted["block_id"] = str(fitted["block_id"])[:BLOCK_ID]
+    kind = block.get("type")
+    if kind == "header":
+        fitted["text"] = _text_obj(block.get("text"), HEADER_TEXT, plain_only=True)
+    elif kind == "section":
+        if "text" in block:
+            fitted["text"] = _text_obj(block["text"], SECTION_TEXT)
+        if "fields" in block:
+            fields = [_text_obj(f, FIELD_TEXT) for f in block["fields"][:MAX_FIELDS]]
+            if fields:
+                fitted["fields"] = fields
+            else:
+                fitted.pop("fields")
+        if "text" not in fitted and "fields" not in fitted:
+            return None
+    elif kind == "context":
+        elements = [
+            _text_obj(e, CONTEXT_TEXT) if e.get("type") in ("mrkdwn", "plain_text") else e
+            for e in block.get("elements", [])[:CONTEXT_ELEMENTS]
+        ]
+        if not elements:
+            return None
+        fitted["elements"] = elements
+    elif kind == "actions":
+        elements = [_fit_element(e) for e in block.get("elements", [])[:ACTIONS_ELEMENTS]]
+        if not elements:
+            return None
+        seen: set[str] = set()
+        for n, element in enumerate(elements):  # action ids must be unique in a block
+            if element.get("action_id") in seen:
+                element["action_id"] = f"{element['action_id'][: ACTION_ID - 8]}.{n}"
+            seen.add(element.get("action_id", ""))
+        fitted["elements"] = elements
+    return fitted
+
+
+def _single_primary(blocks: list[Block]) -> None:
+    seen = False
+    for block in blocks:
+        for element in block.get("elements", []) if block.get("type") == "actions" else []:
+            if element.get("style") == "primary":
+                if seen:
+                    element.pop("style")
+                seen = True
+
+
+def _texts(blocks: Sequence[Block]) -> Iterable[tuple[dict[str, Any], str, int]]:
+    """Every shrinkable text of the message: (holder, key, limit)."""
+    for block in blocks:
+        if block.get("type") == "section":
+            if "text" in block:
+                yield block["text"], "text", SECTION_TEXT
+            for field in block.get("fields", []):
+                yield field, "text", FIELD_TEXT
+        elif block.get("type") == "context":
+            for element in block["elements"]:
+                if "text" in element:
+                    yield element, "text", CONTEXT_TEXT
+
+
+def text_size(value: Any) -> int:
+    """Characters of text in a message (every string in it, keys excluded)."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(text_size(v) for k, v in value.items() if k not in ("type", "block_id"))
+    if isinstance(value, list):
+        return sum(text_size(v) for v in value)
+    return 0
+
+
+def _drop_one(blocks: list[Block]) -> bool:
+    for kind in _DROP_ORDER:
+        for index in range(len(blocks) - 1, -1, -1):
+            if _kind(blocks[index]) == kind:
+                del blocks[index]
+                return True
+    return False
+
+
+def fit(blocks: Sequence[Block], budget: int = TEXT_BUDGET) -> list[Block]:
+    """The blocks trimmed to every Block Kit limit: per text object and element, at
+    most one primary button, at most 50 blocks, and the whole within `budget`
+    characters of text. Long texts are shortened first; then low-priority blocks
+    (history, withheld, diagnosis, evidence, ...) are dropped; the header, status
+    and buttons are kept."""
+    fitted = [b for b in (_fit_block(block) for block in blocks) if b is not None]
+    _single_primary(fitted)
+    while len(fitted) > MAX_BLOCKS and _drop_one(fitted):
+        pass
+    del fitted[MAX_BLOCKS:]
+    excess = text_size(fitted) - budget
+    while excess > 0:
+        holder, key, _ = max(_texts(fitted), key=lambda t: len(t[0][t[1]]), default=(None, "", 0))
+        if holder is not None and len(holder[key]) > 300:
+            holder[key] = cut(holder[key], max(300, len(holder[key]) - excess))
+        elif not _drop_one(fitted):
+            break
+        excess = text_size(fitted) - budget
+    return fitted

@@ -1,0 +1,432 @@
+"""The Slack chat: incident cards posted, updated and answered in threads through the
+Web API, behind the same `Chat` interface as the console chat.
+
+Why this exists: the outbox delivers cards one at a time and keeps whatever
+could not be delivered, so this side must say clearly whether Slack took a
+message, is busy (rate limited or down: `ChatUnavailableError`, with Slack's
+Retry-After, so the outbox retries later and nothing is lost or sent twice),
+or refused it for good (`SlackRejectedError`). It paces messages to about one
+a second per channel, as Slack asks for `chat.postMessage`, and after a 429
+sends nothing more to that channel until the wait is over. A card Slack
+refuses as too big or invalid is sent again as a minimal card rather than
+never. The Web API base URL is a setting, so tests and staging point it at a
+local Slack emulator.
+
+A card's reference is `CHANNEL_ID:TS`: what `chat.update` and thread replies
+need. The Bolt app (slash command, buttons, Socket Mode or HTTP) lives in
+`bot.adapters.slack.app`; `healthy()` is false when the Socket Mode connection is
+down or stale, so the daemon's liveness probe restarts a pod with a dead socket.
+
+Wiring (bot.app.wiring): `build(settings)` makes the chat for the outbox; once the
+service and the HTTP server exist, `chat.bind(service, http=server,
+metrics=metrics)`, then `chat.start()` with the daemon and `chat.stop()` first
+on shutdown. `build_slack_chat` does build and bind in one call.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.http_retry.builtin_handlers import (
+    ConnectionErrorRetryHandler,
+    RateLimitErrorRetryHandler,
+)
+from slack_sdk.web import SlackResponse
+
+from bot.adapters.slack.app import Diagnoser, SlackApp, SlackConfig, SlackService
+from bot.adapters.slack.blocks import CardOptions, Message, card, minimal_card, text_message
+from bot.adapters.slack.commands import describe_duration
+from bot.core.errors import PitcrewError
+from bot.core.model import Report
+from bot.daemon.chat import ChatRejectedError, ChatUnavailableError
+from bot.daemon.metrics import Metrics
+from bot.daemon.ports import Clock, utcnow
+
+if TYPE_CHECKING:
+    from pydantic import SecretStr
+
+    from bot.adapters.http.server import HealthServer
+    from bot.app.settings import Settings
+
+__all__ = [
+    "SlackApp",
+    "SlackChat",
+    "SlackConfig",
+    "SlackRejectedError",
+    "SlackService",
+    "build",
+    "build_slack_chat",
+    "config_from_settings",
+]
+
+log = logging.getLogger("pitcrew.slack")
+
+DEFAULT_RETRY_AFTER = 30.0  # Slack always sends Retry-After with a 429; this is a fallback
+# Errors that say "not now" rather than "never".
+TRANSIENT = frozenset(
+    {
+        "ratelimited",
+        "rate_limited",
+        "service_unavailable",
+        "fatal_error",
+        "internal_error",
+        "request_timeout",
+    }
+)
+# Errors that say the blocks were refused: worth one more try with a minimal card.
+BLOCK_ERRORS = frozenset(
+    {"invalid_blocks", "invalid_blocks_format", "msg_blocks_too_long", "msg_too_long"}
+)
+
+
+class SlackRejectedError(PitcrewError, ChatRejectedError):
+    """Slack refused a message for good (for example `channel_not_found`,
+    `not_in_channel`, `invalid_auth`); retrying the same message will not help."""
+
+    def __init__(self, method: str, error: str) -> None:
+        self.method = method
+        self.error = error
+        super().__init__(f"Slack refused {method}: {error}")
+
+
+def parse_ref(ref: str) -> tuple[str, str]:
+    """`CHANNEL_ID:TS` -> (channel id, message ts)."""
+    channel, sep, ts = ref.partition(":")
+    if not sep or not channel or not ts:
+        raise ValueError(f"not a Slack card reference: {ref!r}")
+    return channel, ts
+
+
+def _retry_after(headers: Mapping[str, Any] | None) -> float:
+    for key, value in (headers or {}).items():
+        if key.lower() == "retry-after":
+            raw = value[0] if isinstance(value, list | tuple) else value
+            try:
+                return max(float(raw), 0.0)
+            except (TypeError, ValueError):
+                break
+    return DEFAULT_RETRY_AFTER
+
+
+def _error_code(response: SlackResponse) -> str:
+    data = response.data
+    return str(data.get("error", "")) if isinstance(data, dict) else ""
+
+
+class ChannelPacer:
+    """About one message per `interval` seconds per channel, and no message to a
+    channel Slack asked us to wait for (429 Retry-After). A channel posted to by name
+    is known by its id afterwards (`alias`), so both count as one channel."""
+
+    def __init__(
+        self,
+        interval: float,
+        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._interval = interval
+        self._monotonic = monotonic
+        self._sleep = sleep
+        self._next: dict[str, float] = {}
+        self._blocked: dict[str, float] = {}
+        self._aliases: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def alias(self, name: str, channel_id: str) -> None:
+        with self._lock:
+            if name == channel_id or self._aliases.get(name) == channel_id:
+                return
+            self._aliases[name] = channel_id
+            for times in (self._next, self._blocked):
+                if name in times:
+                    times[channel_id] = max(times.pop(name), times.get(channel_id, 0.0))
+
+    def blocked_for(self, channel: str) -> float:
+        with self._lock:
+            key = self._aliases.get(channel, channel)
+            return max(self._blocked.get(key, 0.0) - self._monotonic(), 0.0)
+
+    def block(self, channel: str, seconds: float) -> None:
+        with self._lock:
+            key = self._aliases.get(channel, channel)
+            until = self._monotonic() + seconds
+            self._blocked[key] = max(self._blocked.get(key, 0.0), until)
+
+    def wait(self, channel: str) -> None:
+        """Take the channel's next slot, sleeping until it comes (at most `interval`)."""
+        with self._lock:
+            key = self._aliases.get(channel, channel)
+            now = self._monotonic()
+            slot = max(now, self._next.get(key, now))
+            self._next[key] = slot + self._interval
+        if slot > now:
+            self._sleep(slot - now)
+
+
+class SlackChat:
+    """`Chat` over Slack: cards via the Web API, clicks and commands via `SlackApp`."""
+
+    name = "slack"
+
+    def __init__(
+        self,
+        config: SlackConfig,
+        *,
+        metrics: Metrics | None = None,
+        clock: Clock = utcnow,
+        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.config = config
+        self.metrics = metrics or Metrics()
+        # Delivery: 429s go back to the outbox (it retries when Slack says), never a sleep.
+        self.web = WebClient(
+            token=config.bot_token,
+            base_url=config.api_url,
+            timeout=config.timeout,
+            retry_handlers=[ConnectionErrorRetryHandler()],
+        )
+        # Listeners' calls (ephemerals, user groups) run off the ack path: short retries are fine.
+        self.listener_web = WebClient(
+            token=config.bot_token,
+            base_url=config.api_url,
+            timeout=config.timeout,
+            retry_handlers=[ConnectionErrorRetryHandler(), RateLimitErrorRetryHandler(2)],
+        )
+        self.app = SlackApp(
+            config, self.listener_web, metrics=self.metrics, clock=clock, groups_client=self.web
+        )
+        self.pacer = ChannelPacer(config.channel_interval, monotonic, sleep)
+        self.options = CardOptions(silence_for=describe_duration(config.silence_for))
+        self.team = ""
+        self.bot_user = ""
+        self._started = False
+        self._stopping = threading.Event()
+        self._connector: threading.Thread | None = None
+
+    # -- wiring and lifecycle ------------------------------------------------------------
+
+    def bind(
+        self,
+        service: SlackService,
+        *,
+        http: HealthServer | None = None,
+        metrics: Metrics | None = None,
+        diagnoser: Diagnoser | None = None,
+    ) -> None:
+        """Connect the listeners to the service; in HTTP mode mount `/slack/events` on
+        the daemon's HTTP server. Call before `start`."""
+        if metrics is not None:
+            self.metrics = metrics
+            self.app.metrics = metrics
+        self.app.bind(service, diagnoser)
+        if not self.config.socket_mode:
+            if http is None:
+                raise ValueError("Slack's HTTP mode needs the daemon's HTTP server to mount on")
+            http.mount(self.config.events_path, self.app.events_route)
+
+    def start(self) -> None:
+        """Check the bot token (auth.test), then open the Socket Mode connection in the
+        background (retrying until Slack answers; the SDK reconnects after that)."""
+        self._check_token()
+        self._started = True
+        if self.config.socket_mode:
+            self._connector = threading.Thread(
+                target=self._connect, name="pitcrew-slack-connect", daemon=True
+            )
+            self._connector.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._started = False
+        if self._connector is not None:
+            self._connector.join(timeout=5)
+        self.app.close()
+
+    def healthy(self) -> bool:
+        if not self._started:
+            return False
+        if self.config.socket_mode:
+            return self.app.socket_alive()
+        return True
+
+    def _check_token(self) -> None:
+        try:
+            identity = self.web.auth_test()
+        except SlackApiError as error:
+            code = _error_code(error.response)
+            if code in TRANSIENT or error.response.status_code >= 500:
+                log.warning("Slack is unavailable at start (%s); cards wait in the outbox", code)
+                return
+            raise SlackRejectedError("auth.test", code or str(error.response.status_code)) from None
+        except (SlackClientError, OSError) as error:
+            log.warning("Slack is unreachable at start (%s); cards wait in the outbox", error)
+            return
+        self.team = str(identity.get("team_id") or "")
+        self.bot_user = str(identity.get("user_id") or "")
+        log.info("Slack: bot %s in workspace %s", self.bot_user, self.team)
+
+    def _connect(self) -> None:
+        delay = 1.0
+        while not self._stopping.is_set():
+            try:
+                handler = self.app.handler
+                if handler is None:
+                    self.app.connect_socket(self.listener_web)
+                else:
+                    handler.client.connect()
+                if (
+                    self.app.handler is not None
+                    and self.app.handler.client.current_app_monitor_started
+                ):
+                    log.info("Slack Socket Mode connection open")
+                    return
+            except Exception as error:
+                log.warning(
+                    "Slack Socket Mode: cannot connect (%s); retrying in %.0fs", error, delay
+                )
+            self._stopping.wait(delay)
+            delay = min(delay * 2, 30.0)
+
+    # -- the Chat interface --------------------------------------------------------------
+
+    def post(self, channel: str, report: Report) -> str:
+        def send(message: Message) -> SlackResponse:
+            return self.web.chat_postMessage(
+                channel=channel,
+                text=message.text,
+                blocks=message.blocks,
+                unfurl_links=False,
+                unfurl_media=False,
+            )
+
+        response = self._send(channel, "chat.postMessage", send, card(report, self.options), report)
+        channel_id = str(response["channel"])
+        self.pacer.alias(channel, channel_id)
+        return f"{channel_id}:{response['ts']}"
+
+    def update(self, ref: str, report: Report) -> None:
+        channel, ts = parse_ref(ref)
+
+        def send(message: Message) -> SlackResponse:
+            return self.web.chat_update(
+                channel=channel, ts=ts, text=message.text, blocks=message.blocks
+            )
+
+        self._send(channel, "chat.update", send, card(report, self.options), report)
+
+    def reply(self, ref: str, text: str) -> None:
+        channel, ts = parse_ref(ref)
+
+        def send(message: Message) -> SlackResponse:
+            return self.web.chat_postMessage(
+                channel=channel,
+                thread_ts=ts,
+                text=message.text,
+                blocks=message.blocks,
+                unfurl_links=False,
+                unfurl_media=False,
+            )
+
+        self._send(channel, "chat.postMessage", send, text_message(text), None)
+
+    def _send(
+        self,
+        channel: str,
+        method: str,
+        send: Callable[[Message], SlackResponse],
+        message: Message,
+        report: Report | None,
+    ) -> SlackResponse:
+        waiting = self.pacer.blocked_for(channel)
+        if waiting > 0:
+            raise ChatUnavailableError(
+                f"{method}: Slack asked to wait {waiting:.1f}s", retry_after=waiting
+            )
+        self.pacer.wait(channel)
+        try:
+            return send(message)
+        except SlackApiError as error:
+            code = _error_code(error.response)
+            if code in BLOCK_ERRORS and report is not None:
+                log.warning("Slack refused a card (%s); sending a minimal one", code)
+                return self._send(channel, method, send, minimal_card(report), None)
+            raise self._translate(channel, method, error) from None
+        except (SlackClientError, OSError) as error:
+            raise ChatUnavailableError(f"{method}: {error}") from None
+
+    def _translate(self, channel: str, method: str, error: SlackApiError) -> Exception:
+        status = error.response.status_code
+        code = _error_code(error.response)
+        if status == 429 or code in ("ratelimited", "rate_limited"):
+            wait = _retry_after(error.response.headers)
+            self.pacer.block(channel, wait)
+            log.warning("Slack rate-limited %s on %s; retry after %gs", method, channel, wait)
+            return ChatUnavailableError(f"{method}: rate limited", retry_after=wait)
+        if status >= 500 or code in TRANSIENT:
+            return ChatUnavailableError(f"{method}: {code or f'HTTP {status}'}")
+        return SlackRejectedError(method, code or f"HTTP {status}")
+
+
+# -- wiring ------------------------------------------------------------------------------
+
+
+def _secret(value: SecretStr | None) -> str:
+    return "" if value is None else value.get_secret_value()
+
+
+def config_from_settings(settings: Settings) -> SlackConfig:
+    """The Slack chat's config from the daemon's settings (`chat.slack`, the approval
+    policy) and its tokens (from the environment or mounted files)."""
+    slack = settings.chat.slack
+    secrets = settings.secrets
+    return SlackConfig(
+        bot_token=_secret(secrets.slack_bot_token),
+        app_token=_secret(secrets.slack_app_token),
+        signing_secret=_secret(secrets.slack_signing_secret),
+        socket_mode=slack.socket_mode,
+        api_url=slack.api_url,
+        policy=settings.approvals,
+        silence_for=slack.silence_for,
+        channel_interval=slack.channel_interval,
+        ping_interval=slack.ping_interval,
+        stale_after=6 * slack.ping_interval,
+        events_path=slack.events_path,
+    )
+
+
+def _checked(settings: Settings) -> SlackConfig:
+    config = config_from_settings(settings)
+    if not config.bot_token:
+        raise PitcrewError("the Slack chat needs SLACK_BOT_TOKEN (or SLACK_BOT_TOKEN_FILE)")
+    if config.socket_mode and not config.app_token:
+        raise PitcrewError("Slack Socket Mode needs SLACK_APP_TOKEN (or SLACK_APP_TOKEN_FILE)")
+    if not config.socket_mode and not config.signing_secret:
+        raise PitcrewError("Slack's HTTP mode needs SLACK_SIGNING_SECRET (or ..._FILE)")
+    return config
+
+
+def build(settings: Settings, *, clock: Clock = utcnow) -> SlackChat:
+    """The Slack chat, not yet bound to the service (what `bot.app.wiring.make_chat` calls)."""
+    return SlackChat(_checked(settings), clock=clock)
+
+
+def build_slack_chat(
+    settings: Settings,
+    service: SlackService,
+    health_server: HealthServer,
+    *,
+    diagnoser: Diagnoser | None = None,
+    clock: Clock = utcnow,
+) -> SlackChat:
+    """Build and bind in one step: the chat, its listeners on `service`, and (HTTP mode)
+    `/slack/events` mounted on `health_server`. Then `start()` it with the daemon."""
+    chat = SlackChat(_checked(settings), metrics=health_server.metrics, clock=clock)
+    chat.bind(service, http=health_server, diagnoser=diagnoser)
+    return chat

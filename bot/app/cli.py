@@ -1,0 +1,266 @@
+"""The `pitcrew` command line: diagnose, playbooks list/check/test, schema, and the
+daemon's commands (run, config, ingest, approve, reject, incidents, silence, unsilence,
+history, status; in `bot.app.commands`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+from bot import __version__
+from bot.adapters.console.render import print_diagnosis
+from bot.app import commands
+from bot.core.diagnosis import Engine, to_json
+from bot.core.errors import PitcrewError
+from bot.core.examples import run_examples
+from bot.core.inputs import InputPart
+from bot.core.inputs.reader import open_input, read_stream
+from bot.core.playbooks import builtin_dir, json_schema_text, load_builtin, load_library
+
+app = typer.Typer(
+    help="pitcrew: diagnoses Ray-on-Kubernetes failures and offers approved remediations.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+playbooks_app = typer.Typer(help="List, check and test playbooks.", no_args_is_help=True)
+app.add_typer(playbooks_app, name="playbooks")
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+PlaybookDirs = Annotated[
+    list[Path] | None,
+    typer.Option("--playbooks", "-p", help="extra playbook directory (repeatable)"),
+]
+
+
+def fail(message: str) -> typer.Exit:
+    sys.stderr.write(f"pitcrew: {message}\n")
+    return typer.Exit(2)
+
+
+def _expand(names: list[str]) -> list[str]:
+    expanded: list[str] = []
+    for name in names:
+        path = Path(name)
+        if name != "-" and path.is_dir():
+            files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+            if not files:
+                raise PitcrewError(f"{name}: directory has no files")
+            expanded.extend(str(p) for p in files)
+        else:
+            expanded.append(name)
+    return expanded
+
+
+def _parts(names: list[str], stack: ExitStack, progress: Progress | None) -> Iterator[InputPart]:
+    for name in names:
+        stream, origin, size = open_input(name)
+        if stream is not sys.stdin.buffer:
+            stack.enter_context(stream)
+        task = progress.add_task(origin, total=size) if progress else None
+
+        def advance(n: int, task: object = task) -> None:
+            if progress is not None and task is not None:
+                progress.advance(task, n)  # type: ignore[arg-type]
+
+        yield from read_stream(stream, origin, advance if progress else None)
+
+
+def _diagnose_ray_job(
+    address: str | None,
+    job: str | None,
+    inputs: list[str] | None,
+    output: str,
+    playbooks: list[Path] | None,
+) -> None:
+    """`diagnose --ray-address URL --ray-job ID`: a live job, the same output as files."""
+    from bot.adapters.ray.live import diagnose_ray_job
+
+    if not address or not job or inputs:
+        raise fail("--ray-address and --ray-job go together, without input files")
+    try:
+        live = diagnose_ray_job(Engine(load_builtin(playbooks or [])), address, job)
+    except PitcrewError as error:
+        raise fail(str(error)) from None
+    if output == "json":
+        sys.stdout.write(json.dumps(to_json(live.diagnosis), ensure_ascii=False) + "\n")
+    else:
+        print_diagnosis(live.diagnosis, out, title=f"pitcrew diagnose --ray-job {job}")
+
+
+def _diagnose_kube(
+    target: str,
+    kubeconfig: Path | None,
+    context: str | None,
+    inputs: list[str] | None,
+    output: str,
+    playbooks: list[Path] | None,
+) -> None:
+    """`diagnose --kube NAMESPACE/KIND/NAME`: a live object, the same output as files."""
+    from bot.adapters.kubernetes.live import diagnose_target
+
+    if inputs:
+        raise fail("--kube reads from the cluster; give no input files with it")
+    try:
+        engine = Engine(load_builtin(playbooks or []))
+        diagnosis = diagnose_target(
+            engine, target, str(kubeconfig) if kubeconfig else None, context
+        )
+    except PitcrewError as error:
+        raise fail(str(error)) from None
+    if output == "json":
+        sys.stdout.write(json.dumps(to_json(diagnosis), ensure_ascii=False) + "\n")
+    else:
+        print_diagnosis(diagnosis, out, title=f"pitcrew diagnose --kube {target}")
+
+
+@app.command("diagnose")
+def diagnose_command(
+    inputs: Annotated[
+        list[str] | None,
+        typer.Argument(help="files or directories to read; `-` or nothing reads standard input"),
+    ] = None,
+    output: Annotated[str, typer.Option("--format", "-f", help="text or json")] = "text",
+    playbooks: PlaybookDirs = None,
+    ray_address: Annotated[
+        str | None, typer.Option("--ray-address", help="Ray dashboard URL, with --ray-job")
+    ] = None,
+    ray_job: Annotated[
+        str | None, typer.Option("--ray-job", help="diagnose this live Ray job (submission id)")
+    ] = None,
+    kube: Annotated[
+        str | None,
+        typer.Option(
+            "--kube",
+            help="diagnose a live object: NAMESPACE/pod/NAME, NAMESPACE/rayjob/NAME "
+            "or NAMESPACE/raycluster/NAME",
+        ),
+    ] = None,
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option("--kubeconfig", help="kubeconfig for --kube (default: in-cluster or ~/.kube)"),
+    ] = None,
+    context: Annotated[
+        str | None, typer.Option("--context", help="kubeconfig context for --kube")
+    ] = None,
+) -> None:
+    """Diagnose logs, kubectl output, Kubernetes objects or Ray job info pasted together."""
+    if output not in ("text", "json"):
+        raise fail(f"--format must be text or json, not {output!r}")
+    if ray_address is not None or ray_job is not None:
+        _diagnose_ray_job(ray_address, ray_job, inputs, output, playbooks)
+        return
+    if kube is not None:
+        _diagnose_kube(kube, kubeconfig, context, inputs, output, playbooks)
+        return
+    try:
+        engine = Engine(load_builtin(playbooks or []))
+        names = _expand(inputs or ["-"])
+        show_progress = err.is_terminal and output == "text"
+        with ExitStack() as stack:
+            progress = None
+            if show_progress:
+                progress = stack.enter_context(
+                    Progress(
+                        *Progress.get_default_columns()[:1],
+                        BarColumn(),
+                        DownloadColumn(),
+                        TransferSpeedColumn(),
+                        console=err,
+                        transient=True,
+                    )
+                )
+            diagnosis = engine.diagnose(_parts(names, stack, progress))
+    except PitcrewError as error:
+        raise fail(str(error)) from None
+    if output == "json":
+        sys.stdout.write(json.dumps(to_json(diagnosis), ensure_ascii=False) + "\n")
+    else:
+        print_diagnosis(diagnosis, out, title="pitcrew diagnose " + " ".join(inputs or ["-"]))
+
+
+@playbooks_app.command("list")
+def playbooks_list(playbooks: PlaybookDirs = None) -> None:
+    """List loaded playbooks with their category and severity."""
+    try:
+        library = load_builtin(playbooks or [])
+    except PitcrewError as error:
+        raise fail(str(error)) from None
+    for loaded in library.playbooks:
+        p = loaded.playbook
+        actions = ",".join(a.action for a in p.actions) or "-"
+        typer.echo(f"{p.id:<34} {p.category:<32} {p.severity:<9} {actions}")
+    typer.echo(f"{len(library)} playbooks")
+
+
+@playbooks_app.command("check")
+def playbooks_check(directory: Annotated[Path, typer.Argument(help="playbook directory")]) -> None:
+    """Validate a directory of playbooks (schema, regexes, templates, ids, actions)."""
+    try:
+        load_library([builtin_dir(), directory])
+        mine = load_library([directory])
+    except PitcrewError as error:
+        raise fail(str(error)) from None
+    typer.echo(f"{directory}: {len(mine)} playbooks OK")
+
+
+@playbooks_app.command("test")
+def playbooks_test(
+    playbooks: PlaybookDirs = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Run every playbook's examples; exit 1 on any failure, printing what differed."""
+    try:
+        engine = Engine(load_builtin(playbooks or []))
+    except PitcrewError as error:
+        raise fail(str(error)) from None
+    passed = failed = 0
+    for result in run_examples(engine):
+        if result.passed:
+            passed += 1
+            if verbose:
+                typer.echo(f"ok   {result.playbook}: {result.name}")
+            continue
+        failed += 1
+        where = f"{result.source}:{result.line}" if result.line else result.source
+        typer.echo(f"FAIL {result.playbook}: {result.name} ({where})")
+        for problem in result.problems:
+            typer.echo(f"     - {problem}")
+    typer.echo(f"playbook examples: {passed} passed, {failed} failed")
+    if failed:
+        raise typer.Exit(1)
+
+
+@playbooks_app.command("schema")
+def playbooks_schema(
+    write: Annotated[Path | None, typer.Option(help="write to this file instead of stdout")] = None,
+) -> None:
+    """Print (or write) the playbook JSON Schema."""
+    text = json_schema_text()
+    if write:
+        write.write_text(text)
+    else:
+        sys.stdout.write(text)
+
+
+@app.command("version")
+def version() -> None:
+    """Print pitcrew's version."""
+    out.print(__version__)
+
+
+commands.register(app)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,379 @@
+"""The daemon's commands: run, demo, config, ingest, and the operations on its state.
+
+Why this exists: `pitcrew run` starts the daemon; the other commands work on
+the same store file from another shell (found with `--config`, or `--store`),
+so a person at a terminal can approve, reject, silence and look around
+exactly as they would from the chat: every operation goes through
+`bot.daemon.service`, and the command-line user is checked against the approval
+policy as `console:<name>` (`--as NAME`, default $USER). `cli.py` registers
+these next to `diagnose` and `playbooks`.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+from urllib.parse import urlencode, urlsplit
+
+import typer
+
+from bot.adapters.http.ingest import PATH as INGEST_PATH
+from bot.adapters.http.ingest import parse_workload
+from bot.adapters.sqlite.store import Store
+from bot.app import settings as config
+from bot.app.factories import build_registry, check_kinds
+from bot.app.settings import ConfigError, Settings
+from bot.core.errors import PitcrewError
+from bot.core.model import Incident, Proposal
+from bot.core.reports import status as card_status
+from bot.daemon.ports import utcnow
+from bot.daemon.service import Answer, Service, console_user
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config", "-c", help="config file (default: $PITCREW_CONFIG, else built-in defaults)"
+    ),
+]
+StoreOption = Annotated[
+    Path | None, typer.Option("--store", help="the daemon's SQLite file (overrides the config)")
+]
+UserOption = Annotated[
+    str | None, typer.Option("--as", help="who you are, for the approval policy (default: $USER)")
+]
+TIME = "%Y-%m-%d %H:%M:%S"
+
+
+def fail(message: str) -> typer.Exit:
+    sys.stderr.write(f"pitcrew: {message}\n")
+    return typer.Exit(2)
+
+
+def load_settings(file: Path | None, store: Path | None = None) -> Settings:
+    try:
+        loaded = config.load(file)
+    except ConfigError as error:
+        for problem in error.problems:
+            sys.stderr.write(f"pitcrew: {problem}\n")
+        raise typer.Exit(2) from None
+    if store is not None:
+        loaded = loaded.model_copy(
+            update={"store": loaded.store.model_copy(update={"path": store})}
+        )
+    return loaded
+
+
+@contextmanager
+def opened_service(file: Path | None, store: Path | None) -> Iterator[Service]:
+    """The service over the daemon's existing store (never creates an empty one)."""
+    settings = load_settings(file, store)
+    path = settings.store.path
+    if not path.exists():
+        raise fail(f"{path}: no pitcrew state here; point at the daemon's with --config or --store")
+    try:
+        registry = build_registry(settings)
+        with Store(path) as opened:
+            yield Service(opened, settings.approvals, registry)
+    except PitcrewError as error:
+        raise fail(str(error)) from None
+
+
+def _user(name: str | None) -> str:
+    return name or os.environ.get("USER") or getpass.getuser()
+
+
+def _say(answer: Answer) -> None:
+    typer.echo(f"{answer.outcome}: {answer.text}")
+    if not answer.ok:
+        raise typer.Exit(1)
+
+
+# -- the daemon ---------------------------------------------------------------------------
+
+
+def run_command(file: ConfigOption = None) -> None:
+    """Run the daemon: sources -> pipeline -> chat, with approvals, until SIGTERM."""
+    from bot.app import wiring as app  # the daemon's wiring is only needed here
+
+    settings = load_settings(file)
+    try:
+        code = app.run(settings)
+    except PitcrewError as error:
+        raise fail(str(error)) from None
+    raise typer.Exit(code)
+
+
+def demo_command(
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="approve every offered action (no questions)")
+    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="the daemon's log too")] = False,
+) -> None:
+    """Show the whole loop: real failures on a local Ray (and the seed case on an emulated
+    Kubernetes API), cards, approvals, remediation, a successful rerun."""
+    from bot.app.demo.runner import main  # Ray, kmock and the daemon's wiring: only here
+
+    raise typer.Exit(main(yes=yes, verbose=verbose))
+
+
+config_app = typer.Typer(help="Check or show the daemon's configuration.", no_args_is_help=True)
+
+
+@config_app.command("check")
+def config_check(
+    file: Annotated[
+        Path | None, typer.Argument(help="config file (default: $PITCREW_CONFIG)")
+    ] = None,
+) -> None:
+    """Validate a config file: every bad key is named as file:line: field: reason."""
+    try:
+        loaded = config.load(file)
+    except ConfigError as error:
+        for problem in error.problems:
+            typer.echo(problem)
+        raise typer.Exit(2) from None
+    problems = check_kinds(loaded)
+    for problem in problems:
+        typer.echo(problem)
+    if problems:
+        raise typer.Exit(2)
+    typer.echo(f"{loaded.origin}: OK")
+
+
+@config_app.command("show")
+def config_show(
+    file: Annotated[
+        Path | None, typer.Argument(help="config file (default: $PITCREW_CONFIG)")
+    ] = None,
+) -> None:
+    """Print the effective configuration, secrets masked."""
+    sys.stdout.write(config.render(load_settings(file)))
+
+
+def ingest_command(
+    file: Annotated[str, typer.Argument(help="a file, or - for standard input")],
+    url: Annotated[str | None, typer.Option(help="the daemon's ingest URL")] = None,
+    workload: Annotated[
+        str | None, typer.Option(help="the owning workload: namespace/Kind/name")
+    ] = None,
+    cluster: Annotated[str, typer.Option(help="the Kubernetes cluster's name")] = "",
+    origin: Annotated[str | None, typer.Option(help="label for evidence lines")] = None,
+    file_config: ConfigOption = None,
+) -> None:
+    """Send evidence (anything `pitcrew diagnose` reads) to a running daemon."""
+    body = sys.stdin.buffer.read() if file == "-" else _read(file)
+    query: dict[str, str] = {"origin": origin or ("<stdin>" if file == "-" else file)}
+    if cluster:
+        query["cluster"] = cluster
+    if workload:
+        try:
+            ref = parse_workload(workload)
+        except PitcrewError as error:
+            raise fail(str(error)) from None
+        query["workload"] = f"{ref.kind}/{ref.name}"
+        if ref.namespace:
+            query["namespace"] = ref.namespace
+    target = _with_ingest_path(url) if url else _ingest_url(load_settings(file_config))
+    request = urllib.request.Request(
+        f"{target}?{urlencode(query)}",
+        data=body,
+        method="POST",
+        headers={"Content-Type": "text/plain; charset=utf-8"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            reply = json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as error:
+        raise fail(f"{target}: {error.code}: {_error_detail(error)}") from None
+    except (urllib.error.URLError, OSError) as error:
+        raise fail(
+            f"{target}: cannot reach the daemon: {getattr(error, 'reason', error)}"
+        ) from None
+    typer.echo(f"queued {reply.get('accepted', 0)} parts of {query['origin']}")
+
+
+def _with_ingest_path(url: str) -> str:
+    """A daemon's base URL (`http://host:9464`) means its ingest endpoint."""
+    return url.rstrip("/") + "/ingest" if urlsplit(url).path in ("", "/") else url
+
+
+def _error_detail(error: urllib.error.HTTPError) -> str:
+    """The daemon's JSON `error`, or the reason line when the body is not ours."""
+    try:
+        return str(json.loads(error.read() or b"{}").get("error", error.reason))
+    except (ValueError, AttributeError):
+        return str(error.reason)
+
+
+def _read(file: str) -> bytes:
+    try:
+        return Path(file).read_bytes()
+    except OSError as error:
+        raise fail(f"{file}: cannot read: {error.strerror}") from None
+
+
+def _ingest_url(settings: Settings) -> str:
+    host = settings.http.host
+    if host in ("0.0.0.0", "::"):
+        host = "127.0.0.1"
+    return f"http://{host}:{settings.http.port}{INGEST_PATH}"
+
+
+# -- operations on the state ----------------------------------------------------------------
+
+
+def approve_command(
+    proposal_id: Annotated[str, typer.Argument(help="the proposal id shown on the card")],
+    user: UserOption = None,
+    file: ConfigOption = None,
+    store: StoreOption = None,
+) -> None:
+    """Approve a proposal; the running daemon executes it."""
+    with opened_service(file, store) as service:
+        answer = service.approve(proposal_id, console_user(_user(user)), utcnow())
+    _say(answer)
+
+
+def reject_command(
+    proposal_id: Annotated[str, typer.Argument(help="the proposal id shown on the card")],
+    reason: Annotated[str, typer.Option(help="why, for the card")] = "",
+    user: UserOption = None,
+    file: ConfigOption = None,
+    store: StoreOption = None,
+) -> None:
+    """Reject a proposal."""
+    with opened_service(file, store) as service:
+        _say(service.reject(proposal_id, console_user(_user(user)), utcnow(), reason))
+
+
+def incidents_command(
+    namespace: Annotated[str | None, typer.Argument(help="only this namespace")] = None,
+    file: ConfigOption = None,
+    store: StoreOption = None,
+) -> None:
+    """List open incidents with their proposals."""
+    with opened_service(file, store) as service:
+        views = service.incidents(namespace)
+    for view in views:
+        typer.echo(_incident_line(view.incident, view.proposals))
+        for proposal in view.proposals:
+            typer.echo(_proposal_line(proposal))
+    typer.echo(f"{len(views)} open incidents")
+
+
+def silence_command(
+    matcher: Annotated[
+        str,
+        typer.Argument(help="(playbook|category|namespace|workload|incident)=VALUE[,KEY=VALUE]"),
+    ],
+    duration: Annotated[str, typer.Argument(help="how long: 30m, 2h, 1d")],
+    reason: Annotated[str, typer.Argument(help="why, for whoever wonders")] = "",
+    user: UserOption = None,
+    file: ConfigOption = None,
+    store: StoreOption = None,
+) -> None:
+    """Mute matching incidents' notifications for a while."""
+    matchers: dict[str, str] = {}
+    for item in matcher.split(","):
+        key, sep, value = item.partition("=")
+        if not sep or not value:
+            raise fail(f"{item!r}: expected KEY=VALUE, e.g. playbook=pod-oom-killed")
+        matchers[key.strip()] = value.strip()
+    try:
+        length = config.parse_duration(duration)
+    except ValueError as error:
+        raise fail(str(error)) from None
+    with opened_service(file, store) as service:
+        try:
+            made = service.silence(matchers, length, console_user(_user(user)).id, utcnow(), reason)
+        except ValueError as error:
+            raise fail(str(error)) from None
+    typer.echo(f"silence {made.id} until {_time(made.ends_at)}")
+
+
+def unsilence_command(
+    silence_id: Annotated[str, typer.Argument(help="the silence id")],
+    file: ConfigOption = None,
+    store: StoreOption = None,
+) -> None:
+    """End a silence now."""
+    with opened_service(file, store) as service:
+        ended = service.unsilence(silence_id, utcnow())
+    if ended is None:
+        raise fail(f"no silence {silence_id}")
+    typer.echo(f"silence {silence_id} ended")
+
+
+def history_command(
+    n: Annotated[int, typer.Argument(min=1, help="how many")] = 10,
+    file: ConfigOption = None,
+    store: StoreOption = None,
+) -> None:
+    """The most recent incidents and actions."""
+    with opened_service(file, store) as service:
+        history = service.history(n)
+    typer.echo("incidents:")
+    for incident in history.incidents:
+        typer.echo(_incident_line(incident, ()))
+    typer.echo("actions:")
+    for entry in history.actions:
+        typer.echo(
+            f"  {_time(entry.started_at)}  {entry.proposal_id}  {entry.action}  {entry.result}"
+            f"  by {entry.approver or '-'}  {entry.detail}"
+        )
+
+
+def status_command(file: ConfigOption = None, store: StoreOption = None) -> None:
+    """Counts of open incidents, proposals, queued notifications and silences."""
+    with opened_service(file, store) as service:
+        found = service.status(utcnow())
+    proposals = ", ".join(f"{k} {v}" for k, v in found.proposals.items())
+    typer.echo(f"open incidents: {found.open_incidents}")
+    typer.echo(f"proposals: {proposals}")
+    typer.echo(f"notifications waiting: {found.pending_notifications}")
+    typer.echo(f"active silences: {found.active_silences}")
+    typer.echo(f"executors: {', '.join(found.executors) or 'none configured'}")
+
+
+def _time(value: datetime) -> str:
+    return value.strftime(TIME)
+
+
+def _incident_line(incident: Incident, proposals: tuple[Proposal, ...]) -> str:
+    primary = incident.diagnosis.primary
+    cause = str(primary.category) if primary else "no failure"
+    where = str(incident.workload) if incident.workload else incident.key
+    return (
+        f"{incident.id}  {incident.state}  {where}  {cause}  since {_time(incident.opened_at)}"
+        f"  [{card_status(incident, proposals)}]"
+    )
+
+
+def _proposal_line(proposal: Proposal) -> str:
+    return (
+        f"  {proposal.id}  {proposal.action}  {proposal.state}  {proposal.preview}"
+        f"  (expires {_time(proposal.expires_at)})"
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run_command)
+    app.command("demo")(demo_command)
+    app.add_typer(config_app, name="config")
+    app.command("ingest")(ingest_command)
+    app.command("approve")(approve_command)
+    app.command("reject")(reject_command)
+    app.command("incidents")(incidents_command)
+    app.command("silence")(silence_command)
+    app.command("unsilence")(unsilence_command)
+    app.command("history")(history_command)
+    app.command("status")(status_command)

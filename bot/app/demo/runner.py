@@ -1,0 +1,526 @@
+"""`pitcrew demo`: the whole loop on the embedded default, with real failures.
+
+Why this exists: the README's first command must show what pitcrew is for on a
+laptop with nothing configured: failures happen, pitcrew explains them on a card,
+offers only the actions that are safe, a person approves, the action runs and is
+verified, and the work succeeds. Real parts wherever a laptop has them:
+
+- a local Ray head on loopback (`LocalRayHead`: free ports, its own temporary
+  directory and process group, stopped by that group — never `ray stop`);
+- the daemon itself, in process (`bot.app.wiring.build`): the Ray source polling that
+  head, the console chat, a throwaway SQLite store, the `ray` and `kubernetes`
+  executors, and an approval policy whose one approver is `console:demo`;
+- real Ray jobs that fail the real way (`bot.app.demo.jobs`);
+- for the seed case, which needs Kubernetes, kmock's Kubernetes API emulator on
+  loopback (`bot.app.demo.emulator`), watched by the Kubernetes source and patched by
+  the Kubernetes executor over HTTP — labelled EMULATED on screen.
+
+Three scenarios (`Demo.stale_actor`, `Demo.missing_dependency`, `Demo.seed`) each end
+in an expected state, checked on the cluster; the summary lists them. Approvals go
+through `bot.daemon.service` as `console:demo`, exactly as `pitcrew approve` does: asked
+y/n with the card in view on a terminal, or all approved with `--yes`. Exit status:
+0 when every scenario reached its end, 1 naming those that did not, 130 on Ctrl-C.
+Whatever happens, everything started is stopped (daemon, emulator, Ray head).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from rich.console import Console
+
+from bot.adapters.kubernetes.api import RAY_CLUSTERS
+from bot.adapters.ray.client import RayApiError
+from bot.adapters.ray.local import LocalRayHead
+from bot.app import wiring as app
+from bot.app.demo import seed as seed_case
+from bot.app.demo.emulator import KubeEmulator
+from bot.app.demo.jobs import MISSING_MODULE, NAMESPACE, REGISTER_CENTER, Jobs, until
+from bot.app.demo.screen import Card, DemoChat, Outcome, Screen, summary
+from bot.app.settings import Settings, SourceSettings
+from bot.core.errors import PitcrewError
+from bot.core.model import Incident, ObjectRef, Proposal, ProposalState
+from bot.daemon.ports import utcnow
+from bot.daemon.service import Outcome as Answered
+from bot.daemon.service import console_user
+
+log = logging.getLogger("pitcrew.demo")
+
+APPROVER = "demo"
+S = ProposalState
+FINAL = frozenset({S.SUCCEEDED, S.FAILED, S.REJECTED, S.EXPIRED})
+SEED_RAYJOB = ObjectRef("RayJob", "verl-ppo-qwen", seed_case.NS)
+CARD_TIMEOUT = 60.0
+ACTION_TIMEOUT = 300.0
+
+
+class ScenarioFailedError(Exception):
+    """The scenario did not reach its expected end; the message says where it stopped."""
+
+
+def settings_for(directory: Path, ray_url: str, kubeconfig: Path) -> Settings:
+    """The daemon's configuration: everything local, short timings, one approver."""
+    sources: dict[str, Any] = {
+        "ray": [{"name": "local", "address": ray_url, "poll_interval": 1}],
+        "kubernetes": {
+            "enabled": True,
+            "kubeconfig": str(kubeconfig),
+            "context": "kmock",
+            "namespaces": [seed_case.NS],
+        },
+    }
+    if "ray_discovery" in SourceSettings.model_fields:
+        # The emulated seed RayCluster has no Ray dashboard to discover and poll.
+        sources["ray_discovery"] = {"enabled": False}
+    return Settings.model_validate(
+        {
+            "store": {"path": str(directory / "pitcrew.db")},
+            "http": {"port": 0},
+            "chat": {"kind": "console"},
+            "notify": {"group_wait": 1, "group_interval": 1},
+            "approvals": {"approvers": [{"users": [console_user(APPROVER).id]}]},
+            "actions": {"executors": {"ray.*": "ray", "k8s.*": "kubernetes"}},
+            "sources": sources,
+            "scheduler": {"tick": 0.2, "approved": 0.5, "outbox": 0.5, "expiry": 5},
+            "pipeline": {"drain_timeout": 5, "flush_timeout": 5},
+        }
+    )
+
+
+class Demo:
+    """The three scenarios, over a running daemon, a Ray head and the emulator."""
+
+    def __init__(
+        self,
+        screen: Screen,
+        chat: DemoChat,
+        daemon: app.Daemon,
+        jobs: Jobs,
+        emulator: KubeEmulator,
+        *,
+        yes: bool,
+    ) -> None:
+        self.screen = screen
+        self.chat = chat
+        self.daemon = daemon
+        self.jobs = jobs
+        self.emulator = emulator
+        self.yes = yes
+
+    # -- 1 ------------------------------------------------------------------------------
+
+    def stale_actor(self, out: Outcome) -> None:
+        jobs, screen = self.jobs, self.screen
+        screen.heading(
+            "1/3  A stale named actor — real jobs on the local Ray head",
+            f"An earlier run left its register center behind: a detached actor "
+            f"{REGISTER_CENTER!r} in namespace {NAMESPACE!r}. The next run wants that name.",
+        )
+        with screen.step("launch_register_center.py: an earlier run starts its register center"):
+            first = jobs.submit("launch_register_center.py")
+            job = jobs.wait(first)
+        if job.get("status") != "SUCCEEDED":
+            raise ScenarioFailedError(f"{first} ended {job.get('status')}: {job.get('message')}")
+        jobs.wait_actor(REGISTER_CENTER, NAMESPACE, "ALIVE")
+        screen.done(
+            f"{first} SUCCEEDED; actor {REGISTER_CENTER} stays ALIVE (detached) in {NAMESPACE}"
+        )
+        submission, failed = self._failing("train.py")
+        out.to_card, card = self._card_for_job(submission, failed)
+        incident = self._incident(lambda i: i.ray_job_id == submission, "the incident")
+        out.cause = _cause(incident)
+        if out.cause != "named_actor_conflict":
+            raise ScenarioFailedError(f"the card's root cause is {out.cause}")
+        ours = _of(incident)
+
+        kill = self._proposal(ours, "ray.kill_actor", {S.OFFERED}, CARD_TIMEOUT)
+        self._approve_and_run(kill, card)
+        out.action = "ray.kill_actor"
+        states = [a.state for a in jobs.actors(REGISTER_CENTER, NAMESPACE)]
+        if not states or any(state != "DEAD" for state in states):
+            raise ScenarioFailedError(f"actor {REGISTER_CENTER} is {states} after the kill")
+        screen.done(f"the State API shows actor {REGISTER_CENTER} DEAD")
+
+        resubmit = self._proposal(ours, "ray.resubmit_job", {S.OFFERED}, CARD_TIMEOUT)
+        self._approve_and_run(resubmit, card)
+        out.action = "ray.kill_actor, ray.resubmit_job"
+        rerun = until(lambda: jobs.resubmission_of(submission), 30, "the resubmitted job")
+        rerun_id = str(rerun.get("submission_id"))
+        with screen.step(f"{rerun_id}: the rerun of train.py"):
+            done = jobs.wait(rerun_id)
+        if done.get("status") != "SUCCEEDED":
+            raise ScenarioFailedError(f"the rerun {rerun_id} ended {done.get('status')}")
+        screen.done(f"the rerun {rerun_id} SUCCEEDED")
+        self._show_when(card, "applied and verified: ray.resubmit_job")
+        out.result = "actor DEAD; the rerun SUCCEEDED"
+        out.ok = True
+
+    # -- 2 ------------------------------------------------------------------------------
+
+    def missing_dependency(self, out: Outcome) -> None:
+        self.screen.heading(
+            "2/3  A missing dependency — a real job on the local Ray head",
+            f"The code imports {MISSING_MODULE}, which the cluster's environment does not have. "
+            "No action can fix that from here, so none is offered.",
+        )
+        submission, failed = self._failing("train_flash.py")
+        out.to_card, card = self._card_for_job(submission, failed)
+        incident = self._incident(lambda i: i.ray_job_id == submission, "the incident")
+        out.cause = _cause(incident)
+        if out.cause != "dependency_runtime_env":
+            raise ScenarioFailedError(f"the card's root cause is {out.cause}")
+        out.action = "none offered"
+        offered = [p.action for p in self.daemon.store.proposals_for_incident(incident.id)]
+        if offered or card.report.actions:
+            raise ScenarioFailedError(f"actions were offered: {', '.join(offered)}")
+        self.screen.done("explained on the card; no action offered")
+        out.result = "explained; nothing offered"
+        out.ok = True
+
+    # -- 3 ------------------------------------------------------------------------------
+
+    def seed(self, out: Outcome) -> None:
+        screen, emulator = self.screen, self.emulator
+        screen.heading(
+            "3/3  The seed case — on an EMULATED Kubernetes API (kmock), not a real cluster",
+            f"kmock's Kubernetes API emulator at {emulator.url} stands in for a cluster: "
+            "pitcrew's Kubernetes source watches it and its executor patches it over HTTP, as "
+            "on a real one. The objects replay examples/seed: a verl RayJob whose worker pod "
+            "was OOMKilled at 16Gi, and a driver log ending in "
+            "`qwAKMv_register_center (namespace=None) is already taken`.",
+        )
+        started = time.time()
+        with screen.step("EMULATED: creating the seed's RayJob, RayCluster, pods, nodes, quota"):
+            objects = seed_case.install(emulator)
+        cluster_name = str(objects["cluster"]["metadata"]["name"])
+        screen.done("EMULATED: the seed's objects exist; the worker pod shows OOMKilled")
+        card = self.chat.wait_for(
+            lambda c: c.report.where.get("workload") == f"RayJob {SEED_RAYJOB.name}",
+            CARD_TIMEOUT,
+            f"pitcrew's card for {SEED_RAYJOB}",
+        )
+        out.to_card = card.posted_at - started
+        screen.say(f"card {card.ref} posted {out.to_card:.1f} s after the failure appeared")
+        incident = self._incident(
+            lambda i: (
+                i.workload == SEED_RAYJOB
+                and "named_actor_conflict" in {str(f.category) for f in i.diagnosis.secondary}
+            ),
+            "the clash in the driver log to join the incident",
+        )
+        out.cause = f"{_cause(incident)} (+ named_actor_conflict)"
+        if _cause(incident) != "pod_oom_killed":
+            raise ScenarioFailedError(f"the card's root cause is {_cause(incident)}")
+        ours = _of(incident)
+
+        bump = self._proposal(ours, "k8s.bump_memory", {S.OFFERED}, CARD_TIMEOUT)
+        self._approve_and_run(bump, card)
+        out.action = "k8s.bump_memory"
+        stored = emulator.api.get(RAY_CLUSTERS, seed_case.NS, cluster_name) or {}
+        limit = _worker_limit(stored, "gpu-group")
+        if limit != "24Gi":
+            raise ScenarioFailedError(f"the RayCluster's worker limit reads back as {limit!r}")
+        screen.done(
+            f"read back from the emulator: RayCluster {cluster_name} group gpu-group "
+            f"memory limit {limit}"
+        )
+
+        kill = next((a for a in incident.diagnosis.actions if a.action == "ray.kill_actor"), None)
+        proposals = self.daemon.store.proposals_for_incident(incident.id)
+        if kill is None or kill.offered or any(p.action == "ray.kill_actor" for p in proposals):
+            raise ScenarioFailedError("ray.kill_actor was offered for the live register center")
+        screen.done(f"ray.kill_actor not offered: {kill.reason}")
+        posts = [
+            c
+            for c in self.chat.cards()
+            if c.report.where.get("workload") == f"RayJob {SEED_RAYJOB.name}"
+        ]
+        if len(posts) != 1:
+            raise ScenarioFailedError(f"{len(posts)} cards for {SEED_RAYJOB}, not one")
+        self._show_when(card, "applied and verified: k8s.bump_memory")
+        out.result = "one card; 24Gi read back; the kill not offered"
+        out.ok = True
+
+    # -- steps ------------------------------------------------------------------------------
+
+    def _failing(self, script: str) -> tuple[str, dict[str, Any]]:
+        with self.screen.step(f"{script}: submitted to the local Ray head"):
+            submission = self.jobs.submit(script)
+            job = self.jobs.wait(submission)
+        if job.get("status") != "FAILED":
+            raise ScenarioFailedError(f"{submission} ended {job.get('status')}, not FAILED")
+        self.screen.done(f"{submission} FAILED: {_telling_line(str(job.get('message') or ''))}")
+        return submission, job
+
+    def _card_for_job(self, submission: str, job: dict[str, Any]) -> tuple[float, Card]:
+        with self.screen.step("pitcrew polls the cluster, diagnoses, and posts its card"):
+            card = self.chat.wait_for(
+                lambda c: c.report.where.get("ray_job_id") == submission,
+                CARD_TIMEOUT,
+                f"pitcrew's card for {submission}",
+            )
+        ended = float(job.get("end_time") or 0) / 1000 or card.posted_at
+        delay = max(card.posted_at - ended, 0.0)
+        self.screen.say(f"card {card.ref} posted {delay:.1f} s after the job failed")
+        return delay, card
+
+    def _incident(self, match: Callable[[Incident], bool], what: str) -> Incident:
+        def find() -> Incident | None:
+            return next(
+                (v.incident for v in self.daemon.service.incidents() if match(v.incident)), None
+            )
+
+        found: Incident = until(find, CARD_TIMEOUT, what)
+        return found
+
+    def _proposal(
+        self, ours: Callable[[Proposal], bool], action: str, states: set[S], timeout: float
+    ) -> Proposal:
+        def find() -> Proposal | None:
+            for view in self.daemon.service.incidents():
+                for proposal in view.proposals:
+                    if ours(proposal) and proposal.action == action and proposal.state in states:
+                        return proposal
+            return None
+
+        found: Proposal = until(find, timeout, f"{action} to be {'/'.join(sorted(states))}")
+        return found
+
+    def _approve_and_run(self, proposal: Proposal, card: Card) -> None:
+        service, user = self.daemon.service, console_user(APPROVER)
+        self.screen.say(f"offered: {proposal.action} ({proposal.id})", "bold")
+        self.screen.say(f"  {proposal.preview}")
+        if self.yes:
+            self.screen.say(f"→ approving {proposal.id} as {user.id} (--yes)")
+        else:
+            current = self.chat.card(card.ref)
+            if current is not None and current.updates:  # in view as it stands now
+                self.chat.show(card.ref)
+            if not self.screen.ask(f"Approve {proposal.action} ({proposal.id}) as {user.id}?"):
+                answer = service.reject(proposal.id, user, utcnow(), "declined in the demo")
+                self.screen.say(f"{answer.outcome}: {answer.text}")
+                raise ScenarioFailedError(f"{proposal.action} was not approved")
+        answer = service.approve(proposal.id, user, utcnow())
+        if answer.outcome is not Answered.APPROVED:
+            raise ScenarioFailedError(f"approving {proposal.action}: {answer.text}")
+        self.screen.say(f"  {answer.text}")
+        with self.screen.step(f"{proposal.action} running"):
+            final: Proposal = until(
+                lambda: _settled(self.daemon.store.get_proposal(proposal.id)),
+                ACTION_TIMEOUT,
+                f"{proposal.action} to finish",
+            )
+        reason = final.history[-1].reason if final.history else ""
+        if final.state is not S.SUCCEEDED:
+            raise ScenarioFailedError(f"{proposal.action} {final.state}: {reason}")
+        self.screen.done(f"{proposal.action}: applied and verified")
+
+    def _show_when(self, card: Card, status: str) -> None:
+        """The card in full once it says `status` (or as it stands after a few seconds)."""
+        with contextlib.suppress(TimeoutError):
+            self.chat.wait_for(lambda c: c.ref == card.ref and c.report.status == status, 15, "")
+        self.chat.show(card.ref)
+
+
+def _settled(proposal: Proposal | None) -> Proposal | None:
+    return proposal if proposal is not None and proposal.state in FINAL else None
+
+
+def _of(incident: Incident) -> Callable[[Proposal], bool]:
+    return lambda proposal: proposal.incident_id == incident.id
+
+
+def _cause(incident: Incident) -> str:
+    primary = incident.diagnosis.primary
+    return str(primary.category) if primary else "none"
+
+
+def _telling_line(message: str) -> str:
+    """The line of a job's message that says what went wrong, to its first full stop."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    for needle in ("already taken", "Error"):
+        found = [line for line in lines if needle in line]
+        if found:
+            first, dot, _ = found[-1].partition(". ")
+            return (first + dot.strip())[:200]
+    return lines[-1][:200] if lines else "(no message)"
+
+
+def _worker_limit(cluster: dict[str, Any], group: str) -> str:
+    for spec in cluster.get("spec", {}).get("workerGroupSpecs", []):
+        if spec.get("groupName") == group:
+            containers = spec["template"]["spec"]["containers"]
+            return str(containers[0].get("resources", {}).get("limits", {}).get("memory", ""))
+    return ""
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def _signals() -> Iterator[None]:
+    """SIGTERM stops the demo as Ctrl-C does: through the clean-up."""
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _logging(verbose: bool) -> None:
+    app.setup_logging(logging.INFO if verbose else logging.WARNING)
+    _quiet(verbose)
+
+
+def _quiet(verbose: bool) -> None:
+    """Libraries' chatter off the screen unless --verbose: Ray's modules set their own
+    levels (its job client logs each upload); the Kubernetes executor's warning that the
+    emulator ignores dryRun is on the card already."""
+    level = logging.INFO if verbose else logging.ERROR
+    known = list(logging.root.manager.loggerDict)
+    for name in ("urllib3", "kubernetes", "aiohttp", "kmock", "pitcrew.actions.kubernetes"):
+        logging.getLogger(name).setLevel(level)
+    for name in ("ray", *(n for n in known if n.startswith("ray."))):
+        logging.getLogger(name).setLevel(level)
+
+
+def main(*, yes: bool, verbose: bool = False, console: Console | None = None) -> int:
+    """Run the demo; returns the exit status."""
+    console = console or Console(highlight=False, soft_wrap=False)
+    if not console.is_terminal:  # a pipe or a file: 100 columns unless $COLUMNS says more
+        console.width = max(console.width, 100)
+    screen = Screen(console)
+    if not yes and not sys.stdin.isatty():
+        sys.stderr.write("pitcrew demo: standard input is not a terminal; pass --yes\n")
+        return 2
+    _logging(verbose)
+    outcomes = [
+        Outcome("stale named actor (Ray)"),
+        Outcome("missing dependency (Ray)"),
+        Outcome("the seed (EMULATED Kubernetes)"),
+    ]
+    timings: list[str] = []
+    code = 0
+    began = time.monotonic()
+    directory = Path(tempfile.mkdtemp(prefix="pitcrew-demo-"))
+    head = LocalRayHead(num_cpus=2)
+    emulator: KubeEmulator | None = None
+    daemon: app.Daemon | None = None
+    jobs: Jobs | None = None
+    with _signals():
+        try:
+            screen.heading(
+                "pitcrew demo",
+                "Real failures on a local Ray, pitcrew's diagnosis on cards, approvals, "
+                "remediation, verification. Approver: "
+                f"{console_user(APPROVER).id}" + (" (--yes approves everything)" if yes else ""),
+            )
+            with screen.step("Starting a local Ray head on 127.0.0.1 (its own temp dir)"):
+                head.start()
+            screen.done(f"Ray head up in {time.monotonic() - began:.0f} s: dashboard {head.url}")
+            screen.say(f"  process group {head.pid}, temp dir {head.temp_dir}")
+            with screen.step("Starting kmock's Kubernetes API emulator (EMULATED Kubernetes)"):
+                emulator = KubeEmulator()
+                emulator.install_kuberay()
+                kubeconfig = emulator.write_kubeconfig(directory / "kubeconfig")
+            screen.done(f"EMULATED Kubernetes API at {emulator.url} (kmock, in this process)")
+            with screen.step("Starting pitcrew (playbooks, store, sources, executors)"):
+                chat = DemoChat(console)
+                daemon = app.build(settings_for(directory, head.url, kubeconfig), chat=chat)
+                daemon.start()
+                jobs = Jobs(head.url, directory / "jobs")
+                _quiet(verbose)  # importing Ray set its loggers' levels again
+            screen.done(f"pitcrew running in this process: console chat, store {daemon.store.path}")
+            screen.say(
+                f"  sources: Ray (polls {head.url} every 1 s), Kubernetes (watches "
+                f"{seed_case.NS} on the emulator); executors: ray.* ray, k8s.* kubernetes"
+            )
+            timings.append(f"set-up: {time.monotonic() - began:.0f} s")
+            demo = Demo(screen, chat, daemon, jobs, emulator, yes=yes)
+            scenarios = (demo.stale_actor, demo.missing_dependency, demo.seed)
+            for outcome, scenario in zip(outcomes, scenarios, strict=True):
+                started = time.monotonic()
+                _run(scenario, outcome, screen)
+                timings.append(f"{outcome.scenario}: {time.monotonic() - started:.0f} s")
+        except KeyboardInterrupt:
+            screen.problem("interrupted: stopping everything the demo started")
+            code = 130
+        except Exception as error:  # Ray, kmock or the daemon could not start
+            log.debug("set-up failed", exc_info=True)
+            screen.problem(f"set-up failed: {error}")
+            code = 1
+        finally:
+            stopping = time.monotonic()
+            survivors = _stop(daemon, jobs, emulator, head, screen)
+            shutil.rmtree(directory, ignore_errors=True)
+            timings.append(f"stop: {time.monotonic() - stopping:.0f} s")
+    timings.append(f"total: {time.monotonic() - began:.0f} s")
+    if code == 130:
+        return code
+    summary(console, outcomes, timings)
+    if survivors:
+        screen.problem(f"Ray processes survived the stop: {survivors}")
+        code = code or 1
+    failed = [o for o in outcomes if not o.ok]
+    if failed and code == 0:
+        for outcome in failed:
+            sys.stderr.write(
+                f"pitcrew demo: scenario {outcome.scenario!r} did not reach its expected end: "
+                f"{outcome.result}\n"
+            )
+        code = 1
+    return code
+
+
+def _run(scenario: Callable[[Outcome], None], outcome: Outcome, screen: Screen) -> None:
+    try:
+        scenario(outcome)
+    except (ScenarioFailedError, TimeoutError, PitcrewError, RayApiError) as error:
+        outcome.result = f"stopped: {error}"
+        screen.problem(f"{outcome.scenario}: {error}")
+    except Exception as error:  # a client library's own error: the next scenario still runs
+        log.debug("scenario %s failed", outcome.scenario, exc_info=True)
+        outcome.result = f"stopped: {type(error).__name__}: {error}"
+        screen.problem(f"{outcome.scenario}: {type(error).__name__}: {error}")
+
+
+def _stop(
+    daemon: app.Daemon | None,
+    jobs: Jobs | None,
+    emulator: KubeEmulator | None,
+    head: LocalRayHead,
+    screen: Screen,
+) -> list[int]:
+    """Stop in reverse order of start, each step whatever the others did."""
+    pgid = head.pid
+    with screen.step("Stopping pitcrew, the emulator and the Ray head"):
+        for what, step in (
+            ("pitcrew", daemon.stop if daemon else None),
+            ("the job client", jobs.close if jobs else None),
+            ("the Kubernetes emulator", emulator.stop if emulator else None),
+        ):
+            if step is None:
+                continue
+            try:
+                step()
+            except Exception as error:
+                screen.problem(f"could not stop {what}: {error}")
+        survivors = head.stop()
+    ray = f"the Ray head (process group {pgid}) with everything it started" if pgid else ""
+    screen.done(f"stopped: pitcrew, the Kubernetes emulator{', and ' + ray if ray else ''}")
+    return survivors

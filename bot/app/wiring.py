@@ -1,0 +1,336 @@
+"""Wiring only: the one place that knows every concrete class of the daemon.
+
+settings -> store -> engine -> correlator -> chat -> pipeline thread, outbox
+thread, action runner, service, sources, scheduler, HTTP. `Daemon.start` and
+`Daemon.stop` put them up and take them down in order; `run` is `pitcrew run`:
+start, wait for SIGTERM or SIGINT, stop cleanly (stop sources, drain the
+queue, flush the outbox within a bounded wait, stop the scheduler, close the
+store) and return the exit status. Logging goes to stderr, one line per event.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TextIO
+
+from bot.adapters.console.chat import ConsoleChat
+from bot.adapters.http.ingest import PATH as INGEST_PATH
+from bot.adapters.http.ingest import route as ingest_route
+from bot.adapters.http.server import HealthServer
+from bot.adapters.scheduler import Jobs, Scheduler
+from bot.adapters.sqlite.store import Store
+from bot.app.factories import build_registry, build_sources
+from bot.app.live_diagnosis import Diagnoser
+from bot.app.settings import Settings
+from bot.core.actions import tuning
+from bot.core.diagnosis import Engine
+from bot.core.errors import PitcrewError, StoreError
+from bot.core.incidents import Correlator, assessor
+from bot.core.model import Diagnosis, Finding
+from bot.core.playbooks import Library, load_builtin
+from bot.daemon import runner as executors
+from bot.daemon.chat import Chat
+from bot.daemon.feed import Refresh, Tick
+from bot.daemon.metrics import Metrics
+from bot.daemon.outbox import Outbox
+from bot.daemon.pipeline import Pipeline
+from bot.daemon.ports import CallableBookmarks, Clock, utcnow
+from bot.daemon.runner import Runner
+from bot.daemon.service import Service
+from bot.daemon.sources import Polling, Source
+
+log = logging.getLogger("pitcrew")
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+@dataclass
+class Daemon:
+    settings: Settings
+    metrics: Metrics
+    store: Store
+    chat: Chat
+    pipeline: Pipeline
+    outbox: Outbox
+    registry: executors.Registry
+    runner: Runner
+    service: Service
+    sources: Sequence[Source]
+    scheduler: Scheduler
+    http: HealthServer
+
+    def start(self) -> None:
+        self.pipeline.restore()
+        self.pipeline.start()
+        self.outbox.start()
+        self.http.start()
+        _lifecycle(self.chat, "start")
+        for source in self.sources:
+            source.start()
+        self.scheduler.start()
+        self.outbox.wake()
+        log.info(
+            "pitcrew running: http://%s:%d, store %s, chat %s, %d sources, executors for %s",
+            self.settings.http.host,
+            self.http.port,
+            self.store.path,
+            self.settings.chat_kind,
+            len(self.sources),
+            ", ".join(self.registry.actions()) or "no action",
+        )
+
+    def stop(self) -> None:
+        """Stop sources, drain the queue, flush the outbox, stop the scheduler, close."""
+        timeouts = self.settings.pipeline
+        _quietly("stop the chat", lambda: _lifecycle(self.chat, "stop"))
+        for source in self.sources:
+            _quietly(f"stop source {source.name}", source.stop)
+        _quietly("stop the HTTP server", self.http.stop)
+        if not self.pipeline.stop(timeouts.drain_timeout.total_seconds()):
+            log.warning(
+                "the queue was not drained in time; %d items dropped", self.pipeline.pending()
+            )
+        self.runner.close(wait=True)
+        self.outbox.stop()
+        if not self.outbox.flush(timeouts.flush_timeout.total_seconds()):
+            log.warning(
+                "%d notifications stay in the outbox for the next start", self.outbox.pending()
+            )
+        self.scheduler.stop()
+        self.store.close()
+        log.info("pitcrew stopped")
+
+    def liveness(self) -> dict[str, bool]:
+        """The threads run and the chat's connection is not known to be dead."""
+        return {
+            "pipeline": self.pipeline.alive(),
+            "outbox": self.outbox.alive(),
+            "chat": _chat_ok(self.chat),
+        }
+
+    def readiness(self) -> dict[str, bool]:
+        checks = {"store": _store_ok(self.store), **self.liveness()}
+        for source in self.sources:
+            healthy = _source_ok(source)
+            self.metrics.source_up.labels(source=source.name).set(1 if healthy else 0)
+            checks[f"source:{source.name}"] = healthy
+        return checks
+
+
+def build(
+    settings: Settings,
+    *,
+    chat: Chat | None = None,
+    clock: Clock = utcnow,
+    stdout: TextIO | None = None,
+    engine: Engine | None = None,
+) -> Daemon:
+    """Every part of the daemon, connected; nothing runs until `Daemon.start`. `engine`:
+    an already compiled playbook library (tests share one)."""
+    metrics = Metrics()
+    engine = engine or Engine(load_builtin(list(settings.playbooks.dirs)))
+    chat = chat or make_chat(settings, stdout)
+    store = Store(settings.store.path)
+    bookmarks = CallableBookmarks(store.bookmark, store.set_bookmark)
+    registry = build_registry(settings, bookmarks)
+    correlator = Correlator(
+        _assess(settings, engine.library, registry, clock), settings.correlation
+    )
+    outbox = Outbox(store, chat, clock=clock, metrics=metrics)
+    pipeline = Pipeline(
+        engine=engine,
+        correlator=correlator,
+        store=store,
+        notify=settings.notify,
+        clock=clock,
+        metrics=metrics,
+        proposal_ttl=settings.approvals.ttl,
+        propose=settings.actions.enabled,
+        queue_size=settings.pipeline.queue_size,
+        queued=outbox.wake,
+    )
+
+    def refresh(incident_id: str) -> None:
+        pipeline.submit(Refresh(incident_id, urgent=True))
+
+    runner = Runner(
+        store,
+        registry,
+        clock=clock,
+        enabled=settings.actions.enabled,
+        metrics=metrics,
+        changed=refresh,
+    )
+    service = Service(
+        store,
+        settings.approvals,
+        registry,
+        metrics=metrics,
+        execute=runner.submit,
+        changed=refresh,
+    )
+    sources = build_sources(settings, pipeline, bookmarks)
+    scheduler = _scheduler(settings, clock, store, pipeline, outbox, runner, service, sources)
+    daemon = Daemon(
+        settings=settings,
+        metrics=metrics,
+        store=store,
+        chat=chat,
+        pipeline=pipeline,
+        outbox=outbox,
+        registry=registry,
+        runner=runner,
+        service=service,
+        sources=sources,
+        scheduler=scheduler,
+        http=_http(settings, metrics, lambda: daemon.liveness(), lambda: daemon.readiness()),
+    )
+    if settings.http.ingest:
+        daemon.http.mount(INGEST_PATH, ingest_route(pipeline))
+    bind = getattr(chat, "bind", None)
+    if callable(bind):  # a chat that takes clicks and commands (Slack) answers through the service
+        diagnoser = Diagnoser(settings, engine.library, pipeline)  # /pitcrew diagnose
+        bind(service, http=daemon.http, metrics=metrics, diagnoser=diagnoser)
+    return daemon
+
+
+def _assess(
+    settings: Settings, library: Library, registry: executors.Registry, clock: Clock
+) -> Callable[[Sequence[Finding]], Diagnosis]:
+    """Ranking and offers over an incident's findings, with the configured action values.
+
+    An action withheld only because a live fact is unknown (is the actor stale? how
+    often was the job resubmitted?) is decided with the facts its executor finds on
+    the cluster now (`executors.live_facts`): the findings are assessed again with
+    them. This runs on the pipeline thread whenever an incident's findings change."""
+    base = assessor(library)
+    values = tuning.overrides(settings.actions)
+
+    def assess(findings: Sequence[Finding]) -> Diagnosis:
+        diagnosis = tuning.tune(base(findings), values)
+        facts = executors.live_facts(diagnosis, registry, clock())
+        if not facts:
+            return diagnosis
+        return tuning.tune(assessor(library, facts)(findings), values)
+
+    return assess
+
+
+def _scheduler(
+    settings: Settings,
+    clock: Clock,
+    store: Store,
+    pipeline: Pipeline,
+    outbox: Outbox,
+    runner: Runner,
+    service: Service,
+    sources: Sequence[Source],
+) -> Scheduler:
+    scheduler = Scheduler()
+    scheduler.install(
+        Jobs(
+            tick=lambda: pipeline.submit(Tick()),
+            expire=lambda: service.expire(clock()),
+            wake_outbox=outbox.wake,
+            cleanup=lambda: store.cleanup(clock(), settings.store.retention),
+            run_approved=runner.run_approved,
+        ),
+        settings.scheduler,
+    )
+    for source in sources:
+        if isinstance(source, Polling):
+            scheduler.every(f"poll-{source.name}", source.poll_interval, source.poll)
+    return scheduler
+
+
+def make_chat(settings: Settings, stdout: TextIO | None = None) -> Chat:
+    """The console chat, or the Slack chat (`bot.adapters.slack.chat.build(settings)`)."""
+    if settings.chat_kind == "console":
+        return ConsoleChat(stdout or sys.stdout, width=settings.chat.console.width)
+    try:
+        module = importlib.import_module("bot.adapters.slack.chat")
+    except ModuleNotFoundError as error:
+        if error.name != "bot.adapters.slack.chat":
+            raise
+        raise PitcrewError("chat.kind is slack, but this pitcrew has no Slack chat yet") from None
+    chat: Chat = module.build(settings)
+    return chat
+
+
+def _http(
+    settings: Settings,
+    metrics: Metrics,
+    liveness: Callable[[], dict[str, bool]],
+    readiness: Callable[[], dict[str, bool]],
+) -> HealthServer:
+    host, port = settings.http.host, settings.http.port
+    try:
+        return HealthServer(host, port, metrics, liveness, readiness)
+    except OSError as error:
+        raise PitcrewError(f"http: cannot listen on {host}:{port}: {error.strerror}") from None
+
+
+def _lifecycle(chat: Chat, step: str) -> None:
+    """`start` / `stop` for chats that hold a connection (Slack's Socket Mode)."""
+    method = getattr(chat, step, None)
+    if callable(method):
+        method()
+
+
+def _store_ok(store: Store) -> bool:
+    try:
+        store.ping()
+    except StoreError:
+        return False
+    return True
+
+
+def _chat_ok(chat: Chat) -> bool:
+    try:
+        return bool(chat.healthy())
+    except Exception:
+        return False
+
+
+def _source_ok(source: Source) -> bool:
+    try:
+        return bool(source.healthy())
+    except Exception:
+        return False
+
+
+def _quietly(what: str, step: Callable[[], object]) -> None:
+    try:
+        step()
+    except Exception as error:
+        log.error("could not %s: %s", what, error)
+
+
+def setup_logging(level: int = logging.INFO) -> None:
+    logging.basicConfig(level=level, stream=sys.stderr, format=LOG_FORMAT, force=True)
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+
+
+def run(settings: Settings) -> int:
+    """`pitcrew run`: the daemon until SIGTERM or SIGINT; 0 after a clean stop."""
+    setup_logging()
+    daemon = build(settings)
+    stopping = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        log.info("received %s, stopping", signal.Signals(signum).name)
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    daemon.start()
+    while not stopping.wait(0.5):
+        pass
+    daemon.stop()
+    return 0

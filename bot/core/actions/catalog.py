@@ -1,0 +1,167 @@
+"""The remediation actions pitcrew knows, with their parameter models and previews.
+
+Declarations only: what an action needs and what it would change. Playbooks refer
+to these ids; executors that touch Kubernetes or Ray live in adapters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from bot.core import quantity
+
+
+class ActionParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+_K8S_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+
+
+class BumpMemory(ActionParams):
+    namespace: str = Field(pattern=_K8S_NAME)
+    kind: Literal["RayCluster", "RayJob", "Deployment", "StatefulSet", "Job"]
+    name: str = Field(pattern=_K8S_NAME)
+    group: str = Field(default="", description="worker group name, or `head`")
+    container: str = ""
+    current: str = Field(default="", description="current memory limit, if known")
+    factor: float = Field(default=1.5, gt=1.0, le=2.0)
+    cap: str = "512Gi"
+
+    @field_validator("current", "cap")
+    @classmethod
+    def _is_quantity(cls, value: str) -> str:
+        if value:
+            quantity.parse_bytes(value)
+        return value
+
+
+class RescheduleGpuPool(ActionParams):
+    namespace: str = Field(pattern=_K8S_NAME)
+    kind: Literal["RayCluster", "RayJob"]
+    name: str = Field(pattern=_K8S_NAME)
+    group: str = Field(min_length=1)
+    label_key: str = "nvidia.com/gpu.product"
+    label_value: str = "NVIDIA-A100-SXM4-80GB"
+
+
+class DeletePod(ActionParams):
+    namespace: str = Field(pattern=_K8S_NAME)
+    name: str = Field(pattern=_K8S_NAME)
+
+
+class KillActor(ActionParams):
+    name: str = Field(min_length=1)
+    namespace: str = Field(min_length=1, description="the Ray namespace, never anonymous")
+    cluster: str = ""
+
+
+class StopJob(ActionParams):
+    submission_id: str = Field(min_length=1)
+    cluster: str = ""
+
+
+class ResubmitJob(ActionParams):
+    submission_id: str = Field(min_length=1)
+    cluster: str = ""
+    max_retries: int = Field(default=2, ge=1, le=10)
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    id: str
+    summary: str
+    params: type[ActionParams]
+    impact: str
+    preview: Callable[[Any], str]
+
+
+def _bump_preview(p: BumpMemory) -> str:
+    path = {
+        "RayCluster": "headGroupSpec" if p.group == "head" else f"workerGroupSpecs[{p.group}]",
+        "RayJob": "rayClusterSpec."
+        + ("headGroupSpec" if p.group == "head" else f"workerGroupSpecs[{p.group}]"),
+    }.get(p.kind, "spec.template")
+    container = f"containers[{p.container}]" if p.container else "containers[*]"
+    change = (
+        f"{p.current} → {quantity.bump(p.current, p.factor, p.cap)}"
+        if p.current
+        else f"× {p.factor:g} (current value read at approval)"
+    )
+    return f"{p.kind} {p.namespace}/{p.name} {path}.{container}.resources.limits.memory: {change}"
+
+
+def _reschedule_preview(p: RescheduleGpuPool) -> str:
+    return (
+        f"{p.kind} {p.namespace}/{p.name} workerGroupSpecs[{p.group}] nodeSelector "
+        f"{p.label_key}={p.label_value}; pending pods of the group recreated"
+    )
+
+
+CATALOG: Mapping[str, ActionSpec] = {
+    spec.id: spec
+    for spec in (
+        ActionSpec(
+            "k8s.bump_memory",
+            "Raise the memory limit and request of the owning template",
+            BumpMemory,
+            "New pods are needed: the RayJob is resubmitted or the worker group recreated.",
+            _bump_preview,
+        ),
+        ActionSpec(
+            "k8s.reschedule_gpu_pool",
+            "Move a worker group onto a GPU pool with free capacity",
+            RescheduleGpuPool,
+            "The group's pending pods are deleted and recreated on the target pool.",
+            _reschedule_preview,
+        ),
+        ActionSpec(
+            "k8s.delete_pod",
+            "Delete a failed or evicted pod so its controller recreates it",
+            DeletePod,
+            "The pod object is removed; its controller creates a new one.",
+            lambda p: f"delete pod {p.namespace}/{p.name}",
+        ),
+        ActionSpec(
+            "ray.kill_actor",
+            "Kill a stale named actor",
+            KillActor,
+            "The actor is killed without restart; anything still using it fails.",
+            lambda p: f"ray.kill(ray.get_actor({p.name!r}, namespace={p.namespace!r}))",
+        ),
+        ActionSpec(
+            "ray.stop_job",
+            "Stop a running Ray job",
+            StopJob,
+            "The job's driver and tasks are stopped.",
+            lambda p: f"stop Ray job {p.submission_id}",
+        ),
+        ActionSpec(
+            "ray.resubmit_job",
+            "Resubmit a failed Ray job with the same entrypoint and runtime_env",
+            ResubmitJob,
+            "A new submission runs the same entrypoint; the old job stays as it is.",
+            lambda p: f"resubmit Ray job {p.submission_id} (new submission id)",
+        ),
+    )
+}
+
+# Live facts an action may depend on: known only to adapters that can look at the
+# cluster. Diagnosing from text, they are unknown and the action is withheld.
+FACTS: Mapping[str, str] = {
+    "ray.actor_stale": "the actor is detached or its owner job has finished",
+    "ray.namespace_idle": "no job is running in the actor's namespace",
+    "ray.not_live_verl": (
+        "the actor is not a verl register center or WorkerDict of a job still running"
+    ),
+    "ray.job_terminal": "the Ray job has finished",
+    "ray.job_running": "the Ray job is still RUNNING or PENDING on the cluster",
+    "ray.resubmits_below_cap": "the job has been resubmitted fewer times than allowed",
+    "k8s.gpu_pool_has_capacity": "the target GPU pool has free allocatable nvidia.com/gpu",
+    "k8s.within_quota": "the new limit fits node allocatable and the namespace quota",
+    "k8s.pod_failed": "the pod is still Failed or Evicted",
+}

@@ -1,0 +1,64 @@
+"""Operator settings applied to the actions a diagnosis offers.
+
+Why this exists: playbooks say *which* action fits a failure and fill in its
+target from the evidence; how far to go is the operator's call and lives in
+the config (`actions.bump_memory.factor`/`cap`, the GPU pool label, the
+resubmit retry bound). This module writes those values into the offers and
+recomputes their previews, so the proposal people approve shows exactly what
+would run. Pure: values in, values out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from bot.app.settings import ActionSettings
+from bot.core.actions.catalog import CATALOG
+from bot.core.model import ActionOffer, Diagnosis, frozen_map
+
+Overrides = Mapping[str, Mapping[str, Any]]
+
+
+def overrides(settings: ActionSettings) -> Overrides:
+    """Parameter values the config imposes, per action id."""
+    return {
+        "k8s.bump_memory": {
+            "factor": settings.bump_memory.factor,
+            "cap": settings.bump_memory.cap,
+        },
+        "k8s.reschedule_gpu_pool": {
+            "label_key": settings.gpu_pool.label_key,
+            "label_value": settings.gpu_pool.label_value,
+        },
+        "ray.resubmit_job": {"max_retries": settings.resubmit.max_retries},
+    }
+
+
+def tune(diagnosis: Diagnosis, values: Overrides) -> Diagnosis:
+    """The diagnosis with configured parameters in its offered actions (previews redone).
+
+    An offer whose parameters would no longer validate keeps the playbook's values."""
+    offers = tuple(_tuned(offer, values.get(offer.action, {})) for offer in diagnosis.actions)
+    if offers == diagnosis.actions:
+        return diagnosis
+    return dataclasses.replace(diagnosis, actions=offers)
+
+
+def _tuned(offer: ActionOffer, values: Mapping[str, Any]) -> ActionOffer:
+    spec = CATALOG.get(offer.action)
+    if not offer.offered or spec is None or not values:
+        return offer
+    known = {k: v for k, v in values.items() if k in spec.params.model_fields}
+    params = {**offer.params, **known}
+    if params == dict(offer.params):
+        return offer
+    try:
+        model = spec.params.model_validate(params)
+        preview = spec.preview(model)
+    except (ValidationError, ValueError):
+        return offer
+    return dataclasses.replace(offer, params=frozen_map(model.model_dump()), preview=preview)

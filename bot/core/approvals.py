@@ -1,0 +1,434 @@
+"""Proposals and their approval: who may approve what, once, while it is still true.
+
+Why this exists: pitcrew changes clusters only after a person says so, and
+that promise rests on a small state machine. An offered action becomes a
+`Proposal` (target, parameters, preview, preconditions, expiry); it moves
+
+    offered -> approved -> running -> succeeded | failed
+    offered -> rejected | expired          approved -> failed
+
+and every move is a `Transition` in its history (who, when, why). The
+approval policy comes from config: approvers by chat user id and group,
+optionally per namespace and per action, some actions needing two distinct
+approvers. At approval time the caller passes fresh live facts and a fresh
+preview; a stale proposal is refused with its reason.
+
+Pure: decisions are values (`Approved`, `NeedsSecondApprover`, `Rejected`,
+`Refused`) that a chat adapter can explain. The compare-and-swap that makes an
+approval happen once belongs to the store: it writes a decision's proposal
+only if the stored `version` is still the one the decision started from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from fnmatch import fnmatchcase
+from types import MappingProxyType
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bot.core.actions.catalog import FACTS
+from bot.core.model import (
+    ActionOffer,
+    Incident,
+    ObjectRef,
+    Proposal,
+    ProposalState,
+    Transition,
+    frozen_map,
+)
+
+DEFAULT_TTL = timedelta(hours=1)
+SYSTEM_ACTOR = "pitcrew"
+INTERRUPTED = "interrupted by a restart"
+
+S = ProposalState
+
+# The whole state machine: from each state, where a proposal may go next.
+LEGAL: Mapping[ProposalState, frozenset[ProposalState]] = {
+    S.OFFERED: frozenset({S.APPROVED, S.REJECTED, S.EXPIRED}),
+    S.APPROVED: frozenset({S.RUNNING, S.FAILED}),
+    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED}),
+    S.SUCCEEDED: frozenset(),
+    S.FAILED: frozenset(),
+    S.REJECTED: frozenset(),
+    S.EXPIRED: frozenset(),
+}
+FINAL = frozenset(state for state, nexts in LEGAL.items() if not nexts)
+
+# Live facts re-checked at approval time, per action (descriptions in `FACTS`). That the
+# target's spec is unchanged is checked by comparing a fresh preview with the offered one.
+PRECONDITIONS: Mapping[str, tuple[str, ...]] = {
+    "k8s.bump_memory": ("k8s.within_quota",),
+    "k8s.reschedule_gpu_pool": ("k8s.gpu_pool_has_capacity",),
+    "k8s.delete_pod": ("k8s.pod_failed",),
+    "ray.kill_actor": ("ray.actor_stale", "ray.namespace_idle"),
+    "ray.stop_job": (),
+    "ray.resubmit_job": ("ray.job_terminal", "ray.resubmits_below_cap"),
+}
+
+
+class IllegalTransitionError(ValueError):
+    """A move the state machine does not allow; names the proposal and both states."""
+
+    def __init__(self, proposal: Proposal, to_state: ProposalState) -> None:
+        self.proposal_id = proposal.id
+        self.from_state = proposal.state
+        self.to_state = to_state
+        allowed = ", ".join(sorted(LEGAL[proposal.state])) or f"nothing, {proposal.state} is final"
+        super().__init__(
+            f"proposal {proposal.id} cannot go from {proposal.state} to {to_state} "
+            f"(from {proposal.state} it can go to: {allowed})"
+        )
+
+
+def transition(
+    proposal: Proposal, to_state: ProposalState, actor: str, now: datetime, reason: str = ""
+) -> Proposal:
+    """The proposal moved to `to_state`, with the move in its history; raises
+    `IllegalTransitionError` for a move `LEGAL` does not list."""
+    if to_state not in LEGAL[proposal.state]:
+        raise IllegalTransitionError(proposal, to_state)
+    step = Transition(to_state, now, actor, reason, from_state=proposal.state)
+    return dataclasses.replace(
+        proposal,
+        state=to_state,
+        history=(*proposal.history, step),
+        version=proposal.version + 1,
+    )
+
+
+# -- proposals from offers ---------------------------------------------------------
+
+
+def proposal_id(incident_id: str, action: str, params: Mapping[str, Any]) -> str:
+    """Stable: the same action with the same parameters on one incident is one proposal."""
+    text = "\x1f".join((incident_id, action, repr(sorted(params.items()))))
+    return f"p-{hashlib.sha1(text.encode()).hexdigest()[:10]}"
+
+
+def target_of(action: str, params: Mapping[str, Any]) -> ObjectRef | None:
+    """The object an action changes, from its parameters."""
+    namespace = str(params.get("namespace", ""))
+    if "kind" in params and "name" in params:
+        return ObjectRef(str(params["kind"]), str(params["name"]), namespace)
+    if action == "k8s.delete_pod":
+        return ObjectRef("Pod", str(params.get("name", "")), namespace)
+    if action == "ray.kill_actor":
+        return ObjectRef("RayActor", str(params.get("name", "")), namespace)
+    if "submission_id" in params:
+        return ObjectRef("RayJobSubmission", str(params["submission_id"]))
+    return None
+
+
+def propose(
+    incident: Incident,
+    offer: ActionOffer,
+    now: datetime,
+    ttl: timedelta = DEFAULT_TTL,
+    preconditions: Mapping[str, tuple[str, ...]] = PRECONDITIONS,
+) -> Proposal:
+    """An OFFERED proposal for an action the diagnosis offers; raises ValueError for a
+    withheld one (its reason says why it may not be offered)."""
+    if not offer.offered:
+        raise ValueError(f"{offer.action} is withheld: {offer.reason}")
+    return Proposal(
+        id=proposal_id(incident.id, offer.action, offer.params),
+        incident_id=incident.id,
+        action=offer.action,
+        params=frozen_map(offer.params),
+        preview=offer.preview,
+        state=S.OFFERED,
+        created_at=now,
+        expires_at=now + ttl,
+        target=target_of(offer.action, offer.params),
+        preconditions=preconditions.get(offer.action, ()),
+        history=(Transition(S.OFFERED, now, SYSTEM_ACTOR, offer.reason),),
+        namespace=incident.namespace,
+        playbook=offer.playbook,
+        reason=offer.reason,
+    )
+
+
+SUPERSEDED = "superseded: no longer offered"
+
+
+def reconcile(
+    incident: Incident,
+    proposals: Sequence[Proposal],
+    now: datetime,
+    ttl: timedelta = DEFAULT_TTL,
+    preconditions: Mapping[str, tuple[str, ...]] = PRECONDITIONS,
+) -> tuple[Proposal, ...]:
+    """After the incident's diagnosis changed: proposals for newly offered actions, and
+    OFFERED ones the diagnosis no longer offers, expired as superseded (with the reason
+    it now gives). Only new or changed proposals are returned."""
+    existing = {p.id: p for p in proposals if p.incident_id == incident.id}
+    offers = {proposal_id(incident.id, o.action, o.params): o for o in incident.diagnosis.actions}
+    changed: list[Proposal] = []
+    for pid, offer in offers.items():
+        if offer.offered and pid not in existing:
+            changed.append(propose(incident, offer, now, ttl, preconditions))
+    for pid, proposal in existing.items():
+        if proposal.state is not S.OFFERED:
+            continue
+        now_offered = offers.get(pid)
+        if now_offered is None or not now_offered.offered:
+            why = f"{SUPERSEDED} ({now_offered.reason})" if now_offered else SUPERSEDED
+            changed.append(transition(proposal, S.EXPIRED, SYSTEM_ACTOR, now, why))
+    return tuple(changed)
+
+
+# -- policy -------------------------------------------------------------------------
+
+
+class Scope(BaseModel):
+    """Where a rule applies: namespace and action-id patterns (wildcards); empty = all."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    namespaces: tuple[str, ...] = ()
+    actions: tuple[str, ...] = ()
+
+    def covers(self, namespace: str, action: str) -> bool:
+        return _any_match(self.namespaces, namespace) and _any_match(self.actions, action)
+
+
+def _any_match(patterns: tuple[str, ...], value: str) -> bool:
+    return not patterns or any(fnmatchcase(value, p) for p in patterns)
+
+
+class ApproverRule(Scope):
+    """These chat users, and members of these user groups, may approve in this scope."""
+
+    users: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+
+
+class ApprovalPolicy(BaseModel):
+    """Who may approve which action where. With no rules nobody can approve anything."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    approvers: tuple[ApproverRule, ...] = ()
+    two_approvers: tuple[Scope, ...] = Field(
+        default=(), description="scopes whose actions need two distinct approvers"
+    )
+    teams: tuple[str, ...] = Field(
+        default=(), description="chat workspaces whose clicks count; empty = any"
+    )
+    ttl: timedelta = Field(default=DEFAULT_TTL, gt=timedelta(0))
+
+
+@dataclass(frozen=True, slots=True)
+class ChatUser:
+    """The person behind a click or command, as the chat adapter identified them."""
+
+    id: str
+    groups: frozenset[str] = frozenset()
+    team: str = ""
+
+
+def may_approve(policy: ApprovalPolicy, user: ChatUser, namespace: str, action: str) -> str:
+    """Why `user` may not approve `action` in `namespace`, or "" when they may."""
+    if policy.teams and user.team not in policy.teams:
+        return f"clicks from workspace {user.team or '(unknown)'} are not accepted"
+    for rule in policy.approvers:
+        if rule.covers(namespace, action) and (
+            user.id in rule.users or user.groups & set(rule.groups)
+        ):
+            return ""
+    where = f" in {namespace}" if namespace else ""
+    return f"{user.id} is not an approver for {action}{where}"
+
+
+def approvals_needed(policy: ApprovalPolicy, namespace: str, action: str) -> int:
+    return 2 if any(s.covers(namespace, action) for s in policy.two_approvers) else 1
+
+
+# -- decisions ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LiveCheck:
+    """Fresh facts about the target, gathered by the caller at approval time.
+
+    `facts`: fact id -> holds now (see `FACTS`); an unknown fact refuses. `preview`:
+    the action's preview recomputed from live state (None: not recomputed)."""
+
+    facts: Mapping[str, bool] = field(default_factory=lambda: MappingProxyType({}))
+    preview: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Approved:
+    proposal: Proposal  # now APPROVED
+    approvers: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NeedsSecondApprover:
+    proposal: Proposal  # still OFFERED, the first approval recorded
+    first: str
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    proposal: Proposal  # now REJECTED
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """Nothing approved; `reason` is for the person who clicked. `proposal` is the
+    proposal as it should now be stored (EXPIRED when the click came too late)."""
+
+    reason: str
+    proposal: Proposal
+    changed: bool = False  # True when `proposal` must be written back (it expired)
+
+
+Decision = Approved | NeedsSecondApprover | Rejected | Refused
+
+
+def revalidate(proposal: Proposal, live: LiveCheck) -> str:
+    """Why the proposal is stale given fresh live facts, or "" when it still holds."""
+    for fact in proposal.preconditions:
+        holds = live.facts.get(fact)
+        text = FACTS.get(fact, fact)
+        if holds is None:
+            return f"cannot confirm that {text}"
+        if not holds:
+            return f"no longer true that {text}"
+    if live.preview is not None and live.preview != proposal.preview:
+        return f"the target changed since the preview: now {live.preview!r}"
+    return ""
+
+
+def _settled(proposal: Proposal) -> str:
+    """Why a proposal that is no longer OFFERED cannot be approved or rejected."""
+    last = next((t for t in reversed(proposal.history) if t.to_state is proposal.state), None)
+    by = f" by {last.actor}" if last and last.actor and last.actor != SYSTEM_ACTOR else ""
+    return {
+        S.APPROVED: f"already approved{by}",
+        S.RUNNING: "already running",
+        S.SUCCEEDED: "already applied",
+        S.FAILED: "already tried; it failed",
+        S.REJECTED: f"rejected{by}",
+        S.EXPIRED: "expired",
+    }[proposal.state]
+
+
+def _expired(proposal: Proposal, now: datetime) -> Refused | None:
+    if now < proposal.expires_at:
+        return None
+    stamp = proposal.expires_at.strftime("%Y-%m-%d %H:%M:%S %Z").strip()
+    expired = transition(proposal, S.EXPIRED, SYSTEM_ACTOR, now, f"not approved by {stamp}")
+    return Refused(f"expired at {stamp}", expired, changed=True)
+
+
+def approve(
+    proposal: Proposal,
+    user: ChatUser,
+    policy: ApprovalPolicy,
+    now: datetime,
+    live: LiveCheck,
+) -> Decision:
+    """One approval click: checked for state, expiry, authority, staleness, and (where
+    two are needed) a second, different approver.
+
+    A first of two approvals is recorded in `approvals` and in the history as an
+    OFFERED -> OFFERED entry (who, when); the state does not move until the second."""
+    if proposal.state is not S.OFFERED:
+        return Refused(_settled(proposal), proposal)
+    late = _expired(proposal, now)
+    if late is not None:
+        return late
+    problem = may_approve(policy, user, proposal.namespace, proposal.action)
+    if problem:
+        return Refused(problem, proposal)
+    stale = revalidate(proposal, live)
+    if stale:
+        return Refused(f"stale: {stale}", proposal)
+    needed = approvals_needed(policy, proposal.namespace, proposal.action)
+    if user.id in proposal.approvals:
+        return Refused(
+            f"{user.id} already approved; a second, different approver is needed", proposal
+        )
+    approvals = (*proposal.approvals, user.id)
+    if len(approvals) < needed:
+        note = Transition(
+            S.OFFERED,
+            now,
+            user.id,
+            f"approval {len(approvals)} of {needed}; needs a different approver",
+            from_state=S.OFFERED,
+        )
+        recorded = dataclasses.replace(
+            proposal,
+            approvals=approvals,
+            history=(*proposal.history, note),
+            version=proposal.version + 1,
+        )
+        return NeedsSecondApprover(recorded, user.id)
+    reason = "approved by " + " and ".join(approvals)
+    approved = transition(proposal, S.APPROVED, user.id, now, reason)
+    return Approved(dataclasses.replace(approved, approvals=approvals), approvals)
+
+
+def reject(
+    proposal: Proposal,
+    user: ChatUser,
+    policy: ApprovalPolicy,
+    now: datetime,
+    reason: str = "",
+) -> Decision:
+    """A rejection click; only someone who could approve may reject."""
+    if proposal.state is not S.OFFERED:
+        return Refused(_settled(proposal), proposal)
+    late = _expired(proposal, now)
+    if late is not None:
+        return late
+    problem = may_approve(policy, user, proposal.namespace, proposal.action)
+    if problem:
+        return Refused(problem.replace("an approver for", "allowed to reject"), proposal)
+    return Rejected(transition(proposal, S.REJECTED, user.id, now, reason or "rejected"))
+
+
+def expire_due(proposals: Iterable[Proposal], now: datetime) -> tuple[Proposal, ...]:
+    """OFFERED proposals past their expiry, now EXPIRED (for the periodic job)."""
+    expired: list[Proposal] = []
+    for proposal in proposals:
+        if proposal.state is S.OFFERED:
+            late = _expired(proposal, now)
+            if late is not None:
+                expired.append(late.proposal)
+    return tuple(expired)
+
+
+def start(proposal: Proposal, now: datetime, actor: str = SYSTEM_ACTOR) -> Proposal:
+    """APPROVED -> RUNNING, as the executor begins."""
+    return transition(proposal, S.RUNNING, actor, now, "running")
+
+
+def finish(
+    proposal: Proposal, now: datetime, ok: bool, detail: str = "", actor: str = SYSTEM_ACTOR
+) -> Proposal:
+    """RUNNING -> SUCCEEDED (applied and verified) or FAILED, with what happened."""
+    to_state = S.SUCCEEDED if ok else S.FAILED
+    return transition(proposal, to_state, actor, now, detail or ("verified" if ok else "failed"))
+
+
+def recover(proposals: Iterable[Proposal], now: datetime) -> tuple[Proposal, ...]:
+    """After a restart: proposals found RUNNING were interrupted and are reported as
+    FAILED ("interrupted by a restart"); they are never run again. APPROVED ones have
+    not started, so they are left to the executor."""
+    return tuple(
+        transition(p, S.FAILED, SYSTEM_ACTOR, now, INTERRUPTED)
+        for p in proposals
+        if p.state is S.RUNNING
+    )

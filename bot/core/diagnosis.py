@@ -1,0 +1,77 @@
+"""The diagnosis service: inputs -> hits -> one Diagnosis, and its JSON form.
+
+Used by `pitcrew diagnose`, by playbook examples, and later by the live
+sources (which hand in signals and log streams of their own).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from io import BytesIO
+from typing import Any
+
+from bot.core.analysis import Facts, diagnose
+from bot.core.engine import Classifier, Hit
+from bot.core.inputs import InputPart, LogText
+from bot.core.inputs.reader import read_stream
+from bot.core.model import Diagnosis, Signal
+from bot.core.playbooks import Library
+
+
+class Engine:
+    """A library compiled once, ready to diagnose any number of inputs."""
+
+    def __init__(self, library: Library) -> None:
+        self.library = library
+        self.classifier = Classifier(library)
+
+    def hits(self, parts: Iterable[InputPart]) -> list[Hit]:
+        hits: list[Hit] = []
+        for part in parts:
+            if isinstance(part, Signal):
+                hits.extend(self.classifier.classify(part))
+            elif isinstance(part, LogText):
+                hits.extend(
+                    self.classifier.scan_log(
+                        part.chunks, part.source, part.origin, part.obj, part.workload
+                    )
+                )
+        return hits
+
+    def diagnose(self, parts: Iterable[InputPart], facts: Facts | None = None) -> Diagnosis:
+        return diagnose(self.hits(parts), self.library, facts)
+
+    def diagnose_text(self, text: str, origin: str = "<text>") -> Diagnosis:
+        return self.diagnose(read_stream(BytesIO(text.encode("utf-8")), origin))
+
+
+def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
+    """The `--format json` object (README documents its shape)."""
+    primary = diagnosis.primary
+    return {
+        "primary": str(primary.category) if primary else None,
+        "secondary": list(dict.fromkeys(str(f.category) for f in diagnosis.secondary)),
+        "findings": [
+            {
+                "playbook": r.finding.playbook,
+                "category": str(r.finding.category),
+                "severity": str(r.finding.severity),
+                "role": str(r.role),
+                "evidence": [e.text for e in r.finding.evidence],
+                "captures": dict(r.finding.captures),
+                "count": r.finding.count,
+            }
+            for r in diagnosis.findings
+        ],
+        "actions": [
+            {
+                "action": a.action,
+                "params": dict(a.params),
+                "offered": a.offered,
+                "reason": a.reason,
+                "preview": a.preview,
+            }
+            for a in diagnosis.actions
+        ],
+        "diagnosis": diagnosis.text,
+    }

@@ -1,0 +1,579 @@
+"""Correlation: findings about one workload inside a window become one incident.
+
+Why this exists: people need one card per failure, not one per log line or pod.
+A RayJob that dies because a worker pod was OOMKilled produces a driver-log
+clash, a SYSTEM_ERROR, an OOMKilled pod status and a RayJob Failed status, in
+any order, over a minute or two; a bad memory limit kills 340 pods of one
+RayCluster at once. This module folds all of that into one `Incident` per
+workload: the most causal finding is primary (re-ranked with
+`bot.core.analysis.rank_findings` as evidence arrives, so a clash first seen alone
+gives way to the OOM kill that caused it), repeats become counters, and the
+incident resolves when the workload is healthy again or has been quiet.
+
+Times are arrival times: the window and the quiet period are measured with the
+`now` each call is given, not with a finding's own timestamp, so a replayed or
+late signal cannot open an incident in the past.
+
+Pure in the sense that matters here: no I/O, no clock of its own (every call
+takes `now`), every result is a new immutable value. The `Correlator` keeps
+the open incidents of one pipeline thread in memory (the pipeline owns it, so
+no locks); its memory per incident is bounded by the config caps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from bot.core import analysis
+from bot.core.analysis import Facts, rank_findings
+from bot.core.model import (
+    Diagnosis,
+    Finding,
+    Incident,
+    IncidentNote,
+    IncidentState,
+    NotificationKind,
+    ObjectRef,
+    Role,
+    Signal,
+)
+from bot.core.playbooks import Library
+from bot.core.taxonomy import Category
+
+# -- workload identity ---------------------------------------------------------
+
+# Kinds that own the pods a failure shows up on, most encompassing first: a RayJob
+# owns its RayCluster and its Ray job submission, so it names the incident when known.
+WORKLOAD_KINDS: tuple[str, ...] = (
+    "RayJob",
+    "RayService",
+    "Deployment",
+    "StatefulSet",
+    "DaemonSet",
+    "CronJob",
+    "Job",
+    "RayCluster",
+)
+SUBMISSION_KIND = "RayJobSubmission"
+_PRIORITY = {kind: i for i, kind in enumerate((*WORKLOAD_KINDS, SUBMISSION_KIND))}
+_UNATTRIBUTED = "-"
+LABEL_PREFIX = "label."
+
+Item = Finding | Signal
+
+
+def _namespace(item: Item) -> str:
+    for ref in (item.workload, item.obj):
+        if ref is not None and ref.namespace:
+            return ref.namespace
+    return item.fields.get("namespace", "")
+
+
+def _cluster(item: Item) -> str:
+    # Only the `cluster` field, never `Signal.cluster`: findings carry fields but not the
+    # signal's attribute, and a signal and its finding must key to the same incident.
+    return item.fields.get("cluster", "")
+
+
+def submission_id(item: Item) -> str:
+    """The Ray job submission id a finding or signal names, if any (docs/signals.md)."""
+    fields = item.fields
+    if fields.get("submission_id"):
+        return fields["submission_id"]
+    if fields.get("rayjob") and fields.get("job_id"):
+        return fields["job_id"]  # a RayJob's status.jobId is the submission id
+    for ref in (item.workload, item.obj):
+        if ref is not None and ref.kind == SUBMISSION_KIND:
+            return ref.name
+    return ""
+
+
+def workload_refs(item: Item) -> tuple[ObjectRef, ...]:
+    """Every workload a finding or signal names, most encompassing first.
+
+    From the owning workload the source resolved, the object itself when it is a
+    workload, and the fields `rayjob`, `ray_cluster` and `submission_id`. A Ray job
+    submission has no Kubernetes namespace, so its reference has none either."""
+    namespace = _namespace(item)
+    found: list[ObjectRef] = []
+    for ref in (item.workload, item.obj):
+        if ref is not None and ref.kind in _PRIORITY and ref.kind != SUBMISSION_KIND:
+            found.append(ObjectRef(ref.kind, ref.name, ref.namespace or namespace))
+    fields = item.fields
+    if fields.get("rayjob"):
+        found.append(ObjectRef("RayJob", fields["rayjob"], namespace))
+    if fields.get("ray_cluster"):
+        found.append(ObjectRef("RayCluster", fields["ray_cluster"], namespace))
+    submission = submission_id(item)
+    if submission:
+        found.append(ObjectRef(SUBMISSION_KIND, submission))
+    unique = list(dict.fromkeys(found))
+    unique.sort(key=lambda ref: _PRIORITY[ref.kind])
+    return tuple(unique)
+
+
+def _key(cluster: str, ref: ObjectRef) -> str:
+    return f"{cluster}/{ref.namespace}/{ref.kind}/{ref.name}"
+
+
+def workload_keys(item: Item) -> tuple[str, ...]:
+    """The keys of every workload `item` names, most encompassing first; never empty.
+
+    Without a workload, the object itself (a Pod without owner, a Node) is the key;
+    without any reference, all unattributed findings of a namespace share one key."""
+    cluster = _cluster(item)
+    refs = workload_refs(item)
+    if refs:
+        return tuple(_key(cluster, ref) for ref in refs)
+    if item.obj is not None:
+        return (_key(cluster, ObjectRef(item.obj.kind, item.obj.name, _namespace(item))),)
+    return (f"{cluster}/{_namespace(item)}/{_UNATTRIBUTED}/{_UNATTRIBUTED}",)
+
+
+def workload_key(item: Item) -> str:
+    """`cluster/namespace/Kind/name` of the workload a finding or signal is about.
+
+    RayJob, RayService, Deployment, StatefulSet, DaemonSet, CronJob, Job, RayCluster or
+    `RayJobSubmission` (a Ray job submission id), most encompassing first; the cluster
+    part is the `cluster` field, empty when a source does not set it."""
+    return workload_keys(item)[0]
+
+
+def _workload_from_key(key: str) -> ObjectRef | None:
+    _, namespace, kind, name = key.split("/", 3)
+    return None if kind == _UNATTRIBUTED else ObjectRef(kind, name, namespace)
+
+
+# -- assessment: ranking and offers over an incident's findings ----------------
+
+Assess = Callable[[Sequence[Finding]], Diagnosis]
+"""Ranks an incident's findings and decides which actions are offered."""
+
+
+def rank_only(findings: Sequence[Finding]) -> Diagnosis:
+    """An assessment without a playbook library: precedence ranking, no actions."""
+    ranked = rank_findings(findings)
+    lines = [
+        f"{'Root cause' if r.role is Role.PRIMARY else 'Also seen'}: {r.finding.title}"
+        for r in ranked
+    ]
+    return Diagnosis(ranked, (), "\n".join(lines))
+
+
+def assessor(library: Library, facts: Facts | None = None) -> Assess:
+    """Ranking plus the library's offers and explanation, exactly as `bot.core.analysis` does
+    for one input, re-run whenever an incident's set of findings changes."""
+    known_facts: Facts = dict(facts or {})
+
+    def assess(findings: Sequence[Finding]) -> Diagnosis:
+        return analysis.assess(findings, library, known_facts)
+
+    return assess
+
+
+# -- configuration and results -------------------------------------------------
+
+
+class CorrelationConfig(BaseModel):
+    """How findings are grouped into incidents, and the memory caps per incident."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    window: timedelta = Field(
+        default=timedelta(minutes=10),
+        description="a finding joins its workload's incident if the last one came this recently",
+    )
+    quiet_period: timedelta = Field(
+        default=timedelta(minutes=30),
+        description="an incident with no new finding for this long resolves",
+    )
+    max_objects: int = Field(
+        default=5000, ge=1, description="distinct object names remembered per playbook"
+    )
+    max_evidence: int = Field(default=5, ge=1, description="evidence lines kept per playbook")
+    max_keys: int = Field(default=8, ge=1, description="workload keys one incident answers to")
+    max_notes: int = Field(default=20, ge=1, description="history notes kept per incident")
+    max_labels: int = Field(default=16, ge=0, description="labels kept per incident")
+
+    @model_validator(mode="after")
+    def _positive(self) -> CorrelationConfig:
+        if self.window <= timedelta(0):
+            raise ValueError("window must be positive")
+        if self.quiet_period < self.window:
+            raise ValueError("quiet_period cannot be shorter than window")
+        return self
+
+
+class ChangeKind(StrEnum):
+    OPENED = "opened"  # a new incident: the card must be posted
+    UPDATED = "updated"  # what the card says changed (a finding, the root cause, actions)
+    COUNTED = "counted"  # only counters moved (a storm): the card's numbers change
+    RESOLVED = "resolved"  # healthy again or quiet: the card must say so
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What one input did to one incident, and what the card must do about it."""
+
+    incident: Incident
+    kind: ChangeKind
+    primary_changed: bool = False
+    previous_primary: Category | None = None
+
+    @property
+    def card(self) -> NotificationKind:
+        """POST for a new incident; otherwise the existing card is UPDATED, never re-posted."""
+        return NotificationKind.POST if self.kind is ChangeKind.OPENED else NotificationKind.UPDATE
+
+
+HEALTHY_AGAIN = "the workload is healthy again"
+
+
+def incident_id(key: str, opened_at: datetime) -> str:
+    """Stable id from the workload key and the opening time (same input, same id)."""
+    digest = hashlib.sha1(f"{key}\x1f{opened_at.isoformat()}".encode()).hexdigest()
+    return f"inc-{digest[:10]}"
+
+
+def _duration(value: timedelta) -> str:
+    seconds = int(value.total_seconds())
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds // 3600} h"
+    if seconds >= 60:
+        return f"{seconds // 60} min"
+    return f"{seconds} s"
+
+
+# -- the correlator ------------------------------------------------------------
+
+
+class _Track:
+    """The mutable bookkeeping behind one open incident (never leaves this module)."""
+
+    __slots__ = ("capped", "counts", "incident", "keys", "names", "notes", "objects", "reps")
+
+    def __init__(self, incident: Incident, max_notes: int) -> None:
+        self.incident = incident
+        self.keys: list[str] = [incident.key, *incident.keys]
+        self.reps: dict[str, Finding] = {
+            r.finding.playbook: r.finding for r in incident.diagnosis.findings
+        }
+        self.counts: dict[str, int] = dict(incident.counts)
+        self.objects: dict[str, int] = dict(incident.objects)
+        self.names: dict[str, set[str]] = {}
+        self.capped: set[str] = set(incident.objects_capped)
+        self.notes: deque[IncidentNote] = deque(incident.notes, maxlen=max_notes)
+
+    @property
+    def last_seen(self) -> datetime:
+        return self.incident.last_seen_at or self.incident.updated_at
+
+
+class Correlator:
+    """The open incidents, keyed by workload; findings in, `Change` values out.
+
+    `add` folds a finding into its workload's incident (or opens one), `healthy`
+    resolves the incidents of a workload reported healthy, `tick` resolves quiet
+    ones. `restore` reloads open incidents after a restart."""
+
+    def __init__(self, assess: Assess = rank_only, config: CorrelationConfig | None = None) -> None:
+        self.config = config or CorrelationConfig()
+        self._assess = assess
+        self._tracks: dict[str, _Track] = {}
+        self._by_key: dict[str, str] = {}
+
+    # -- queries ---------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._tracks)
+
+    def get(self, incident_id: str) -> Incident | None:
+        track = self._tracks.get(incident_id)
+        return track.incident if track else None
+
+    def find(self, key: str) -> Incident | None:
+        """The open incident answering to a workload key, if any."""
+        found = self._by_key.get(key)
+        return self._tracks[found].incident if found else None
+
+    def open_incidents(self) -> tuple[Incident, ...]:
+        return tuple(t.incident for t in self._tracks.values())
+
+    # -- inputs ----------------------------------------------------------------
+
+    def add(self, finding: Finding, now: datetime) -> tuple[Change, ...]:
+        """Fold one finding in; usually one change, two when a stale incident of the same
+        workload had to be closed first (its window had passed)."""
+        keys = workload_keys(finding)
+        track = self._track_for(keys)
+        changes: list[Change] = []
+        if track is not None and now - track.last_seen > self.config.window:
+            quiet = f"no new findings for {_duration(now - track.last_seen)}"
+            changes.append(self._resolve(track, now, quiet))
+            track = None
+        if track is None:
+            changes.append(self._open(finding, keys, now))
+        else:
+            changes.append(self._absorb(track, finding, keys, now))
+        return tuple(changes)
+
+    def add_all(self, findings: Iterable[Finding], now: datetime) -> tuple[Change, ...]:
+        return tuple(change for finding in findings for change in self.add(finding, now))
+
+    def healthy(
+        self, item: Item | str, now: datetime, reason: str = HEALTHY_AGAIN
+    ) -> tuple[Change, ...]:
+        """Resolve the open incidents of the workload(s) `item` names (a signal, a finding
+        or a workload key) because that workload was reported healthy.
+
+        Call it for workload-level health (a RayJob running or succeeded, a RayCluster
+        ready, a Deployment available): one healthy pod of a RayCluster is not that."""
+        keys = (item,) if isinstance(item, str) else workload_keys(item)
+        ids = dict.fromkeys(self._by_key[k] for k in keys if k in self._by_key)
+        return tuple(self._resolve(self._tracks[i], now, reason) for i in ids)
+
+    def tick(self, now: datetime) -> tuple[Change, ...]:
+        """Resolve incidents that have had no new finding for the quiet period."""
+        quiet = self.config.quiet_period
+        stale = [t for t in self._tracks.values() if now - t.last_seen >= quiet]
+        reason = f"no new findings for {_duration(quiet)}"
+        return tuple(self._resolve(track, now, reason) for track in stale)
+
+    def next_due(self) -> datetime | None:
+        """When `tick` will next have something to resolve."""
+        if not self._tracks:
+            return None
+        return min(t.last_seen for t in self._tracks.values()) + self.config.quiet_period
+
+    def restore(self, incidents: Iterable[Incident]) -> None:
+        """Take back open incidents from the store after a restart. Distinct-object
+        counting continues from the stored numbers (names seen before are not kept)."""
+        for incident in incidents:
+            if incident.state is IncidentState.OPEN and incident.id not in self._tracks:
+                track = _Track(incident, self.config.max_notes)
+                self._tracks[incident.id] = track
+                for key in track.keys:
+                    self._by_key.setdefault(key, incident.id)
+
+    # -- internals -------------------------------------------------------------
+
+    def _track_for(self, keys: Sequence[str]) -> _Track | None:
+        for key in keys:
+            found = self._by_key.get(key)
+            if found is not None:
+                return self._tracks[found]
+        return None
+
+    def _open(self, finding: Finding, keys: tuple[str, ...], now: datetime) -> Change:
+        key = keys[0]
+        first = self._trim(finding)
+        diagnosis = self._assess([first])
+        workload = _workload_from_key(key)
+        namespace = _namespace(finding)
+        where = str(workload) if workload else f"namespace {namespace or '(unknown)'}"
+        note = IncidentNote(now, f"opened: {finding.category} on {where}")
+        incident = Incident(
+            id=incident_id(key, now),
+            key=key,
+            opened_at=now,
+            updated_at=now,
+            diagnosis=diagnosis,
+            workload=workload,
+            cluster=_cluster(finding),
+            namespace=namespace,
+            ray_job_id=submission_id(finding),
+            last_seen_at=now,
+            labels=self._labels(EMPTY_LABELS, finding),
+            notes=(note,),
+        )
+        track = _Track(incident, self.config.max_notes)
+        track.reps = {first.playbook: first}
+        track.counts = {finding.playbook: finding.count}
+        track.keys = [key]
+        self._tracks[incident.id] = track
+        self._link(track, keys)
+        self._count_object(track, finding)
+        track.incident = self._rebuild(track, now, diagnosis)
+        return Change(track.incident, ChangeKind.OPENED)
+
+    def _absorb(
+        self, track: _Track, finding: Finding, keys: tuple[str, ...], now: datetime
+    ) -> Change:
+        playbook = finding.playbook
+        track.counts[playbook] = track.counts.get(playbook, 0) + finding.count
+        self._count_object(track, finding)
+        self._link(track, keys)
+        old = track.incident
+        rep = track.reps.get(playbook)
+        merged = self._trim(finding) if rep is None else self._merge(rep, finding)
+        reshaped = merged is not rep
+        diagnosis = old.diagnosis
+        previous = old.diagnosis.primary
+        if reshaped:
+            track.reps[playbook] = merged
+            diagnosis = self._assess(list(track.reps.values()))
+            if rep is None or rep.category is not merged.category:
+                track.notes.append(IncidentNote(now, f"also seen: {merged.category}"))
+        current = diagnosis.primary
+        changed_from: Category | None = None
+        if (
+            previous is not None
+            and current is not None
+            and _identity(previous) != _identity(current)
+        ):
+            changed_from = previous.category
+            track.notes.append(
+                IncidentNote(now, f"root cause is now {current.category} (was {changed_from})")
+            )
+        incident = self._rebuild(
+            track,
+            now,
+            diagnosis,
+            labels=self._labels(old.labels, finding),
+            cluster=old.cluster or _cluster(finding),
+            namespace=old.namespace or _namespace(finding),
+            ray_job_id=old.ray_job_id or submission_id(finding),
+        )
+        track.incident = incident
+        return Change(
+            incident,
+            ChangeKind.UPDATED if reshaped else ChangeKind.COUNTED,
+            primary_changed=changed_from is not None,
+            previous_primary=changed_from,
+        )
+
+    def _rebuild(
+        self, track: _Track, now: datetime, diagnosis: Diagnosis, **changes: Any
+    ) -> Incident:
+        old = track.incident
+        return dataclasses.replace(
+            old,
+            **changes,
+            updated_at=now,
+            last_seen_at=now,
+            diagnosis=diagnosis,
+            counts=MappingProxyType(dict(track.counts)),
+            objects=MappingProxyType(dict(track.objects)),
+            objects_capped=tuple(sorted(track.capped)),
+            keys=tuple(track.keys[1:]),
+            revision=old.revision + 1,
+            notes=tuple(track.notes),
+        )
+
+    def _resolve(self, track: _Track, now: datetime, reason: str) -> Change:
+        incident = track.incident
+        self._tracks.pop(incident.id, None)
+        for key in track.keys:
+            if self._by_key.get(key) == incident.id:
+                del self._by_key[key]
+        track.notes.append(IncidentNote(now, f"resolved: {reason}"))
+        resolved = dataclasses.replace(
+            incident,
+            state=IncidentState.RESOLVED,
+            resolved_at=now,
+            updated_at=now,
+            resolution=reason,
+            revision=incident.revision + 1,
+            notes=tuple(track.notes),
+        )
+        return Change(resolved, ChangeKind.RESOLVED)
+
+    def _link(self, track: _Track, keys: Sequence[str]) -> None:
+        """Let the incident answer to every workload key the finding names (a RayJob
+        status names its RayCluster and submission), unless another incident has it."""
+        for key in keys:
+            if len(track.keys) >= self.config.max_keys:
+                return
+            if key not in self._by_key:
+                self._by_key[key] = track.incident.id
+                if key not in track.keys:
+                    track.keys.append(key)
+
+    def _count_object(self, track: _Track, finding: Finding) -> None:
+        if finding.obj is None:
+            return
+        playbook = finding.playbook
+        if playbook in track.capped:
+            return
+        names = track.names.setdefault(playbook, set())
+        name = str(finding.obj)
+        if name in names:
+            return
+        if len(names) >= self.config.max_objects:
+            # From here on the count is a lower bound; the names are no longer needed.
+            track.capped.add(playbook)
+            del track.names[playbook]
+            return
+        names.add(name)
+        track.objects[finding.playbook] = track.objects.get(finding.playbook, 0) + 1
+
+    def _trim(self, finding: Finding) -> Finding:
+        if len(finding.evidence) <= self.config.max_evidence:
+            return finding
+        return dataclasses.replace(finding, evidence=finding.evidence[: self.config.max_evidence])
+
+    def _merge(self, rep: Finding, new: Finding) -> Finding:
+        """The finding that represents a playbook on the card: a strong one replaces a
+        weak one; otherwise missing captures, fields and evidence lines are added
+        (bounded). Returns `rep` itself when nothing changed, so callers can tell."""
+        limit = self.config.max_evidence
+        if rep.weak and not new.weak:
+            evidence = tuple(dict.fromkeys((*new.evidence, *rep.evidence)))[:limit]
+            return dataclasses.replace(new, evidence=evidence)
+        captures = _missing(rep.captures, new.captures)
+        fields = _missing(rep.fields, new.fields)
+        evidence = rep.evidence
+        if len(evidence) < limit:
+            extra = tuple(e for e in new.evidence if e not in evidence)
+            evidence = (*evidence, *extra)[:limit]
+        if captures is None and fields is None and evidence == rep.evidence:
+            return rep
+        return dataclasses.replace(
+            rep,
+            captures=captures if captures is not None else rep.captures,
+            fields=fields if fields is not None else rep.fields,
+            evidence=evidence,
+            obj=rep.obj or new.obj,
+            workload=rep.workload or new.workload,
+        )
+
+    def _labels(self, current: Mapping[str, str], finding: Finding) -> Mapping[str, str]:
+        """Fields named `label.KEY` (set by sources from workload labels) become labels."""
+        extra = {
+            k.removeprefix(LABEL_PREFIX): v
+            for k, v in finding.fields.items()
+            if k.startswith(LABEL_PREFIX) and k.removeprefix(LABEL_PREFIX) not in current
+        }
+        if not extra or len(current) >= self.config.max_labels:
+            return current
+        merged = dict(current)
+        for key, value in extra.items():
+            if len(merged) >= self.config.max_labels:
+                break
+            merged[key] = value
+        return MappingProxyType(merged)
+
+
+EMPTY_LABELS: Mapping[str, str] = MappingProxyType({})
+
+
+def _identity(finding: Finding) -> tuple[str, Category]:
+    return (finding.playbook, finding.category)
+
+
+def _missing(base: Mapping[str, str], new: Mapping[str, str]) -> Mapping[str, str] | None:
+    """`base` plus the keys only `new` has, or None when `new` adds nothing."""
+    added = {k: v for k, v in new.items() if k not in base}
+    if not added:
+        return None
+    return MappingProxyType({**base, **added})

@@ -1,0 +1,331 @@
+"""The values that flow through pitcrew's pipeline (DESIGN.md "The pipeline").
+
+signals -> findings -> incidents -> proposals -> reports. All are immutable;
+stages take values and return new ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+from bot.core.taxonomy import Category
+
+EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+def frozen_map(values: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """A read-only copy, so values stay immutable once built."""
+    return MappingProxyType(dict(values or {}))
+
+
+class SourceKind(StrEnum):
+    """Where a signal was observed (TAXONOMY.md's names, plus the objects pitcrew reads)."""
+
+    K8S_EVENT = "k8s_event"
+    POD_STATUS = "pod_status"
+    NODE_STATUS = "node_status"
+    RAY_JOB = "ray_job"
+    RAY_CLUSTER = "ray_cluster"
+    RAY_ACTOR = "ray_actor"
+    DRIVER_LOG = "driver_log"
+    WORKER_LOG = "worker_log"
+
+
+LOG_SOURCES = frozenset({SourceKind.DRIVER_LOG, SourceKind.WORKER_LOG})
+
+
+class Severity(StrEnum):
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+    CRITICAL = "critical"
+
+    @property
+    def weight(self) -> int:
+        return _SEVERITY_WEIGHT[self]
+
+
+_SEVERITY_WEIGHT = {Severity.INFO: 0, Severity.WARNING: 1, Severity.ERROR: 2, Severity.CRITICAL: 3}
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    """A Kubernetes object or a Ray entity (kind `RayJobSubmission`, `RayActor`)."""
+
+    kind: str
+    name: str
+    namespace: str = ""
+
+    def __str__(self) -> str:
+        scope = f"{self.namespace}/" if self.namespace else ""
+        return f"{scope}{self.kind.lower()}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """One normalized observation: a pod status, an event, a job status, a log window."""
+
+    source: SourceKind
+    text: str
+    reason: str = ""
+    fields: Mapping[str, str] = field(default_factory=lambda: EMPTY)
+    obj: ObjectRef | None = None
+    workload: ObjectRef | None = None
+    cluster: str = ""
+    time: datetime | None = None
+    origin: str = ""
+    line: int | None = None
+
+    @property
+    def namespace(self) -> str:
+        for ref in (self.workload, self.obj):
+            if ref is not None and ref.namespace:
+                return ref.namespace
+        return ""
+
+    @property
+    def fingerprint(self) -> str:
+        """Stable identity of what was observed, independent of when."""
+        parts = (self.source, self.cluster, str(self.obj), self.reason, self.text)
+        return hashlib.sha1("\x1f".join(parts).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """A line (or a few) that made a playbook match, with where it came from."""
+
+    text: str
+    source: SourceKind
+    origin: str = ""
+    line: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A playbook matched one or more signals of one input or workload."""
+
+    playbook: str
+    category: Category
+    severity: Severity
+    title: str
+    signature: str
+    source: SourceKind
+    captures: Mapping[str, str] = field(default_factory=lambda: EMPTY)
+    evidence: tuple[Evidence, ...] = ()
+    count: int = 1
+    weak: bool = False
+    obj: ObjectRef | None = None
+    workload: ObjectRef | None = None
+    fields: Mapping[str, str] = field(default_factory=lambda: EMPTY)
+    time: datetime | None = None
+    reason: str = ""
+
+
+class Role(StrEnum):
+    PRIMARY = "primary"
+    SECONDARY = "secondary"
+
+
+@dataclass(frozen=True, slots=True)
+class RankedFinding:
+    finding: Finding
+    role: Role
+
+
+@dataclass(frozen=True, slots=True)
+class ActionOffer:
+    """An action a playbook may offer, and whether the engine offers it here and why not."""
+
+    action: str
+    params: Mapping[str, Any]
+    offered: bool
+    reason: str
+    playbook: str
+    preview: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """The engine's verdict on one body of evidence: ranked findings, actions, explanation."""
+
+    findings: tuple[RankedFinding, ...]
+    actions: tuple[ActionOffer, ...]
+    text: str
+
+    @property
+    def primary(self) -> Finding | None:
+        for ranked in self.findings:
+            if ranked.role is Role.PRIMARY:
+                return ranked.finding
+        return None
+
+    @property
+    def secondary(self) -> tuple[Finding, ...]:
+        return tuple(r.finding for r in self.findings if r.role is Role.SECONDARY)
+
+
+class IncidentState(StrEnum):
+    OPEN = "open"
+    RESOLVED = "resolved"
+
+
+@dataclass(frozen=True, slots=True)
+class IncidentNote:
+    """One line of an incident's own history (opened, root cause changed, resolved)."""
+
+    at: datetime
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Incident:
+    """Findings about one workload inside a correlation window, with one primary cause."""
+
+    id: str
+    key: str
+    opened_at: datetime
+    updated_at: datetime
+    diagnosis: Diagnosis
+    workload: ObjectRef | None = None
+    cluster: str = ""
+    namespace: str = ""
+    ray_job_id: str = ""
+    counts: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    state: IncidentState = IncidentState.OPEN
+    resolved_at: datetime | None = None
+    # Added for correlation and notification (bot.core.incidents, bot.core.notify); all optional.
+    last_seen_at: datetime | None = None
+    keys: tuple[str, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=lambda: EMPTY)
+    objects: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    objects_capped: tuple[str, ...] = ()
+    revision: int = 0
+    resolution: str = ""
+    notes: tuple[IncidentNote, ...] = ()
+
+
+class ProposalState(StrEnum):
+    OFFERED = "offered"
+    APPROVED = "approved"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    to_state: ProposalState
+    at: datetime
+    actor: str = ""
+    reason: str = ""
+    from_state: ProposalState | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    """An offered action with its concrete target, parameters, preview and history."""
+
+    id: str
+    incident_id: str
+    action: str
+    params: Mapping[str, Any]
+    preview: str
+    state: ProposalState
+    created_at: datetime
+    expires_at: datetime
+    target: ObjectRef | None = None
+    preconditions: tuple[str, ...] = ()
+    history: tuple[Transition, ...] = field(default=())
+    # Added for approvals (bot.core.approvals); all optional.
+    namespace: str = ""
+    playbook: str = ""
+    reason: str = ""
+    approvals: tuple[str, ...] = ()
+    version: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ReportAction:
+    proposal_id: str
+    action: str
+    preview: str
+    state: ProposalState
+    impact: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """What a card shows, neutral of the chat that renders it."""
+
+    title: str
+    severity: Severity
+    status: str
+    where: Mapping[str, str]
+    primary: str
+    secondary: tuple[str, ...]
+    evidence: tuple[str, ...]
+    diagnosis: str
+    actions: tuple[ReportAction, ...] = ()
+    withheld: tuple[str, ...] = ()
+    history: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Silence:
+    """Mutes notifications whose labels match every key of `matchers` until `ends_at`.
+
+    Keys: `playbook`, `category`, `namespace`, `workload`, `incident`."""
+
+    id: str
+    matchers: Mapping[str, str]
+    starts_at: datetime
+    ends_at: datetime
+    author: str
+    reason: str = ""
+
+
+class NotificationKind(StrEnum):
+    POST = "post"
+    UPDATE = "update"
+    REPLY = "reply"
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """A message for the chat, queued in the outbox until delivered."""
+
+    incident_id: str
+    kind: NotificationKind
+    channel: str
+    report: Report | None
+    text: str = ""
+    created_at: datetime | None = None
+    id: int | None = None
+
+
+class ActionResult(StrEnum):
+    STARTED = "started"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerEntry:
+    """What an executed action did, for the audit trail."""
+
+    proposal_id: str
+    action: str
+    approver: str
+    started_at: datetime
+    result: ActionResult
+    detail: str = ""
+    finished_at: datetime | None = None

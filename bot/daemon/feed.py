@@ -1,0 +1,98 @@
+"""What travels on the pipeline's one queue: observations, health notices and ticks.
+
+Why this exists: sources (Kubernetes watches, the Ray poller, `POST /ingest`),
+the scheduler and the service all hand work to one pipeline thread, which is
+what lets the core run without locks. They share these few values and the
+`Sink` interface, and need nothing else from the pipeline. Pure: values only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from bot.core.incidents import HEALTHY_AGAIN
+from bot.core.inputs import InputPart, LogText
+from bot.core.model import Finding, ObjectRef, frozen_map
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What the sender knows about where evidence came from (the cluster, the namespace,
+    the owning workload), for findings that do not say it themselves: a driver log
+    names no RayCluster, but the caller that fetched it knows which one it was."""
+
+    cluster: str = ""
+    namespace: str = ""
+    workload: ObjectRef | None = None
+
+    def apply(self, finding: Finding) -> Finding:
+        """The finding, completed with what it lacks; what it says itself wins."""
+        fields = dict(finding.fields)
+        if self.cluster:
+            fields.setdefault("cluster", self.cluster)
+        namespace = self.namespace or (self.workload.namespace if self.workload else "")
+        if namespace:
+            fields.setdefault("namespace", namespace)
+        workload = finding.workload
+        if workload is None and self.workload is not None:
+            workload = self.workload
+        if fields == dict(finding.fields) and workload is finding.workload:
+            return finding
+        return dataclasses.replace(finding, fields=frozen_map(fields), workload=workload)
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """Signals and log text observed together (one paste, one poll, one watch event)."""
+
+    parts: tuple[InputPart, ...]
+    context: Context = field(default_factory=Context)
+
+
+def observe(parts: Iterable[InputPart], context: Context | None = None) -> Observation:
+    """An observation whose log chunks are read now, so it can wait on a queue and be
+    consumed by another thread (a `LogText` may hold a one-shot stream)."""
+    kept: list[InputPart] = []
+    for part in parts:
+        if isinstance(part, LogText):
+            part = dataclasses.replace(part, chunks=tuple(part.chunks))
+        kept.append(part)
+    return Observation(tuple(kept), context or Context())
+
+
+@dataclass(frozen=True, slots=True)
+class Healthy:
+    """The workload is healthy again (a RayJob running or succeeded, a RayCluster ready,
+    a Deployment available): its open incidents resolve."""
+
+    workload: ObjectRef
+    cluster: str = ""
+    reason: str = HEALTHY_AGAIN
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """Time passed: resolve quiet incidents, send what is due, notice proposal changes."""
+
+
+@dataclass(frozen=True, slots=True)
+class Refresh:
+    """An incident's proposals changed in this process (a click, an action's result):
+    decide about its card now; `urgent` skips the update interval for a person's click."""
+
+    incident_id: str
+    urgent: bool = False
+
+
+Item = Observation | Healthy | Tick | Refresh
+
+
+class Sink(Protocol):
+    """Where sources put items: the pipeline's queue."""
+
+    def submit(self, item: Item) -> bool:
+        """Queue `item`; False when the queue stayed full (the caller may retry or drop)."""
+        ...

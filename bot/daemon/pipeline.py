@@ -1,0 +1,373 @@
+"""The main flow, readable top to bottom, on one thread that owns the open incidents.
+
+Why this exists: everything pitcrew observes ends here, and the order of the
+steps is the product's promise (DESIGN.md "The pipeline"):
+
+    observation -> classify (Engine) -> findings
+                -> correlate (Correlator.add) -> incident changes
+                -> store the incident and its findings
+                -> proposals for the actions it now offers (approvals.reconcile)
+                -> the card: build_report -> notify.decide -> outbox (with the delivery record)
+
+Sources, the HTTP ingest, the scheduler's ticks and the service's refreshes
+all put items on one queue (`bot.daemon.feed`); this thread takes them one at a
+time, so the Correlator and the delivery records need no locks. Ticks resolve
+quiet incidents, send what `notify.decide` asked to be decided later (group
+wait, update interval, reminders), pick up silences, and notice proposal
+changes other threads or processes made (a `pitcrew approve` in another
+shell moves a proposal in the store; the next tick updates its card).
+
+On start, `restore` takes back the open incidents and unfinished cards from
+the store and reports actions a crash interrupted in their card's thread;
+those are never run again. The store is reached through `bot.daemon.ports`.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+
+from bot.core import approvals
+from bot.core.analysis import findings_from_hits
+from bot.core.diagnosis import Engine
+from bot.core.incidents import Change, ChangeKind, Correlator
+from bot.core.model import (
+    Finding,
+    Incident,
+    IncidentState,
+    Notification,
+    NotificationKind,
+    Proposal,
+    ProposalState,
+    Signal,
+    Silence,
+    SourceKind,
+    frozen_map,
+)
+from bot.core.notify import Delivery, NotifyConfig, decide
+from bot.core.reports import build_report
+from bot.daemon.feed import Healthy, Item, Observation, Refresh, Tick
+from bot.daemon.metrics import Metrics
+from bot.daemon.ports import Clock, PipelineStore, ProposalChange
+
+log = logging.getLogger("pitcrew.pipeline")
+
+S = ProposalState
+_STOP = object()
+# Proposal moves a person is waiting to see on the card (the update interval is skipped).
+_URGENT = frozenset({S.APPROVED, S.RUNNING, S.SUCCEEDED, S.FAILED, S.REJECTED})
+# Changes after which the incident may offer other actions than before.
+_RESHAPED = frozenset({ChangeKind.OPENED, ChangeKind.UPDATED})
+
+
+def _nothing() -> None:
+    return None
+
+
+class Pipeline:
+    """Consumes the queue on its own thread; `process` handles one item (tests and the
+    benchmark call it directly with a hand-driven clock)."""
+
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        correlator: Correlator,
+        store: PipelineStore,
+        notify: NotifyConfig,
+        clock: Clock,
+        metrics: Metrics | None = None,
+        proposal_ttl: timedelta = approvals.DEFAULT_TTL,
+        propose: bool = True,
+        queue_size: int = 10000,
+        queued: Callable[[], None] = _nothing,
+    ) -> None:
+        self._engine = engine
+        self._correlator = correlator
+        self._store = store
+        self._notify = notify
+        self._clock = clock
+        self._metrics = metrics or Metrics()
+        self._ttl = proposal_ttl
+        self._propose = propose
+        self._queued = queued  # called after notifications were queued (wakes the outbox)
+        self._queue: queue.Queue[tuple[object, float]] = queue.Queue(queue_size)
+        self._deliveries: dict[str, Delivery] = {}
+        self._due: dict[str, datetime] = {}  # incident id -> when to decide about its card
+        self._resolved: dict[str, Incident] = {}  # resolved, card not final yet
+        self._silences: tuple[Silence, ...] = ()
+        self._seen_change = 0
+        self._thread: threading.Thread | None = None
+
+    # -- the queue and the thread ---------------------------------------------------------
+
+    def submit(self, item: Item, timeout: float = 1.0) -> bool:
+        """Queue an item; False when the queue stayed full for `timeout` seconds."""
+        try:
+            self._queue.put((item, time.monotonic()), timeout=timeout)
+        except queue.Full:
+            return False
+        self._metrics.queue_depth.set(self._queue.qsize())
+        return True
+
+    def pending(self) -> int:
+        return self._queue.qsize()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="pitcrew-pipeline", daemon=True)
+        self._thread.start()
+
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def stop(self, timeout: float) -> bool:
+        """Finish what is queued, then stop; False if that took longer than `timeout`."""
+        if self._thread is None:
+            return True
+        deadline = time.monotonic() + timeout
+        try:
+            self._queue.put((_STOP, time.monotonic()), timeout=max(timeout, 0.001))
+        except queue.Full:
+            return False
+        self._thread.join(max(deadline - time.monotonic(), 0))
+        return not self._thread.is_alive()
+
+    def _loop(self) -> None:
+        while True:
+            item, queued_at = self._queue.get()
+            if item is _STOP:
+                return
+            try:
+                self.process(item)  # type: ignore[arg-type]
+            except Exception as error:
+                log.error("could not process %s: %s", type(item).__name__, error)
+            if isinstance(item, Observation):
+                self._metrics.pipeline_lag.observe(time.monotonic() - queued_at)
+            self._metrics.queue_depth.set(self._queue.qsize())
+
+    # -- after a restart -----------------------------------------------------------------
+
+    def restore(self) -> None:
+        """Take back open incidents and unfinished cards; report interrupted actions."""
+        now = self._clock()
+        open_incidents = self._store.open_incidents()
+        self._correlator.restore(open_incidents)
+        self._seen_change = self._store.last_proposal_change()
+        self._silences = self._store.active_silences(now)
+        for delivery in self._store.pending_deliveries():
+            self._deliveries[delivery.incident_id] = delivery
+            self._due[delivery.incident_id] = now
+        for incident in open_incidents:
+            self._due[incident.id] = now
+        self._recover_interrupted(now)
+        self._metrics.open_incidents.set(len(self._correlator))
+        log.info(
+            "restored %d open incidents and %d unfinished cards",
+            len(open_incidents),
+            len(self._deliveries),
+        )
+
+    def _recover_interrupted(self, now: datetime) -> None:
+        running = self._store.proposals_in_state(S.RUNNING)
+        for failed in approvals.recover(running, now):
+            reason = failed.history[-1].reason
+            moved = self._store.transition(
+                failed.id, S.RUNNING, S.FAILED, approvals.SYSTEM_ACTOR, now, reason
+            )
+            if moved is None:
+                continue
+            self._store.mark_interrupted(failed.id, now)
+            log.warning("proposal %s (%s) was interrupted by a restart", failed.id, failed.action)
+            self._say_in_thread(
+                failed.incident_id,
+                f"{failed.action} ({failed.id}) was interrupted by a restart while running; "
+                "it was not run again. Check its target before approving anything else.",
+                now,
+            )
+            self._due[failed.incident_id] = now
+
+    # -- one item --------------------------------------------------------------------------
+
+    def process(self, item: Item) -> None:
+        now = self._clock()
+        if isinstance(item, Observation):
+            self._observe(item, now)
+        elif isinstance(item, Healthy):
+            self._healthy(item, now)
+        elif isinstance(item, Tick):
+            self._tick(now)
+        elif isinstance(item, Refresh):
+            self._refresh(item.incident_id, now, urgent=item.urgent)
+
+    def _observe(self, observation: Observation, now: datetime) -> None:
+        """All findings of one observation first, then one decision per incident touched:
+        a driver log's three findings are one card, not a post and two updates."""
+        latest: dict[str, Change] = {}
+        reshaped: set[str] = set()
+        for finding in self._classify(observation):
+            for change in self._correlator.add(finding, now):
+                self._keep(change, (finding,), now)
+                latest[change.incident.id] = change
+                if change.kind in _RESHAPED:
+                    reshaped.add(change.incident.id)
+        for incident_id, change in latest.items():
+            self._follow_up(change.incident, incident_id in reshaped, now)
+        self._metrics.open_incidents.set(len(self._correlator))
+
+    def _classify(self, observation: Observation) -> list[Finding]:
+        for part in observation.parts:
+            self._metrics.signals.labels(source=str(part.source)).inc()
+        hits = self._engine.hits(observation.parts)
+        findings = [observation.context.apply(f) for f in findings_from_hits(hits)]
+        for finding in findings:
+            self._metrics.findings.labels(category=str(finding.category)).inc()
+        return findings
+
+    def _healthy(self, notice: Healthy, now: datetime) -> None:
+        fields = frozen_map({"cluster": notice.cluster} if notice.cluster else {})
+        signal = Signal(SourceKind.K8S_EVENT, "", fields=fields, workload=notice.workload)
+        for change in self._correlator.healthy(signal, now, notice.reason):
+            self._record(change, (), now)
+        self._metrics.open_incidents.set(len(self._correlator))
+
+    def _tick(self, now: datetime) -> None:
+        for change in self._correlator.tick(now):
+            self._record(change, (), now)
+        self._notice_proposal_changes(now)
+        self._notice_silences(now)
+        for incident_id in [i for i, at in self._due.items() if at <= now]:
+            self._refresh(incident_id, now, urgent=False)
+        self._metrics.open_incidents.set(len(self._correlator))
+
+    # -- the steps ---------------------------------------------------------------------------
+
+    def _record(self, change: Change, findings: Iterable[Finding], now: datetime) -> None:
+        self._keep(change, findings, now)
+        self._follow_up(change.incident, change.kind in _RESHAPED, now)
+
+    def _keep(self, change: Change, findings: Iterable[Finding], now: datetime) -> None:
+        """Store the incident as it now stands, and the findings that changed it."""
+        incident = change.incident
+        self._store.upsert_incident(incident)
+        self._store.append_findings(incident.id, findings, now)
+        if change.kind is ChangeKind.OPENED:
+            self._metrics.incidents.inc()
+            log.info("incident %s opened: %s", incident.id, _cause(incident))
+        elif change.primary_changed:
+            log.info("incident %s: root cause is now %s", incident.id, _cause(incident))
+        elif change.kind is ChangeKind.RESOLVED:
+            self._resolved[incident.id] = incident
+            log.info("incident %s resolved: %s", incident.id, incident.resolution)
+
+    def _follow_up(self, incident: Incident, reshaped: bool, now: datetime) -> None:
+        """Proposals in step with what the incident now offers, then the card."""
+        proposals = self._proposals(incident, reshaped, now)
+        self._decide(incident, proposals, now, urgent=False)
+
+    def _proposals(self, incident: Incident, reshaped: bool, now: datetime) -> tuple[Proposal, ...]:
+        existing = self._store.proposals_for_incident(incident.id)
+        if not self._propose or not reshaped or incident.state is not IncidentState.OPEN:
+            return existing
+        changed = approvals.reconcile(incident, existing, now, self._ttl)
+        if not changed:
+            return existing
+        known = {p.id for p in existing}
+        for proposal in changed:
+            if proposal.id not in known:
+                self._store.create_proposal(proposal)
+                log.info("proposal %s offered: %s", proposal.id, proposal.preview)
+            else:
+                reason = proposal.history[-1].reason
+                self._store.transition(
+                    proposal.id, S.OFFERED, proposal.state, approvals.SYSTEM_ACTOR, now, reason
+                )
+        return self._store.proposals_for_incident(incident.id)
+
+    def _decide(
+        self, incident: Incident, proposals: Iterable[Proposal], now: datetime, *, urgent: bool
+    ) -> None:
+        """What the chat should see now (notify.decide), queued with its delivery record."""
+        report = build_report(incident, tuple(proposals))
+        previous = self._deliveries.get(incident.id) or self._store.delivery(incident.id)
+        decision = decide(
+            incident, report, previous, self._silences, self._notify, now, urgent=urgent
+        )
+        if decision.notifications or decision.delivery != previous or decision.done:
+            self._store.save_delivery(decision.delivery, decision.notifications, done=decision.done)
+        if decision.done:
+            self._forget(incident.id)
+        else:
+            self._deliveries[incident.id] = decision.delivery
+            if decision.next_at is None:
+                self._due.pop(incident.id, None)
+            else:
+                self._due[incident.id] = decision.next_at
+        if decision.notifications:
+            self._queued()
+
+    def _refresh(self, incident_id: str, now: datetime, *, urgent: bool) -> None:
+        incident = (
+            self._correlator.get(incident_id)
+            or self._resolved.get(incident_id)
+            or self._store.incident(incident_id)
+        )
+        if incident is None:
+            self._forget(incident_id)
+            return
+        self._decide(incident, self._store.proposals_for_incident(incident_id), now, urgent=urgent)
+
+    def _notice_proposal_changes(self, now: datetime) -> None:
+        """Cards of incidents whose proposals moved since the last look (any process)."""
+        urgent: dict[str, bool] = {}
+        while True:
+            changes = self._store.proposal_changes(self._seen_change)
+            for change in changes:
+                self._metrics.proposals.labels(state=str(change.to_state)).inc()
+                urgent[change.incident_id] = urgent.get(change.incident_id, False) or _is_urgent(
+                    change
+                )
+            if not changes:
+                break
+            self._seen_change = changes[-1].seq
+        for incident_id, is_urgent in urgent.items():
+            self._refresh(incident_id, now, urgent=is_urgent)
+
+    def _notice_silences(self, now: datetime) -> None:
+        """A silence added, ended or expired: every card is decided again."""
+        current = self._store.active_silences(now)
+        if {s.id: s.ends_at for s in current} == {s.id: s.ends_at for s in self._silences}:
+            return
+        self._silences = current
+        for incident in self._correlator.open_incidents():
+            self._due[incident.id] = now
+        for incident_id in self._deliveries:
+            self._due[incident_id] = now
+
+    def _say_in_thread(self, incident_id: str, text: str, now: datetime) -> None:
+        delivery = self._deliveries.get(incident_id) or self._store.delivery(incident_id)
+        if delivery is None or not delivery.posted:
+            return  # the card is not out yet; it will show the history when it is
+        reply = Notification(incident_id, NotificationKind.REPLY, delivery.channel, None, text, now)
+        self._store.enqueue(reply)
+        self._queued()
+
+    def _forget(self, incident_id: str) -> None:
+        self._deliveries.pop(incident_id, None)
+        self._due.pop(incident_id, None)
+        self._resolved.pop(incident_id, None)
+
+
+def _is_urgent(change: ProposalChange) -> bool:
+    if change.to_state in _URGENT:
+        return True
+    return change.to_state is S.OFFERED and change.actor != approvals.SYSTEM_ACTOR
+
+
+def _cause(incident: Incident) -> str:
+    primary = incident.diagnosis.primary
+    where = str(incident.workload) if incident.workload else incident.key
+    return f"{primary.category if primary else 'no failure'} on {where}"

@@ -1,0 +1,219 @@
+"""The interfaces the daemon's workers depend on, so they never import an adapter.
+
+Why this exists: the pipeline, the outbox worker, the service and the action
+runner need durable state, but the only module allowed to import `sqlite3` is
+`bot.adapters.sqlite.store`. They name what they need here, as Protocols that
+`bot.adapters.sqlite.store.Store` satisfies structurally; tests and benchmarks
+may pass anything that does too.
+The clock is a port as well: every worker asks it for `now`, so tests can drive
+time by hand. Pure: values and Protocols only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+from bot.core.model import (
+    ActionResult,
+    Finding,
+    Incident,
+    LedgerEntry,
+    Notification,
+    ObjectRef,
+    Proposal,
+    ProposalState,
+    Silence,
+)
+from bot.core.notify import Delivery
+
+Clock = Callable[[], datetime]
+"""Returns the current time, timezone-aware."""
+
+
+def utcnow() -> datetime:
+    """The real clock."""
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class ProposalChange:
+    """One recorded transition of a proposal, with the store's sequence number."""
+
+    seq: int
+    proposal_id: str
+    incident_id: str
+    to_state: ProposalState
+    actor: str
+    at: datetime
+
+
+class QueuedMessage(Protocol):
+    """An undelivered notification as the outbox returns it."""
+
+    @property
+    def notification(self) -> Notification: ...
+
+    @property
+    def attempts(self) -> int: ...
+
+
+class ApprovalRecord(Protocol):
+    """One approver's recorded approval."""
+
+    @property
+    def approver(self) -> str: ...
+
+
+class ProposalStore(Protocol):
+    """Proposals and the compare-and-swap that moves them once."""
+
+    def get_proposal(self, proposal_id: str) -> Proposal | None: ...
+
+    def proposals_for_incident(self, incident_id: str) -> tuple[Proposal, ...]: ...
+
+    def proposals_in_state(self, state: ProposalState) -> tuple[Proposal, ...]: ...
+
+    def create_proposal(self, proposal: Proposal) -> Proposal: ...
+
+    def transition(
+        self,
+        proposal_id: str,
+        expected_state: ProposalState,
+        new_state: ProposalState,
+        actor: str,
+        at: datetime,
+        reason: str = "",
+    ) -> Proposal | None: ...
+
+
+class LedgerStore(Protocol):
+    """The action ledger: started before an action runs, finished after."""
+
+    def start_action(self, entry: LedgerEntry) -> None: ...
+
+    def finish_action(
+        self, proposal_id: str, result: ActionResult, at: datetime, detail: str = ""
+    ) -> LedgerEntry | None: ...
+
+    def mark_interrupted(self, proposal_id: str, at: datetime) -> LedgerEntry | None: ...
+
+
+class RunnerStore(ProposalStore, LedgerStore, Protocol):
+    """What the action runner needs."""
+
+
+class PipelineStore(ProposalStore, LedgerStore, Protocol):
+    """What the pipeline thread needs: incidents, findings, proposals, silences and the
+    delivery records written together with the notifications they queue."""
+
+    def upsert_incident(self, incident: Incident) -> None: ...
+
+    def incident(self, incident_id: str) -> Incident | None: ...
+
+    def open_incidents(
+        self, namespace: str | None = None, workload: ObjectRef | None = None
+    ) -> tuple[Incident, ...]: ...
+
+    def append_findings(
+        self, incident_id: str, findings: Iterable[Finding], at: datetime
+    ) -> None: ...
+
+    def active_silences(self, now: datetime) -> tuple[Silence, ...]: ...
+
+    def enqueue(self, notification: Notification) -> Notification: ...
+
+    def save_delivery(
+        self,
+        delivery: Delivery,
+        notifications: Iterable[Notification] = (),
+        *,
+        done: bool = False,
+    ) -> tuple[Notification, ...]: ...
+
+    def delivery(self, incident_id: str) -> Delivery | None: ...
+
+    def pending_deliveries(self) -> tuple[Delivery, ...]: ...
+
+    def proposal_changes(self, after: int, limit: int = 1000) -> tuple[ProposalChange, ...]: ...
+
+    def last_proposal_change(self) -> int: ...
+
+
+class OutboxStore(Protocol):
+    """The notification outbox and the chat references of delivered cards."""
+
+    def next_due(self, now: datetime) -> QueuedMessage | None: ...
+
+    def mark_delivered(self, message_id: int, chat_ref: str, at: datetime) -> bool: ...
+
+    def mark_failed(self, message_id: int, error: str, next_attempt_at: datetime) -> bool: ...
+
+    def mark_abandoned(self, message_id: int, error: str, at: datetime) -> bool: ...
+
+    def chat_ref(self, incident_id: str, channel: str | None = None) -> str | None: ...
+
+    def pending_notifications(self) -> int: ...
+
+
+class ServiceStore(ProposalStore, Protocol):
+    """What the operations people and chats call need."""
+
+    def add_approval(
+        self,
+        proposal_id: str,
+        approver: str,
+        at: datetime,
+        expected_state: ProposalState = ProposalState.OFFERED,
+    ) -> tuple[ApprovalRecord, ...] | None: ...
+
+    def expired_offers(self, now: datetime) -> tuple[Proposal, ...]: ...
+
+    def open_incidents(
+        self, namespace: str | None = None, workload: ObjectRef | None = None
+    ) -> tuple[Incident, ...]: ...
+
+    def recent_incidents(self, n: int) -> tuple[Incident, ...]: ...
+
+    def recent_actions(self, n: int) -> tuple[LedgerEntry, ...]: ...
+
+    def ledger_entry(self, proposal_id: str) -> LedgerEntry | None: ...
+
+    def add_silence(self, silence: Silence) -> None: ...
+
+    def silence(self, silence_id: str) -> Silence | None: ...
+
+    def active_silences(self, now: datetime) -> tuple[Silence, ...]: ...
+
+    def expire_silence(self, silence_id: str, at: datetime) -> Silence | None: ...
+
+    def pending_notifications(self) -> int: ...
+
+    def cleanup(self, now: datetime, retention: timedelta = ...) -> object: ...
+
+    def ping(self) -> None: ...
+
+
+class Bookmarks(Protocol):
+    """Durable string values by key (the store's bookmarks), for sources and executors
+    that must remember what they reported or did across restarts. Thread-safe."""
+
+    def get(self, key: str) -> str | None: ...
+
+    def set(self, key: str, value: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class CallableBookmarks:
+    """Bookmarks from two functions: `CallableBookmarks(store.bookmark, store.set_bookmark)`."""
+
+    getter: Callable[[str], str | None]
+    setter: Callable[[str, str], None]
+
+    def get(self, key: str) -> str | None:
+        return self.getter(key)
+
+    def set(self, key: str, value: str) -> None:
+        self.setter(key, value)

@@ -1,0 +1,302 @@
+"""The operations people ask for, from a chat or the command line.
+
+Why this exists: a Slack button, a slash command and `pitcrew approve ID` must
+behave the same, so they all call this module, and its answers are values a
+chat can explain: approved, needs a second approver, refused (and why),
+already decided by someone, expired, not found.
+
+Approving is, in this order: the policy (state, expiry, who may approve,
+`approvals.may_approve`) -> re-validation against live state (the action's
+executor gathers fresh facts and a fresh preview; `approvals.revalidate`) ->
+the store's compare-and-swap (offered -> approved, recorded once however many
+clicks race) -> execution (in the daemon, `execute` hands the proposal to the
+action runner; from another process the daemon's poll picks it up).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from bot.core import approvals
+from bot.core.approvals import (
+    ApprovalPolicy,
+    Approved,
+    ChatUser,
+    LiveCheck,
+    NeedsSecondApprover,
+    Refused,
+    Rejected,
+)
+from bot.core.model import Incident, LedgerEntry, Proposal, ProposalState, Silence
+from bot.core.notify import SILENCE_KEYS
+from bot.daemon.metrics import Metrics
+from bot.daemon.ports import ServiceStore
+from bot.daemon.runner import Registry, no_executor
+
+log = logging.getLogger("pitcrew.service")
+
+S = ProposalState
+
+
+class Outcome(StrEnum):
+    APPROVED = "approved"
+    NEEDS_SECOND_APPROVER = "needs_second_approver"
+    REJECTED = "rejected"
+    REFUSED = "refused"
+    ALREADY_DECIDED = "already_decided"
+    EXPIRED = "expired"
+    NOT_FOUND = "not_found"
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What happened to a click or command, in words for the person who sent it."""
+
+    outcome: Outcome
+    text: str
+    proposal: Proposal | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome in (Outcome.APPROVED, Outcome.NEEDS_SECOND_APPROVER, Outcome.REJECTED)
+
+
+@dataclass(frozen=True, slots=True)
+class IncidentView:
+    incident: Incident
+    proposals: tuple[Proposal, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    incidents: tuple[Incident, ...]
+    actions: tuple[LedgerEntry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    open_incidents: int
+    proposals: Mapping[str, int]
+    pending_notifications: int
+    active_silences: int
+    executors: tuple[str, ...]
+
+
+def _ignore(proposal_id: str) -> None:
+    return None
+
+
+class Service:
+    def __init__(
+        self,
+        store: ServiceStore,
+        policy: ApprovalPolicy,
+        registry: Registry,
+        *,
+        metrics: Metrics | None = None,
+        execute: Callable[[str], object] = _ignore,
+        changed: Callable[[str], None] = _ignore,
+    ) -> None:
+        self._store = store
+        self._policy = policy
+        self._registry = registry
+        self._metrics = metrics or Metrics()
+        self._execute = execute  # the daemon runs approved proposals; the CLI leaves it
+        self._runs_here = execute is not _ignore
+        self._changed = changed  # the daemon refreshes the incident's card at once
+
+    # -- approvals -----------------------------------------------------------------------
+
+    def approve(self, proposal_id: str, user: ChatUser, now: datetime) -> Answer:
+        proposal = self._store.get_proposal(proposal_id)
+        if proposal is None:
+            return self._refused(Outcome.NOT_FOUND, f"no proposal {proposal_id}", None)
+        live = self._live_check(proposal, user, now)
+        if isinstance(live, Answer):
+            return live
+        decision = approvals.approve(proposal, user, self._policy, now, live)
+        if isinstance(decision, Refused):
+            return self._settle_refusal(decision, now)
+        assert isinstance(decision, Approved | NeedsSecondApprover)
+        approvers: tuple[str, ...] = (user.id,)
+        needed = approvals.approvals_needed(self._policy, proposal.namespace, proposal.action)
+        if needed > 1:  # each approval is recorded; the one that completes the set moves it
+            recorded = self._store.add_approval(proposal_id, user.id, now)
+            if recorded is None:
+                return self._lost_race(proposal_id, user, now)
+            approvers = tuple(dict.fromkeys(a.approver for a in recorded))
+            if len(approvers) < needed:
+                return self._first_of_two(proposal, user, now, len(approvers), needed)
+        reason = "approved by " + " and ".join(approvers)
+        moved = self._store.transition(proposal_id, S.OFFERED, S.APPROVED, user.id, now, reason)
+        if moved is None:
+            return self._lost_race(proposal_id, user, now)
+        log.info("proposal %s (%s) %s", proposal_id, proposal.action, reason)
+        self._changed(moved.incident_id)
+        self._execute(proposal_id)
+        then = "it runs now" if self._runs_here else "the running daemon runs it"
+        return Answer(Outcome.APPROVED, f"{proposal.action} {reason}; {then}", moved)
+
+    def reject(self, proposal_id: str, user: ChatUser, now: datetime, reason: str = "") -> Answer:
+        proposal = self._store.get_proposal(proposal_id)
+        if proposal is None:
+            return self._refused(Outcome.NOT_FOUND, f"no proposal {proposal_id}", None)
+        decision = approvals.reject(proposal, user, self._policy, now, reason)
+        if isinstance(decision, Refused):
+            return self._settle_refusal(decision, now)
+        assert isinstance(decision, Rejected)
+        why = decision.proposal.history[-1].reason
+        moved = self._store.transition(proposal_id, S.OFFERED, S.REJECTED, user.id, now, why)
+        if moved is None:
+            fresh = self._store.get_proposal(proposal_id)
+            assert fresh is not None
+            again = approvals.reject(fresh, user, self._policy, now, reason)
+            text = again.reason if isinstance(again, Refused) else "already decided"
+            return self._refused(Outcome.ALREADY_DECIDED, text, fresh)
+        log.info("proposal %s (%s) rejected by %s", proposal_id, proposal.action, user.id)
+        self._changed(moved.incident_id)
+        return Answer(Outcome.REJECTED, f"{proposal.action} rejected by {user.id}", moved)
+
+    def expire(self, now: datetime) -> int:
+        """Expire offers past their time (the scheduler's job); returns how many."""
+        expired = 0
+        for proposal in approvals.expire_due(self._store.expired_offers(now), now):
+            reason = proposal.history[-1].reason
+            moved = self._store.transition(
+                proposal.id, S.OFFERED, S.EXPIRED, approvals.SYSTEM_ACTOR, now, reason
+            )
+            if moved is not None:
+                expired += 1
+                self._changed(moved.incident_id)
+        return expired
+
+    # -- silences ------------------------------------------------------------------------
+
+    def silence(
+        self,
+        matchers: Mapping[str, str],
+        duration: timedelta,
+        author: str,
+        now: datetime,
+        reason: str = "",
+    ) -> Silence:
+        """Mute matching incidents for `duration`; raises ValueError for bad matchers."""
+        unknown = sorted(set(matchers) - SILENCE_KEYS)
+        if not matchers or unknown:
+            known = ", ".join(sorted(SILENCE_KEYS))
+            raise ValueError(
+                f"silence by {known}" + (f", not {', '.join(unknown)}" if unknown else "")
+            )
+        if duration <= timedelta(0):
+            raise ValueError("a silence needs a positive duration")
+        text = repr((sorted(matchers.items()), author, now.isoformat()))
+        silence = Silence(
+            id=f"s-{hashlib.sha1(text.encode()).hexdigest()[:8]}",
+            matchers=dict(matchers),
+            starts_at=now,
+            ends_at=now + duration,
+            author=author,
+            reason=reason,
+        )
+        self._store.add_silence(silence)
+        log.info("silence %s by %s until %s: %s", silence.id, author, silence.ends_at, reason)
+        return silence
+
+    def unsilence(self, silence_id: str, now: datetime) -> Silence | None:
+        ended = self._store.expire_silence(silence_id, now)
+        if ended is not None:
+            log.info("silence %s ended", silence_id)
+        return ended
+
+    # -- reading -------------------------------------------------------------------------
+
+    def incidents(self, namespace: str | None = None) -> tuple[IncidentView, ...]:
+        return tuple(
+            IncidentView(incident, self._store.proposals_for_incident(incident.id))
+            for incident in self._store.open_incidents(namespace or None)
+        )
+
+    def history(self, n: int = 10) -> History:
+        return History(self._store.recent_incidents(n), self._store.recent_actions(n))
+
+    def status(self, now: datetime) -> Status:
+        counts: Counter[str] = Counter()
+        for state in (S.OFFERED, S.APPROVED, S.RUNNING):
+            counts[str(state)] = len(self._store.proposals_in_state(state))
+        return Status(
+            open_incidents=len(self._store.open_incidents()),
+            proposals=dict(counts),
+            pending_notifications=self._store.pending_notifications(),
+            active_silences=len(self._store.active_silences(now)),
+            executors=self._registry.actions(),
+        )
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _live_check(self, proposal: Proposal, user: ChatUser, now: datetime) -> LiveCheck | Answer:
+        """Fresh facts from the action's executor, asked only when nothing else refuses."""
+        if proposal.state is not S.OFFERED or now >= proposal.expires_at:
+            return LiveCheck()  # approvals.approve refuses on state or expiry first
+        if approvals.may_approve(self._policy, user, proposal.namespace, proposal.action):
+            return LiveCheck()  # ... and on authority
+        executor = self._registry.get(proposal.action)
+        if executor is None:
+            return self._refused(Outcome.REFUSED, no_executor(proposal.action), proposal)
+        try:
+            return executor.check(proposal)
+        except Exception as error:
+            return self._refused(
+                Outcome.REFUSED, f"cannot check the target's live state: {error}", proposal
+            )
+
+    def _settle_refusal(self, refused: Refused, now: datetime) -> Answer:
+        proposal = refused.proposal
+        if refused.changed:  # it expired: record that, once
+            reason = proposal.history[-1].reason
+            moved = self._store.transition(
+                proposal.id, S.OFFERED, proposal.state, approvals.SYSTEM_ACTOR, now, reason
+            )
+            if moved is not None:
+                self._changed(moved.incident_id)
+            return self._refused(Outcome.EXPIRED, refused.reason, moved or proposal)
+        if proposal.state is S.EXPIRED:
+            return self._refused(Outcome.EXPIRED, refused.reason, proposal)
+        if proposal.state is not S.OFFERED:
+            return self._refused(Outcome.ALREADY_DECIDED, refused.reason, proposal)
+        return self._refused(Outcome.REFUSED, refused.reason, proposal)
+
+    def _lost_race(self, proposal_id: str, user: ChatUser, now: datetime) -> Answer:
+        """Someone else moved the proposal between our read and our write."""
+        fresh = self._store.get_proposal(proposal_id)
+        if fresh is None:
+            return self._refused(Outcome.NOT_FOUND, f"no proposal {proposal_id}", None)
+        decision = approvals.approve(fresh, user, self._policy, now, LiveCheck())
+        if isinstance(decision, Refused):
+            return self._settle_refusal(decision, now)
+        return self._refused(Outcome.ALREADY_DECIDED, "decided by someone else meanwhile", fresh)
+
+    def _first_of_two(
+        self, proposal: Proposal, user: ChatUser, now: datetime, have: int, needed: int
+    ) -> Answer:
+        note = f"approval {have} of {needed}; needs a different approver"
+        moved = self._store.transition(proposal.id, S.OFFERED, S.OFFERED, user.id, now, note)
+        if moved is None:
+            return self._lost_race(proposal.id, user, now)
+        self._changed(moved.incident_id)
+        text = f"{proposal.action}: approval by {user.id} recorded; a second approver is needed"
+        return Answer(Outcome.NEEDS_SECOND_APPROVER, text, moved)
+
+    def _refused(self, outcome: Outcome, text: str, proposal: Proposal | None) -> Answer:
+        self._metrics.refused_clicks.labels(reason=str(outcome)).inc()
+        return Answer(outcome, text, proposal)
+
+
+def console_user(name: str) -> ChatUser:
+    """The identity of a person at the command line, as approval rules name it."""
+    return ChatUser(id=f"console:{name}")

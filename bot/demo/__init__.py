@@ -1,1 +1,0 @@
-"""`pitcrew demo`: the whole loop on the embedded default (see `bot.demo.runner`)."""
