@@ -1,0 +1,230 @@
+"""Proposals, their transition history and partial approvals in the store.
+
+A proposal changes state only by compare-and-swap (`transition`): one
+`UPDATE ... WHERE state = expected` and its history row in one IMMEDIATE
+transaction, so two clicks, two approvers, two threads or two processes move it once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from bot.adapters.sqlite.connection import SharedConnection, exists
+from bot.core.codec import decode_time, dumps, encode_time
+from bot.core.errors import StoreError
+from bot.core.model import Proposal, ProposalState, Transition
+from bot.daemon.ports import ProposalChange
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """One approver's approval of a proposal that needs more than one."""
+
+    proposal_id: str
+    approver: str
+    at: datetime
+
+
+class ProposalRecords(SharedConnection):
+    """Proposals with their history and approvals, changed only by compare-and-swap."""
+
+    def create_proposal(self, proposal: Proposal) -> Proposal:
+        """Store a new proposal with the history and approvals it carries; its incident
+        must be stored first."""
+        body = dumps(dataclasses.replace(proposal, history=(), approvals=()))
+        with self._writing(f"create proposal {proposal.id}") as conn:
+            if exists(conn, "SELECT 1 FROM proposals WHERE id = ?", proposal.id):
+                raise StoreError(self.path, f"proposal {proposal.id} already exists")
+            if not exists(conn, "SELECT 1 FROM incidents WHERE id = ?", proposal.incident_id):
+                raise StoreError(
+                    self.path,
+                    f"proposal {proposal.id} names incident {proposal.incident_id}, "
+                    "which is not stored; save the incident first",
+                )
+            conn.execute(
+                """INSERT INTO proposals (id, incident_id, action, state, created_at,
+                       expires_at, body) VALUES (?, ?, ?, ?, ?, ?, ?)""",
+                (
+                    proposal.id,
+                    proposal.incident_id,
+                    proposal.action,
+                    proposal.state.value,
+                    encode_time(proposal.created_at),
+                    encode_time(proposal.expires_at),
+                    body,
+                ),
+            )
+            for change in proposal.history:
+                _insert_transition(conn, proposal.id, change)
+            for approver in dict.fromkeys(proposal.approvals):
+                _insert_approval(conn, proposal.id, approver, proposal.created_at)
+            return self._proposal(conn, proposal.id) or proposal
+
+    def get_proposal(self, proposal_id: str) -> Proposal | None:
+        with self._snapshot(f"read proposal {proposal_id}") as conn:
+            return self._proposal(conn, proposal_id)
+
+    def proposals_for_incident(self, incident_id: str) -> tuple[Proposal, ...]:
+        """The incident's proposals, oldest first, each with its full history."""
+        return self._proposals(
+            "SELECT id FROM proposals WHERE incident_id = ? ORDER BY created_at, id",
+            [incident_id],
+            f"list proposals of incident {incident_id}",
+        )
+
+    def expired_offers(self, now: datetime) -> tuple[Proposal, ...]:
+        """Proposals still OFFERED whose `expires_at` is at or before `now`."""
+        return self._proposals(
+            "SELECT id FROM proposals WHERE state = ? AND expires_at <= ? ORDER BY expires_at, id",
+            [ProposalState.OFFERED.value, encode_time(now)],
+            "list expired offers",
+        )
+
+    def proposals_in_state(self, state: ProposalState) -> tuple[Proposal, ...]:
+        """Proposals in `state`, oldest first (APPROVED ones wait for the executing daemon;
+        RUNNING ones found at start were interrupted)."""
+        return self._proposals(
+            "SELECT id FROM proposals WHERE state = ? ORDER BY created_at, id",
+            [state.value],
+            f"list {state} proposals",
+        )
+
+    def proposal_changes(self, after: int, limit: int = 1000) -> tuple[ProposalChange, ...]:
+        """Transitions recorded after sequence number `after`, oldest first, whichever
+        thread or process made them: how a daemon notices what `pitcrew approve` did."""
+        with self._reading("list proposal changes") as conn:
+            rows = conn.execute(
+                """SELECT t.seq, t.proposal_id, p.incident_id, t.body FROM transitions AS t
+                   JOIN proposals AS p ON p.id = t.proposal_id
+                   WHERE t.seq > ? ORDER BY t.seq LIMIT ?""",
+                (after, limit),
+            ).fetchall()
+        changes = []
+        for row in rows:
+            step = self._load(Transition, row["body"], row["proposal_id"])
+            changes.append(
+                ProposalChange(
+                    seq=int(row["seq"]),
+                    proposal_id=str(row["proposal_id"]),
+                    incident_id=str(row["incident_id"]),
+                    to_state=step.to_state,
+                    actor=step.actor,
+                    at=step.at,
+                )
+            )
+        return tuple(changes)
+
+    def last_proposal_change(self) -> int:
+        """The sequence number of the newest transition (0 when there is none)."""
+        with self._reading("read the last proposal change") as conn:
+            row = conn.execute("SELECT COALESCE(MAX(seq), 0) AS seq FROM transitions").fetchone()
+        return int(row["seq"])
+
+    def transition(
+        self,
+        proposal_id: str,
+        expected_state: ProposalState,
+        new_state: ProposalState,
+        actor: str,
+        at: datetime,
+        reason: str = "",
+    ) -> Proposal | None:
+        """Compare-and-swap: move the proposal to `new_state` only if it is in `expected_state`.
+
+        Returns the updated proposal, or None if it is missing or in another state (another
+        click, approver, thread or process got there first); `get_proposal` tells which."""
+        change = Transition(
+            to_state=new_state, at=at, actor=actor, reason=reason, from_state=expected_state
+        )
+        with self._writing(f"move proposal {proposal_id} to {new_state}") as conn:
+            moved = conn.execute(
+                """UPDATE proposals SET state = ?, body = json_set(body, '$.state', ?)
+                   WHERE id = ? AND state = ?""",
+                (new_state.value, new_state.value, proposal_id, expected_state.value),
+            ).rowcount
+            if moved != 1:
+                return None
+            _insert_transition(conn, proposal_id, change)
+            return self._proposal(conn, proposal_id)
+
+    def add_approval(
+        self,
+        proposal_id: str,
+        approver: str,
+        at: datetime,
+        expected_state: ProposalState = ProposalState.OFFERED,
+    ) -> tuple[Approval, ...] | None:
+        """Record one approver's approval while the proposal is still in `expected_state`.
+
+        Returns every approval so far, first approver first (an approver who approves twice
+        counts once), or None if the proposal is missing or no longer in `expected_state`.
+        The approvers also appear in the proposal's `approvals`. Reaching the quorum is then
+        acted on with `transition`, which decides any race."""
+        with self._writing(f"record approval of proposal {proposal_id}") as conn:
+            if not exists(
+                conn,
+                "SELECT 1 FROM proposals WHERE id = ? AND state = ?",
+                proposal_id,
+                expected_state.value,
+            ):
+                return None
+            _insert_approval(conn, proposal_id, approver, at)
+            return _approvals(conn, proposal_id)
+
+    def approvals(self, proposal_id: str) -> tuple[Approval, ...]:
+        with self._reading(f"read approvals of proposal {proposal_id}") as conn:
+            return _approvals(conn, proposal_id)
+
+    def _proposal(self, conn: sqlite3.Connection, proposal_id: str) -> Proposal | None:
+        row = conn.execute(
+            "SELECT state, body FROM proposals WHERE id = ?", (proposal_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        stored = self._load(Proposal, row["body"], proposal_id)
+        history = tuple(
+            self._load(Transition, change["body"], proposal_id)
+            for change in conn.execute(
+                "SELECT body FROM transitions WHERE proposal_id = ? ORDER BY seq", (proposal_id,)
+            )
+        )
+        approvers = tuple(a.approver for a in _approvals(conn, proposal_id))
+        return dataclasses.replace(
+            stored, state=ProposalState(row["state"]), history=history, approvals=approvers
+        )
+
+    def _proposals(self, sql: str, args: list[Any], what: str) -> tuple[Proposal, ...]:
+        with self._snapshot(what) as conn:
+            ids = [str(row["id"]) for row in conn.execute(sql, args).fetchall()]
+            found = [self._proposal(conn, proposal_id) for proposal_id in ids]
+        return tuple(p for p in found if p is not None)
+
+
+def _insert_transition(conn: sqlite3.Connection, proposal_id: str, change: Transition) -> None:
+    conn.execute(
+        "INSERT INTO transitions (proposal_id, to_state, at, body) VALUES (?, ?, ?, ?)",
+        (proposal_id, change.to_state.value, encode_time(change.at), dumps(change)),
+    )
+
+
+def _insert_approval(
+    conn: sqlite3.Connection, proposal_id: str, approver: str, at: datetime
+) -> None:
+    conn.execute(
+        """INSERT INTO approvals (proposal_id, approver, at) VALUES (?, ?, ?)
+           ON CONFLICT (proposal_id, approver) DO NOTHING""",
+        (proposal_id, approver, encode_time(at)),
+    )
+
+
+def _approvals(conn: sqlite3.Connection, proposal_id: str) -> tuple[Approval, ...]:
+    rows = conn.execute(
+        "SELECT approver, at FROM approvals WHERE proposal_id = ? ORDER BY seq", (proposal_id,)
+    ).fetchall()
+    return tuple(
+        Approval(proposal_id, str(row["approver"]), decode_time(row["at"])) for row in rows
+    )

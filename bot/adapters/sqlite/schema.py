@@ -1,0 +1,132 @@
+"""The SQLite schema as numbered migrations (DESIGN.md "State").
+
+A new table or index is a new `Migration` at the end of `MIGRATIONS`; a file's
+`PRAGMA user_version` says which have been applied (see `connection.migrate`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One step of the schema; `version` becomes `PRAGMA user_version` once applied."""
+
+    version: int
+    summary: str
+    statements: tuple[str, ...]
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "incidents, findings, proposals, transitions, ledger, silences, outbox, bookmarks",
+        (
+            """CREATE TABLE incidents (
+                id TEXT PRIMARY KEY,
+                key TEXT NOT NULL,
+                state TEXT NOT NULL,
+                cluster TEXT NOT NULL,
+                namespace TEXT NOT NULL,
+                workload TEXT NOT NULL,
+                opened_at TEXT NOT NULL,
+                updated_at TEXT NOT NULL,
+                resolved_at TEXT,
+                body TEXT NOT NULL)""",
+            "CREATE INDEX incidents_by_key ON incidents (key, updated_at)",
+            "CREATE INDEX incidents_by_state ON incidents (state, namespace, workload)",
+            "CREATE INDEX incidents_by_update ON incidents (updated_at)",
+            """CREATE TABLE findings (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                incident_id TEXT NOT NULL REFERENCES incidents (id) ON DELETE CASCADE,
+                at TEXT NOT NULL,
+                body TEXT NOT NULL)""",
+            "CREATE INDEX findings_by_incident ON findings (incident_id, seq)",
+            """CREATE TABLE proposals (
+                id TEXT PRIMARY KEY,
+                incident_id TEXT NOT NULL REFERENCES incidents (id) ON DELETE CASCADE,
+                action TEXT NOT NULL,
+                state TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                expires_at TEXT NOT NULL,
+                body TEXT NOT NULL)""",
+            "CREATE INDEX proposals_by_incident ON proposals (incident_id, created_at)",
+            "CREATE INDEX proposals_by_state ON proposals (state, expires_at)",
+            """CREATE TABLE transitions (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                proposal_id TEXT NOT NULL REFERENCES proposals (id) ON DELETE CASCADE,
+                to_state TEXT NOT NULL,
+                at TEXT NOT NULL,
+                body TEXT NOT NULL)""",
+            "CREATE INDEX transitions_by_proposal ON transitions (proposal_id, seq)",
+            """CREATE TABLE ledger (
+                proposal_id TEXT PRIMARY KEY,
+                result TEXT NOT NULL,
+                started_at TEXT NOT NULL,
+                finished_at TEXT,
+                body TEXT NOT NULL)""",
+            "CREATE INDEX ledger_by_result ON ledger (result, started_at)",
+            """CREATE TABLE silences (
+                id TEXT PRIMARY KEY,
+                starts_at TEXT NOT NULL,
+                ends_at TEXT NOT NULL,
+                body TEXT NOT NULL)""",
+            "CREATE INDEX silences_by_end ON silences (ends_at)",
+            """CREATE TABLE outbox (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                incident_id TEXT NOT NULL,
+                channel TEXT NOT NULL,
+                kind TEXT NOT NULL,
+                status TEXT NOT NULL DEFAULT 'pending',
+                attempts INTEGER NOT NULL DEFAULT 0,
+                last_error TEXT NOT NULL DEFAULT '',
+                next_attempt_at TEXT,
+                chat_ref TEXT,
+                settled_at TEXT,
+                body TEXT NOT NULL)""",
+            """CREATE INDEX outbox_pending ON outbox (incident_id, channel, id)
+                WHERE status = 'pending'""",
+            "CREATE INDEX outbox_settled ON outbox (settled_at) WHERE status <> 'pending'",
+            "CREATE TABLE bookmarks (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        ),
+    ),
+    Migration(
+        2,
+        "partial approvals for two-approver actions; chat references per incident and channel",
+        (
+            """CREATE TABLE approvals (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                proposal_id TEXT NOT NULL REFERENCES proposals (id) ON DELETE CASCADE,
+                approver TEXT NOT NULL,
+                at TEXT NOT NULL,
+                UNIQUE (proposal_id, approver))""",
+            """CREATE TABLE chat_refs (
+                incident_id TEXT NOT NULL,
+                channel TEXT NOT NULL,
+                ref TEXT NOT NULL,
+                posted_at TEXT NOT NULL,
+                PRIMARY KEY (incident_id, channel))""",
+            # Version 1 found a card's reference among the delivered posts in the outbox.
+            """INSERT INTO chat_refs (incident_id, channel, ref, posted_at)
+                SELECT incident_id, channel, chat_ref, COALESCE(settled_at, '') FROM outbox
+                WHERE kind = 'post' AND status = 'delivered' AND chat_ref IS NOT NULL
+                ORDER BY id
+                ON CONFLICT (incident_id, channel)
+                DO UPDATE SET ref = excluded.ref, posted_at = excluded.posted_at""",
+        ),
+    ),
+    Migration(
+        3,
+        "what the chat has seen of each incident (the notification policy's delivery record)",
+        (
+            """CREATE TABLE deliveries (
+                incident_id TEXT PRIMARY KEY REFERENCES incidents (id) ON DELETE CASCADE,
+                done INTEGER NOT NULL DEFAULT 0,
+                body TEXT NOT NULL)""",
+            "CREATE INDEX deliveries_pending ON deliveries (incident_id) WHERE done = 0",
+        ),
+    ),
+)
+
+SCHEMA_VERSION = MIGRATIONS[-1].version
