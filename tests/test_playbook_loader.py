@@ -148,6 +148,10 @@ def test_several_problems_are_all_reported_one_per_line(tmp_path: Path) -> None:
     [
         ("id: a\n  b: [\n", "p.yaml:2: invalid YAML: mapping values are not allowed here"),
         ("- just\n- a list\n", "p.yaml:1: expected exactly one YAML mapping"),
+        (
+            "id: a\ntitle: t\nid: b\n",
+            "p.yaml:3: invalid YAML: duplicate key 'id' (lines 1 and 3)",
+        ),
         (GOOD + "---\n" + GOOD, "p.yaml:1: expected exactly one YAML mapping"),
     ],
 )

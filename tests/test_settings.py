@@ -149,6 +149,14 @@ scheduler: {tick: 500ms}
             "F:2: invalid YAML: while parsing a flow mapping, expected ',' or '}', but got '<stream end>'",
         ),
         ("- a\n- b\n", "F:1: the configuration must be a mapping of sections"),
+        (
+            "store:\n  path: a.db\nhttp: {port: 1}\nstore:\n  path: b.db\n",
+            "F:4: invalid YAML: duplicate key 'store' (lines 1 and 4)",
+        ),
+        (
+            "http:\n  port: 1\n  host: x\n  port: 2\n",
+            "F:4: invalid YAML: duplicate key 'port' (lines 2 and 4)",
+        ),
     ],
 )
 def test_each_bad_key_is_named_with_its_line(tmp_path: Path, text: str, expected: str) -> None:

@@ -19,6 +19,11 @@ from bot.core.text import escape_mrkdwn, truncate
         ("rtl\u202eexe.txt", "rtlexe.txt"),
         ("bell\x07 and nul\x00", "bell and nul"),
         ("tab\tand\nnewline", "tab\tand\nnewline"),
+        ("next\u0085line and csi\u009b31m red", "nextline and csi red"),
+        ("\x1b[31mERROR\x1b[0m boom", "ERROR boom"),
+        ("[31mERROR[0m boom after ESC was lost", "ERROR boom after ESC was lost"),
+        ("\x1b[1;31mbold\x1b[m and [38;5;196mred", "bold and red"),
+        ("list[0] and [1m] stay", "list[0] and [1m] stay"),
     ],
 )
 def test_escape_mrkdwn_neutralises_mentions_links_and_controls(raw: str, safe: str) -> None:

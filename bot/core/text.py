@@ -6,7 +6,13 @@ import re
 import unicodedata
 
 ELLIPSIS = "…"
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# C0 (but tab and newline), DEL, C1, and the bidirectional marks and overrides.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# A whole terminal escape sequence: CSI (ESC [ or the one-byte C1 CSI) with its
+# parameters and final byte, or a two-character ESC sequence.
+_ESCAPE = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+# What is left of a colour code once something upstream dropped its ESC: `[31m`, `[1;31m`.
+_SGR_REMNANT = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m(?!\])")
 
 
 def truncate(text: str, limit: int) -> str:
@@ -19,8 +25,10 @@ def truncate(text: str, limit: int) -> str:
 
 
 def strip_controls(text: str) -> str:
-    """Remove control characters and bidirectional overrides that disguise text."""
-    return _CONTROL.sub("", unicodedata.normalize("NFC", text))
+    """Remove terminal escape sequences (and colour codes that lost their ESC), C0 and
+    C1 control characters, and bidirectional overrides that disguise text."""
+    text = _ESCAPE.sub("", unicodedata.normalize("NFC", text))
+    return _CONTROL.sub("", _SGR_REMNANT.sub("", text))
 
 
 def escape_mrkdwn(text: str, limit: int = 3000) -> str:
