@@ -36,8 +36,8 @@ from bot.adapters.kubernetes.api import (
     Resource,
     reason_of,
 )
+from bot.adapters.kubernetes.logs import driver_logs, is_submitter, log_tail
 from bot.adapters.kubernetes.owners import OwnerResolver
-from bot.adapters.kubernetes.source import driver_logs, is_submitter, log_tail
 from bot.adapters.kubernetes.state import Converter, containers_to_read, failed_rayjob
 from bot.core.actions.catalog import CATALOG
 from bot.core.analysis import Facts

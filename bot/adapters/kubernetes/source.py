@@ -40,7 +40,7 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
@@ -56,28 +56,21 @@ from bot.adapters.kubernetes.api import (
     KubeApi,
     RbacRule,
     Resource,
-    WatchEvent,
     reason_of,
 )
+from bot.adapters.kubernetes.logs import RateLimit, driver_logs, is_submitter, log_tail
 from bot.adapters.kubernetes.owners import OwnerResolver
+from bot.adapters.kubernetes.resource_watch import KUBERAY_KINDS, ResourceWatch
 from bot.adapters.kubernetes.state import (
     WATCHED_KINDS,
     Converter,
-    Keyed,
-    Tracker,
     containers_to_read,
     failed_rayjob,
-    health_of,
-    identity,
-    problems,
-    submitter_pods,
 )
 from bot.adapters.kubernetes.watch import Backoff as Backoff
-from bot.adapters.kubernetes.watch import NotServedError, WatchLoop, wait_until
+from bot.adapters.kubernetes.watch import wait_until
 from bot.app.settings import Settings
 from bot.core.inputs import InputPart, LogText
-from bot.core.inputs.owners import object_ref
-from bot.core.inputs.values import as_map, text_at
 from bot.core.model import ObjectRef, Signal, SourceKind
 from bot.daemon.feed import Context, Healthy, Item, Sink, observe
 from bot.daemon.ports import Bookmarks
@@ -86,7 +79,6 @@ from bot.daemon.sources import Source
 log = logging.getLogger(__name__)
 
 Emit = Callable[[InputPart], None]
-KUBERAY_KINDS = ("RayJob", "RayCluster")
 _RESOURCES: Mapping[str, Resource] = {
     "Event": EVENTS,
     "Pod": PODS,
@@ -174,26 +166,6 @@ def build(
     return built
 
 
-class _RateLimit:
-    """At most `per_minute` events in any sliding minute."""
-
-    def __init__(self, per_minute: int, clock: Callable[[], float]) -> None:
-        self.per_minute = per_minute
-        self.clock = clock
-        self.times: deque[float] = deque()
-        self.lock = threading.Lock()
-
-    def allow(self) -> bool:
-        now = self.clock()
-        with self.lock:
-            while self.times and now - self.times[0] > 60:
-                self.times.popleft()
-            if len(self.times) >= self.per_minute:
-                return False
-            self.times.append(now)
-            return True
-
-
 class KubernetesSource:
     """List+watch with resume, relist-and-reconcile, back-off and health; see module doc."""
 
@@ -224,9 +196,9 @@ class KubernetesSource:
         self._emit: Emit | None = None
         self._queue: deque[InputPart] = deque()
         self._lock = threading.Lock()
-        self._watches: list[_Watch] = []
+        self._watches: list[ResourceWatch] = []
         self._threads: list[threading.Thread] = []
-        self._log_limit = _RateLimit(self.config.log_tails_per_minute, clock)
+        self._log_limit = RateLimit(self.config.log_tails_per_minute, clock)
         self._problems: dict[str, None] = {}
         self._recent_logs: dict[tuple[str, str, str, bool], float] = {}
         self.kuberay = "not checked"
@@ -314,7 +286,7 @@ class KubernetesSource:
 
     # -- planning ---------------------------------------------------------------------
 
-    def _plan(self) -> list[_Watch]:
+    def _plan(self) -> list[ResourceWatch]:
         kinds = [k for k in self.config.kinds if k in _RESOURCES]
         if any(k in KUBERAY_KINDS for k in kinds) and not self._kuberay_served():
             kinds = [k for k in kinds if k not in KUBERAY_KINDS]
@@ -323,7 +295,7 @@ class KubernetesSource:
         for kind in kinds:
             resource = _RESOURCES[kind]
             for namespace in scopes if resource.namespaced else [None]:
-                watches.append(_Watch(self, kind, resource, namespace))
+                watches.append(ResourceWatch(self, kind, resource, namespace))
         return watches
 
     def _kuberay_served(self) -> bool:
@@ -497,189 +469,6 @@ class KubernetesSource:
         if resource is None:
             return None
         return self.api.get(resource, namespace, name)
-
-
-def is_submitter(signal: Signal) -> bool:
-    """A pod of a RayJob that is not a Ray node: the submitter, whose log is the driver's."""
-    workload = signal.workload
-    return (
-        workload is not None
-        and workload.kind == "RayJob"
-        and not signal.fields.get("ray_node_type")
-    )
-
-
-def log_tail(
-    api: KubeApi,
-    pod: ObjectRef,
-    container: str,
-    *,
-    previous: bool,
-    workload: ObjectRef | None,
-    source: SourceKind = SourceKind.WORKER_LOG,
-    lines: int = 200,
-    limit_bytes: int = 64 * 1024,
-) -> LogText | None:
-    """The bounded tail of a container's log (the previous instance's after a restart),
-    or None when there is none to read."""
-    try:
-        data = api.pod_log(
-            pod.namespace,
-            pod.name,
-            container,
-            previous=previous,
-            tail_lines=lines,
-            limit_bytes=limit_bytes,
-        )
-    except Exception as error:
-        log.info("no log tail for %s [%s]: %s", pod, container, reason_of(error))
-        return None
-    if not data.strip() or data.lstrip().startswith(b'{"apiVersion"'):
-        return None  # nothing logged, or a server that answers with the object itself
-    which = "previous" if previous else "current"
-    return LogText(
-        chunks=(data,),
-        source=source,
-        origin=f"{pod} [{container}] {which} log",
-        obj=pod,
-        workload=workload,
-    )
-
-
-def driver_logs(
-    api: KubeApi,
-    rayjob: ObjectRef,
-    tail: Callable[[ObjectRef, str], LogText | None],
-) -> list[InputPart]:
-    """The log tail of a RayJob's newest submitter pod (what `ray job logs` shows)."""
-    try:
-        pods = list(
-            api.list_all(
-                PODS,
-                rayjob.namespace,
-                label_selector=f"batch.kubernetes.io/job-name={rayjob.name}",
-            )
-        )
-    except Exception as error:
-        log.info("no submitter pods for %s: %s", rayjob, reason_of(error))
-        return []
-    found: list[InputPart] = []
-    for pod in submitter_pods(pods, rayjob.name, limit=1):
-        ref = object_ref("Pod", as_map(pod.get("metadata")))
-        containers = as_map(pod.get("spec")).get("containers")
-        first = containers[0] if isinstance(containers, list) and containers else {}
-        text = tail(ref, text_at(first, "name"))
-        if text is not None:
-            found.append(text)
-    return found
-
-
-class _Watch(WatchLoop):
-    """One resource in one namespace (or cluster-wide): list, watch, resume, relist, and
-    report what is new about each object."""
-
-    LOG = log
-
-    def __init__(
-        self, source: KubernetesSource, kind: str, resource: Resource, namespace: str | None
-    ) -> None:
-        super().__init__(source, source.config, resource, namespace, kind, clock=source.clock)
-        self.source = source
-        self.config = source.config
-        self.kind = kind
-        self.tracker = Tracker(self.config.max_tracked_objects)
-        self.failed: dict[str, bool] = {}  # KubeRay objects: failed since last healthy
-        self.rv = self.config.resume_from.get(self.id) or None
-        self.disabled = ""
-        self._seen: set[str] = set()
-
-    # -- health ------------------------------------------------------------------------
-
-    def healthy(self, now: float) -> bool:
-        if self.disabled:
-            return True  # a CRD that is not installed is not a failure of the source
-        return super().healthy(now)
-
-    def _state_text(self) -> str:
-        return f"disabled: {self.disabled}" if self.disabled else self.state
-
-    def _status_details(self) -> dict[str, Any]:
-        return {"tracked_objects": len(self.tracker)}
-
-    # -- what the loop sees -----------------------------------------------------------
-
-    def _not_served(self, error: NotServedError) -> bool:
-        reason = str(error)
-        self.disabled = reason
-        self.synced = True
-        self.state = "disabled"
-        if self.kind in KUBERAY_KINDS:
-            self.source.kuberay_absent()
-        else:
-            log.warning("watch %s disabled: %s", self.id, reason)
-        return False
-
-    def _list_started(self) -> None:
-        self._seen = set()
-
-    def _listed(self, items: Iterable[Mapping[str, Any]]) -> None:
-        for item in items:
-            uid = self._observe(item)
-            if uid in self.tracker:
-                self._seen.add(uid)
-
-    def _list_done(self) -> None:
-        """Objects gone while we were not watching are forgotten."""
-        for uid in self.tracker.uids() - self._seen:
-            self.tracker.forget(uid)
-        self._seen = set()
-
-    def _apply(self, event: WatchEvent) -> None:
-        obj = event.object
-        if event.type in ("ADDED", "MODIFIED"):
-            self._observe(obj)
-        elif event.type == "DELETED":
-            self.tracker.forget(identity(self.kind, obj))
-            metadata = as_map(obj.get("metadata"))
-            self.source.resolver.forget(
-                self.kind, text_at(metadata, "namespace"), text_at(metadata, "name")
-            )
-        else:
-            self.source.malformed("watch event", event.type or "(no type)", ["unknown type"])
-
-    def _observe(self, obj: Mapping[str, Any]) -> str:
-        """Report what is new about one object; returns its identity."""
-        uid = identity(self.kind, obj)
-        issues = problems(self.kind, obj)
-        if issues:
-            self.source.malformed(self.kind, uid, issues)
-        try:
-            groups = self.source.converter.keyed(self.kind, obj)
-        except Exception as error:  # a shape no parser foresaw must not stop the watch
-            self.source.malformed(self.kind, uid, [f"unreadable: {error!r}"])
-            return uid
-        new = self.tracker.update(uid, groups)
-        if new:
-            self.source.deliver([*new, *self.source.evidence(new)])
-        recovered = self._recovered(uid, groups)
-        if recovered is not None:
-            self.source.deliver_healthy(recovered)
-        return uid
-
-    def _recovered(self, uid: str, groups: list[Keyed]) -> ObjectRef | None:
-        """A RayJob (or a RayCluster of its own) seen failing by this watch that is now
-        running or done: the workload is healthy again."""
-        if self.kind not in KUBERAY_KINDS:
-            return None
-        health, workload = health_of(groups[0].signal if groups else None)
-        failed = self.failed.get(uid, False)
-        if health == "failed":
-            self.failed[uid] = True
-        elif health == "healthy":
-            self.failed[uid] = False
-        if len(self.failed) > self.config.max_tracked_objects:
-            self.failed.pop(next(iter(self.failed)))
-        return workload if health == "healthy" and failed else None
 
 
 def _label(part: InputPart) -> str:

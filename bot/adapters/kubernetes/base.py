@@ -1,0 +1,249 @@
+"""What every Kubernetes executor shares: limits, dry-run, guarded patches, the Event.
+
+Why this exists: an approved remediation has to change the right object, only if it
+is still safe, never overwrite a change someone made since the preview, and leave a
+trace in the cluster. `KubeExecutor` holds the steps every action needs for that:
+reading the target (refused when it is gone), probing whether the API server honours
+`dryRun=All`, applying a JSON patch whose failed `test` means "changed since read"
+(refused, nothing overwritten), and recording a `PitcrewRemediation` Event.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from bot.adapters.kubernetes.api import (
+    BY_KIND,
+    EVENTS,
+    RAY_CLUSTERS,
+    RAY_JOBS,
+    KubeApi,
+    RbacRule,
+    hostname,
+    reason_of,
+    status_of,
+)
+from bot.adapters.kubernetes.templates import (
+    Site,
+    annotation_ops,
+    escape,
+    resolve,
+    test_op,
+)
+from bot.core.errors import PitcrewError
+from bot.core.inputs.values import as_list, as_map, text_at
+
+log = logging.getLogger("pitcrew.actions.kubernetes")
+
+PROBE_ANNOTATION = "pitcrew.io/dry-run-probe"
+EVENT_REASON = "PitcrewRemediation"
+
+
+class ActionRefusedError(PitcrewError):
+    """The action was not applied because it is no longer safe or the target changed;
+    nothing was changed. The message says why."""
+
+
+class ActionFailedError(PitcrewError):
+    """The action was attempted and the API server did not accept or keep the change."""
+
+
+@dataclass(frozen=True)
+class KubeActionConfig:
+    """Limits the cluster operator sets; playbook parameters can only be stricter."""
+
+    max_memory: str = "512Gi"  # absolute cap on any memory limit pitcrew writes
+    gpu_resource: str = "nvidia.com/gpu"
+    extra_tolerations: tuple[Mapping[str, str], ...] = ()
+    dry_run: bool = True  # server-side dry-run before each patch
+    component: str = "pitcrew"
+
+
+def is_test_failure(error: BaseException) -> bool:
+    """A JSON patch `test` failed: 422 on a real API server (409 for a conflict); an
+    emulator may answer 500 naming the failed test."""
+    status = status_of(error)
+    if status in (409, 422):
+        return True
+    text = reason_of(error).lower()
+    return status == 500 and any(w in text for w in ("jsonpatch", "jsonpointer", "tested value"))
+
+
+def now_text() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class KubeExecutor(ABC):
+    """What every Kubernetes executor shares: the API, the limits, dry-run detection,
+    guarded patches and the remediation Event."""
+
+    action = ""
+    rbac: tuple[RbacRule, ...] = ()
+
+    def __init__(self, api: KubeApi, config: KubeActionConfig | None = None) -> None:
+        self.api = api
+        self.config = config or KubeActionConfig()
+        self._dry_run: dict[str, bool] = {}
+
+    @abstractmethod
+    def check(self, params: Mapping[str, Any]) -> tuple[dict[str, bool], str]:
+        """The facts the action's guards name and a preview of the change (read-only)."""
+
+    @abstractmethod
+    def execute(self, params: Mapping[str, Any], proposal_id: str, approver: str) -> str:
+        """Apply the change; raises ActionRefusedError when it no longer holds."""
+
+    @abstractmethod
+    def verify(self, params: Mapping[str, Any]) -> bool:
+        """Whether the change is in place."""
+
+    def _get(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        obj = self.api.get(BY_KIND[kind], namespace, name)
+        if obj is None:
+            raise ActionRefusedError(f"{kind} {namespace}/{name} does not exist")
+        return obj
+
+    def _owner_rayjob(self, cluster: Mapping[str, Any]) -> dict[str, Any] | None:
+        metadata = as_map(cluster.get("metadata"))
+        for ref in as_list(metadata.get("ownerReferences")):
+            if text_at(ref, "kind") == "RayJob" and text_at(ref, "name"):
+                return self.api.get(RAY_JOBS, text_at(metadata, "namespace"), text_at(ref, "name"))
+        return None
+
+    def _live_cluster(self, rayjob: Mapping[str, Any]) -> dict[str, Any] | None:
+        name = text_at(rayjob, "status", "rayClusterName")
+        namespace = text_at(rayjob, "metadata", "namespace")
+        return self.api.get(RAY_CLUSTERS, namespace, name) if name else None
+
+    def dry_run_honoured(self, site: Site) -> bool:
+        """Whether the API server honours `dryRun=All`, probed once per server with an
+        annotation on the target: a server that ignores dryRun (an emulator) applies the
+        probe, which is then detected and taken back."""
+        if not self.config.dry_run:
+            return False
+        known = self._dry_run.get(self.api.host)
+        if known is not None:
+            return known
+        nonce = uuid.uuid4().hex[:12]
+        resource = site.resource
+        self.api.patch(
+            resource,
+            site.namespace,
+            site.name,
+            annotation_ops(site.obj, PROBE_ANNOTATION, nonce),
+            dry_run=True,
+        )
+        after = self.api.get(resource, site.namespace, site.name) or {}
+        annotations = as_map(resolve(after, "/metadata/annotations"))
+        honoured = annotations.get(PROBE_ANNOTATION) != nonce
+        if not honoured:
+            path = f"/metadata/annotations/{escape(PROBE_ANNOTATION)}"
+            self.api.patch(
+                resource,
+                site.namespace,
+                site.name,
+                [test_op(path, nonce), {"op": "remove", "path": path}],
+            )
+            log.warning(
+                "the API server at %s ignores dryRun (it applied a dry-run probe, now "
+                "taken back): server-side dry-runs are skipped; real servers honour them",
+                self.api.host,
+            )
+        self._dry_run[self.api.host] = honoured
+        return honoured
+
+    def _apply(self, site: Site, ops: list[dict[str, Any]], what: str) -> str:
+        """Dry-run (when honoured) then the patch. A failed `test` means the spec changed
+        since it was read: refused, nothing overwritten."""
+        resource = site.resource
+        dry = "server-side dry-run skipped: this API server ignores dryRun"
+        if self.dry_run_honoured(site):
+            try:
+                self.api.patch(resource, site.namespace, site.name, ops, dry_run=True)
+            except Exception as error:
+                if is_test_failure(error):
+                    raise self._changed(site, what) from error
+                raise ActionRefusedError(
+                    f"{site.describe()}: the server-side dry-run rejected the change: "
+                    f"{reason_of(error)}; nothing was changed"
+                ) from error
+            dry = "server-side dry-run passed"
+        elif not self.config.dry_run:
+            dry = "server-side dry-run off (config)"
+        try:
+            self.api.patch(resource, site.namespace, site.name, ops)
+        except Exception as error:
+            if is_test_failure(error):
+                raise self._changed(site, what) from error
+            raise ActionFailedError(
+                f"{site.describe()}: the API server refused the patch: {reason_of(error)}"
+            ) from error
+        return dry
+
+    def _changed(self, site: Site, what: str) -> ActionRefusedError:
+        return ActionRefusedError(
+            f"{site.describe()} changed after pitcrew read it ({what}): the patch's test "
+            "operation failed on the API server, so nothing was overwritten; "
+            "re-diagnose for a fresh proposal"
+        )
+
+    def _record(
+        self, kind: str, obj: Mapping[str, Any], proposal_id: str, approver: str, what: str
+    ) -> None:
+        record_event(
+            self.api, kind, obj, self.action, proposal_id, approver, what, self.config.component
+        )
+
+
+def record_event(
+    api: KubeApi,
+    kind: str,
+    obj: Mapping[str, Any],
+    action: str,
+    proposal_id: str,
+    approver: str,
+    what: str,
+    component: str = "pitcrew",
+) -> None:
+    """A `PitcrewRemediation` Event on the target (once per proposal and target)."""
+    metadata = as_map(obj.get("metadata"))
+    namespace, name = text_at(metadata, "namespace"), text_at(metadata, "name")
+    digest = hashlib.sha1(f"{action}\x1f{proposal_id}\x1f{kind}/{name}".encode()).hexdigest()[:10]
+    message = f"{action} approved by {approver or 'unknown'} (proposal {proposal_id}): {what}"
+    now = now_text()
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{name[:200]}.pitcrew-{digest}", "namespace": namespace},
+        "involvedObject": {
+            "apiVersion": BY_KIND[kind].api_version,
+            "kind": kind,
+            "name": name,
+            "namespace": namespace,
+            "uid": text_at(metadata, "uid"),
+            "resourceVersion": text_at(metadata, "resourceVersion"),
+        },
+        "reason": EVENT_REASON,
+        "message": message[:1024],
+        "type": "Normal",
+        "action": action,
+        "source": {"component": component},
+        "reportingComponent": component,
+        "reportingInstance": hostname()[:128],
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+    try:
+        api.create(EVENTS, namespace, event)
+    except Exception as error:
+        if status_of(error) == 409:
+            return  # recorded by an earlier attempt of the same proposal
+        log.warning("could not record the %s Event on %s %s: %s", action, kind, name, error)
