@@ -11,8 +11,8 @@ import pytest
 from bot.adapters.kubernetes.api import StreamBrokenError, WatchStream
 from bot.adapters.kubernetes.live import Target, parse_target
 from bot.adapters.kubernetes.owners import OwnerResolver
-from bot.adapters.kubernetes.source import Backoff
 from bot.adapters.kubernetes.state import Converter, Tracker, bounded, health_of, identity
+from bot.adapters.kubernetes.watch import Backoff
 from bot.core.errors import PitcrewError
 from bot.core.model import ObjectRef
 

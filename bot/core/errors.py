@@ -30,3 +30,13 @@ class StoreError(PitcrewError):
 
     def __reduce__(self) -> tuple[type[PitcrewError], tuple[str, str]]:
         return (type(self), (self.path, self.problem))
+
+
+class ActionRefusedError(PitcrewError):
+    """An executor did not apply an action because it is no longer safe, no longer needed
+    or its target changed; nothing was changed. The message says why."""
+
+
+class ActionFailedError(PitcrewError):
+    """An executor attempted an action and it did not achieve its effect (the API server
+    did not accept or keep the change, a remediation job failed)."""

@@ -8,6 +8,11 @@ plain dicts. The official client's typed models reject malformed objects (a
 asks for the undecoded response (`_preload_content=False`) and parses JSON
 itself; the bot's parsers (`bot.core.inputs`) are built to read any shape.
 
+Errors are translated here: a call fails with one of this module's `KubeApiError`s
+(`NotFoundError`, `ConflictError`, `GoneError`, `ForbiddenError`, `InvalidError`,
+`UnavailableError`), never with the client's `ApiException` or a urllib3 error, so callers
+say what they expect (`except NotFoundError`) instead of comparing HTTP statuses.
+
 Resources map onto the typed API classes (`CoreV1Api.list_namespaced_pod`,
 `AppsV1Api.patch_namespaced_deployment` …) by a naming rule, and onto
 `CustomObjectsApi` for KubeRay's `ray.io/v1` resources.
@@ -23,8 +28,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+
+from bot.core.errors import PitcrewError
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -106,25 +114,82 @@ class WatchEvent:
     object: Mapping[str, Any]
 
 
-def status_of(error: BaseException) -> int:
-    """The HTTP status of an API error, 0 for transport errors."""
-    return int(getattr(error, "status", 0) or 0) if isinstance(error, ApiException) else 0
+class KubeApiError(PitcrewError):
+    """A Kubernetes API call failed; the message is the status and the server's reason."""
+
+
+class KubeConfigError(PitcrewError):
+    """No usable Kubernetes configuration: no kubeconfig, a bad one, or no service account."""
+
+
+class NotFoundError(KubeApiError):
+    """404: no such object, or the resource is not served (a CRD that is not installed)."""
+
+
+class ConflictError(KubeApiError):
+    """409: a concurrent change, a failed precondition (uid) or a name already taken."""
+
+
+class GoneError(KubeApiError):
+    """410 Gone: the resourceVersion or continue token is too old; list again."""
+
+
+class ForbiddenError(KubeApiError):
+    """401 or 403: the credentials are refused or RBAC does not allow the verb."""
+
+
+class InvalidError(KubeApiError):
+    """400 or 422: the server refused the request's content (a JSON patch `test` failed)."""
+
+
+class UnavailableError(KubeApiError):
+    """The server could not be reached or could not serve the request (a transport error,
+    a timeout, 429 or a 5xx): try again later."""
+
+
+_BY_STATUS: Mapping[int, type[KubeApiError]] = {
+    400: InvalidError,
+    401: ForbiddenError,
+    403: ForbiddenError,
+    404: NotFoundError,
+    409: ConflictError,
+    410: GoneError,
+    422: InvalidError,
+    429: UnavailableError,
+}
+
+
+def error_for(status: int, message: str) -> KubeApiError:
+    """The error of an HTTP status (and a watch ERROR event's `code`), with its message."""
+    kind = _BY_STATUS.get(status) or (UnavailableError if status >= 500 else KubeApiError)
+    return kind(f"{status} {message}".strip())
+
+
+def _translated(error: ApiException) -> KubeApiError:
+    try:
+        body = json.loads(error.body or "{}")
+    except (TypeError, ValueError):
+        body = {}
+    message = body.get("message") if isinstance(body, dict) else None
+    return error_for(int(error.status or 0), str(message or error.reason or ""))
+
+
+@contextlib.contextmanager
+def _translating() -> Iterator[None]:
+    """Turn the client's errors into this module's own."""
+    try:
+        yield
+    except ApiException as error:
+        raise _translated(error) from error
+    except (urllib3.exceptions.HTTPError, OSError) as error:
+        raise UnavailableError(f"{type(error).__name__}: {error}") from error
 
 
 def reason_of(error: BaseException) -> str:
-    """A one-line reason from an API error's Status body, else the error itself."""
-    if isinstance(error, ApiException):
-        try:
-            body = json.loads(error.body or "{}")
-        except (TypeError, ValueError):
-            body = {}
-        message = body.get("message") if isinstance(body, dict) else None
-        return f"{error.status} {message or error.reason or ''}".strip()
+    """A one-line reason: an API error's message, else the error's type and text."""
+    if isinstance(error, KubeApiError):
+        return str(error)
     return f"{type(error).__name__}: {error}"
-
-
-def is_api_error(error: BaseException) -> bool:
-    return isinstance(error, ApiException)
 
 
 class WatchStream:
@@ -138,7 +203,7 @@ class WatchStream:
     def __iter__(self) -> Iterator[WatchEvent]:
         buffer = bytearray()
         try:
-            for chunk in self._response.stream(amt=None, decode_content=False):
+            for chunk in self._chunks():
                 buffer.extend(chunk if isinstance(chunk, bytes) else str(chunk).encode())
                 while (end := buffer.find(b"\n")) != -1:
                     line = bytes(buffer[:end])
@@ -151,6 +216,17 @@ class WatchStream:
             self._release()
         if buffer.strip() and not self.stopped:
             raise StreamBrokenError("the stream was cut in the middle of an event")
+
+    def _chunks(self) -> Iterator[Any]:
+        """The response's chunks; a read that fails ends them (quietly when closed on
+        purpose, else as a StreamBrokenError)."""
+        try:
+            yield from self._response.stream(amt=None, decode_content=False)
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as error:
+            if not self.stopped:
+                raise StreamBrokenError(
+                    f"the stream broke: {type(error).__name__}: {error}"
+                ) from error
 
     def close(self) -> None:
         """Stop on purpose, unblocking a read in progress in another thread."""
@@ -199,20 +275,12 @@ class KubeApi:
     ) -> KubeApi:
         """The pod's service account when `in_cluster` (by default: when running in a pod
         and no kubeconfig or context was named), else the kubeconfig (`--kubeconfig`,
-        `$KUBECONFIG`, `~/.kube/config`) and its context."""
-        configuration = client.Configuration()
-        if in_cluster is None:
-            in_cluster = (
-                kubeconfig is None
-                and context is None
-                and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
-            )
-        if in_cluster:
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        else:
-            config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=kubeconfig, context=context, client_configuration=configuration
-            )
+        `$KUBECONFIG`, `~/.kube/config`) and its context. KubeConfigError when neither
+        can be loaded."""
+        try:
+            configuration = _configuration(kubeconfig, context, in_cluster)
+        except (config.ConfigException, OSError, ValueError) as error:
+            raise KubeConfigError(f"no Kubernetes configuration: {error}") from error
         configuration.connection_pool_maxsize = 32  # watches hold connections open
         return cls(client.ApiClient(configuration))
 
@@ -242,7 +310,8 @@ class KubeApi:
             options["limit"] = limit
         if continue_token:
             options["_continue"] = continue_token
-        return _json_object(self._list_call(resource, namespace, options))
+        with _translating():  # the body is read here
+            return _json_object(self._list_call(resource, namespace, options))
 
     def list_all(
         self,
@@ -295,21 +364,22 @@ class KubeApi:
     def get(self, resource: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
         """The object, or None when it does not exist."""
         try:
-            if not resource.snake:
-                response = self._custom_call("get", resource, namespace, name)
-            elif resource.namespaced:
-                response = self._typed_call(f"read_namespaced_{resource.snake}", resource)(
-                    name, namespace, _preload_content=False, _request_timeout=self.timeout
-                )
-            else:
-                response = self._typed_call(f"read_{resource.snake}", resource)(
-                    name, _preload_content=False, _request_timeout=self.timeout
-                )
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise
+            with _translating():
+                response = self._get_call(resource, namespace, name)
+        except NotFoundError:
+            return None
         return _json_object(response)
+
+    def _get_call(self, resource: Resource, namespace: str | None, name: str) -> Any:
+        if not resource.snake:
+            return self._custom_call("get", resource, namespace, name)
+        if resource.namespaced:
+            return self._typed_call(f"read_namespaced_{resource.snake}", resource)(
+                name, namespace, _preload_content=False, _request_timeout=self.timeout
+            )
+        return self._typed_call(f"read_{resource.snake}", resource)(
+            name, _preload_content=False, _request_timeout=self.timeout
+        )
 
     def pod_log(
         self,
@@ -330,23 +400,23 @@ class KubeApi:
         }
         if container:
             options["container"] = container
-        response: Any = self._core.read_namespaced_pod_log(name, namespace, **options)
-        try:
-            data = response.read(limit_bytes)  # a server that ignores limitBytes: read no more
-        finally:
-            response.close()
+        with _translating():
+            response: Any = self._core.read_namespaced_pod_log(name, namespace, **options)
+            try:
+                data = response.read(limit_bytes)  # a server that ignores limitBytes: no more
+            finally:
+                response.close()
         return bytes(data or b"")
 
     def served(self, group: str, version: str, plural: str) -> bool:
         """Whether the API server serves `plural` in `group/version` (discovery)."""
         try:
-            response = self._custom.get_api_resources(
-                group, version, _preload_content=False, _request_timeout=self.timeout
-            )
-        except ApiException as error:
-            if error.status == 404:
-                return False
-            raise
+            with _translating():
+                response = self._custom.get_api_resources(
+                    group, version, _preload_content=False, _request_timeout=self.timeout
+                )
+        except NotFoundError:
+            return False
         resources = _json_object(response).get("resources") or []
         return any(isinstance(r, dict) and r.get("name") == plural for r in resources)
 
@@ -371,17 +441,18 @@ class KubeApi:
         }
         if dry_run:
             options["dry_run"] = "All"
-        if not resource.snake:
-            response = self._custom_call("patch", resource, namespace, name, payload, **options)
-        elif resource.namespaced:
-            response = self._typed_call(f"patch_namespaced_{resource.snake}", resource)(
-                name, namespace, payload, **options
-            )
-        else:
-            response = self._typed_call(f"patch_{resource.snake}", resource)(
-                name, payload, **options
-            )
-        return _json_object(response)
+        with _translating():
+            if not resource.snake:
+                response = self._custom_call("patch", resource, namespace, name, payload, **options)
+            elif resource.namespaced:
+                response = self._typed_call(f"patch_namespaced_{resource.snake}", resource)(
+                    name, namespace, payload, **options
+                )
+            else:
+                response = self._typed_call(f"patch_{resource.snake}", resource)(
+                    name, payload, **options
+                )
+            return _json_object(response)
 
     def delete(
         self,
@@ -397,6 +468,10 @@ class KubeApi:
             propagation_policy=propagation,
             preconditions=client.V1Preconditions(uid=uid) if uid else None,
         )
+        with _translating():
+            self._delete_call(resource, namespace, name, options)
+
+    def _delete_call(self, resource: Resource, namespace: str, name: str, options: Any) -> None:
         if not resource.snake:
             self._custom.delete_namespaced_custom_object(
                 resource.group,
@@ -416,9 +491,16 @@ class KubeApi:
     def create(self, resource: Resource, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """Create an object from a raw manifest (posted as is, not through a typed model,
         with the same authentication as every typed call)."""
+        with _translating():
+            status, data = self._post(_collection_path(resource, namespace), body)
+        if not 200 <= status < 300:
+            raise error_for(status, _status_message(data))
+        return _json_object_bytes(data)
+
+    def _post(self, path: str, body: Mapping[str, Any]) -> tuple[int, Any]:
         method, url, headers, payload, post = self.api_client.param_serialize(
             method="POST",
-            resource_path=_collection_path(resource, namespace),
+            resource_path=path,
             header_params={"Content-Type": "application/json", "Accept": "application/json"},
             body=dict(body),
             auth_settings=["BearerToken"],
@@ -432,14 +514,17 @@ class KubeApi:
             _request_timeout=self.timeout,
         )
         data = response.read() if hasattr(response, "read") else response.data
-        status = int(getattr(response, "status", 200))
-        if not 200 <= status < 300:
-            raise ApiException(status=status, reason=_status_message(data))
-        return _json_object_bytes(data)
+        return int(getattr(response, "status", 200)), data
 
     # -- plumbing ---------------------------------------------------------------------
 
     def _list_call(self, resource: Resource, namespace: str | None, options: dict[str, Any]) -> Any:
+        with _translating():
+            return self._list_request(resource, namespace, options)
+
+    def _list_request(
+        self, resource: Resource, namespace: str | None, options: dict[str, Any]
+    ) -> Any:
         options = {**options, "_preload_content": False}
         if not resource.snake:
             if resource.namespaced and namespace:
@@ -477,6 +562,23 @@ class KubeApi:
             return method(group, version, namespace, plural, name, *body, **options)
         method = getattr(self._custom, f"{verb}_cluster_custom_object")
         return method(group, version, plural, name, *body, **options)
+
+
+def _configuration(kubeconfig: str | None, context: str | None, in_cluster: bool | None) -> Any:
+    configuration = client.Configuration()
+    if in_cluster is None:
+        in_cluster = (
+            kubeconfig is None
+            and context is None
+            and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+        )
+    if in_cluster:
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    else:
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig, context=context, client_configuration=configuration
+        )
+    return configuration
 
 
 def _collection_path(resource: Resource, namespace: str) -> str:

@@ -24,11 +24,13 @@ from bot.adapters.kubernetes.api import (
     EVENTS,
     RAY_CLUSTERS,
     RAY_JOBS,
+    ConflictError,
+    InvalidError,
     KubeApi,
     RbacRule,
+    UnavailableError,
     hostname,
     reason_of,
-    status_of,
 )
 from bot.adapters.kubernetes.templates import (
     Site,
@@ -37,22 +39,13 @@ from bot.adapters.kubernetes.templates import (
     resolve,
     test_op,
 )
-from bot.core.errors import PitcrewError
+from bot.core.errors import ActionFailedError, ActionRefusedError
 from bot.core.inputs.values import as_list, as_map, text_at
 
 log = logging.getLogger("pitcrew.actions.kubernetes")
 
 PROBE_ANNOTATION = "pitcrew.io/dry-run-probe"
 EVENT_REASON = "PitcrewRemediation"
-
-
-class ActionRefusedError(PitcrewError):
-    """The action was not applied because it is no longer safe or the target changed;
-    nothing was changed. The message says why."""
-
-
-class ActionFailedError(PitcrewError):
-    """The action was attempted and the API server did not accept or keep the change."""
 
 
 @dataclass(frozen=True)
@@ -69,11 +62,12 @@ class KubeActionConfig:
 def is_test_failure(error: BaseException) -> bool:
     """A JSON patch `test` failed: 422 on a real API server (409 for a conflict); an
     emulator may answer 500 naming the failed test."""
-    status = status_of(error)
-    if status in (409, 422):
+    if isinstance(error, ConflictError | InvalidError):
         return True
     text = reason_of(error).lower()
-    return status == 500 and any(w in text for w in ("jsonpatch", "jsonpointer", "tested value"))
+    return isinstance(error, UnavailableError) and any(
+        w in text for w in ("jsonpatch", "jsonpointer", "tested value")
+    )
 
 
 def now_text() -> str:
@@ -243,7 +237,7 @@ def record_event(
     }
     try:
         api.create(EVENTS, namespace, event)
+    except ConflictError:
+        return  # recorded by an earlier attempt of the same proposal
     except Exception as error:
-        if status_of(error) == 409:
-            return  # recorded by an earlier attempt of the same proposal
         log.warning("could not record the %s Event on %s %s: %s", action, kind, name, error)

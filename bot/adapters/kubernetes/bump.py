@@ -20,13 +20,11 @@ from bot.adapters.kubernetes.api import (
     BY_KIND,
     NODES,
     RESOURCE_QUOTAS,
+    ConflictError,
     RbacRule,
     reason_of,
-    status_of,
 )
 from bot.adapters.kubernetes.base import (
-    ActionFailedError,
-    ActionRefusedError,
     KubeExecutor,
     is_test_failure,
     log,
@@ -52,6 +50,7 @@ from bot.adapters.kubernetes.templates import (
 )
 from bot.core import quantity
 from bot.core.actions.catalog import CATALOG, BumpMemory
+from bot.core.errors import ActionFailedError, ActionRefusedError
 from bot.core.inputs.values import as_map, text_at
 
 _RECREATE_ATTEMPTS = 10  # half-second waits for a deleted Job's name to be free
@@ -328,8 +327,8 @@ class BumpMemoryExecutor(KubeExecutor):
         for attempt in range(_RECREATE_ATTEMPTS):
             try:
                 return self.api.create(site.resource, site.namespace, manifest)
-            except Exception as error:
-                if status_of(error) != 409 or attempt == _RECREATE_ATTEMPTS - 1:
+            except ConflictError:
+                if attempt == _RECREATE_ATTEMPTS - 1:
                     raise
                 time.sleep(0.5)
         raise AssertionError("unreachable")

@@ -27,15 +27,13 @@ from bot.adapters.kubernetes.api import (
     BY_KIND,
     PODS,
     KubeApi,
+    NotFoundError,
     RbacRule,
     reason_of,
-    status_of,
 )
 from bot.adapters.kubernetes.base import (
     EVENT_REASON,
     PROBE_ANNOTATION,
-    ActionFailedError,
-    ActionRefusedError,
     KubeActionConfig,
     KubeExecutor,
     is_test_failure,
@@ -53,6 +51,7 @@ from bot.adapters.kubernetes.templates import (
 from bot.app.settings import Settings
 from bot.core.actions.catalog import CATALOG, BumpMemory, DeletePod
 from bot.core.approvals import LiveCheck
+from bot.core.errors import ActionFailedError, ActionRefusedError
 from bot.core.inputs.values import as_list, as_map, text_at
 from bot.core.model import Proposal, ProposalState
 from bot.daemon.runner import Verification
@@ -135,9 +134,9 @@ class DeletePodExecutor(KubeExecutor):
         self._record("Pod", pod, proposal_id, approver, preview)
         try:
             self.api.delete(PODS, p.namespace, p.name, uid=text_at(pod, "metadata", "uid"))
+        except NotFoundError:
+            return f"pod {p.namespace}/{p.name} is already gone"
         except Exception as error:
-            if status_of(error) == 404:
-                return f"pod {p.namespace}/{p.name} is already gone"
             if is_test_failure(error):
                 raise ActionRefusedError(
                     f"pod {p.namespace}/{p.name} was replaced meanwhile; nothing was deleted"

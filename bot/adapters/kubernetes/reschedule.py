@@ -16,12 +16,11 @@ from bot.adapters.kubernetes.api import (
     BY_KIND,
     NODES,
     PODS,
+    NotFoundError,
     RbacRule,
     reason_of,
-    status_of,
 )
 from bot.adapters.kubernetes.base import (
-    ActionRefusedError,
     KubeExecutor,
 )
 from bot.adapters.kubernetes.capacity import (
@@ -42,6 +41,7 @@ from bot.adapters.kubernetes.templates import (
     set_ops,
 )
 from bot.core.actions.catalog import RescheduleGpuPool
+from bot.core.errors import ActionRefusedError
 from bot.core.inputs.values import as_list, as_map, text_at
 
 
@@ -233,9 +233,10 @@ class RescheduleGpuPoolExecutor(KubeExecutor):
                     PODS, p.namespace, text_at(metadata, "name"), uid=text_at(metadata, "uid")
                 )
                 deleted.append(text_at(metadata, "name"))
+            except NotFoundError:
+                pass  # gone already
             except Exception as error:
-                if status_of(error) != 404:
-                    done.append(f"pod {text_at(metadata, 'name')} not deleted: {reason_of(error)}")
+                done.append(f"pod {text_at(metadata, 'name')} not deleted: {reason_of(error)}")
         done.append(f"deleted pending pods: {', '.join(deleted)}" if deleted else "no pending pods")
         done.append(dry)
         return "\n".join(done)

@@ -67,7 +67,6 @@ from bot.adapters.kubernetes.state import (
     containers_to_read,
     failed_rayjob,
 )
-from bot.adapters.kubernetes.watch import Backoff as Backoff
 from bot.adapters.kubernetes.watch import wait_until
 from bot.app.settings import Settings
 from bot.core.inputs import InputPart, LogText

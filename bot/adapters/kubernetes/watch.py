@@ -18,22 +18,19 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, Protocol
 
 from bot.adapters.kubernetes.api import (
+    GoneError,
     KubeApi,
+    NotFoundError,
     Resource,
     StreamBrokenError,
     WatchEvent,
     WatchStream,
-    is_api_error,
+    error_for,
     reason_of,
-    status_of,
 )
 from bot.core.inputs.values import as_list, as_map, text_at
 
 log = logging.getLogger(__name__)
-
-
-class GoneError(Exception):
-    """410 Gone: the resourceVersion is too old; list again."""
 
 
 class NotServedError(Exception):
@@ -229,14 +226,14 @@ class WatchLoop:
                     limit=self.options.page_size,
                     continue_token=token,
                 )
-            except Exception as error:
-                if status_of(error) == 404 and is_api_error(error):
-                    raise NotServedError(f"{self.resource} is not served") from error
-                if status_of(error) == 410 and token:  # the continue token expired
-                    token = None
-                    self._list_started()
-                    continue
-                raise
+            except NotFoundError as error:
+                raise NotServedError(f"{self.resource} is not served") from error
+            except GoneError:
+                if not token:
+                    raise
+                token = None  # the continue token expired
+                self._list_started()
+                continue
             metadata = as_map(page.get("metadata"))
             resource_version = resource_version or text_at(metadata, "resourceVersion")
             self._listed(i for i in as_list(page.get("items")) if isinstance(i, Mapping))
@@ -259,12 +256,8 @@ class WatchLoop:
                 timeout_seconds=self.options.watch_timeout,
                 read_timeout=self.options.read_timeout,
             )
-        except Exception as error:
-            if status_of(error) == 410:
-                raise GoneError(reason_of(error)) from error
-            if status_of(error) == 404 and is_api_error(error):
-                raise NotServedError(f"{self.resource} is not served") from error
-            raise
+        except NotFoundError as error:
+            raise NotServedError(f"{self.resource} is not served") from error
         self.stream = stream
         if self.host.stopping():
             stream.close()
@@ -298,13 +291,21 @@ class WatchLoop:
         obj = event.object
         if event.type == "ERROR":
             code = obj.get("code")
-            if code == 410 or str(code) == "410":
-                raise GoneError(text_at(obj, "message"))
+            error = error_for(_int(code), text_at(obj, "message"))
+            if isinstance(error, GoneError):
+                raise error
             raise StreamBrokenError(f"watch error {code}: {text_at(obj, 'message')[:200]}")
         version = text_at(obj, "metadata", "resourceVersion")
         if event.type != "BOOKMARK":
             self._apply(event)
         self.rv = version or self.rv
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
 
 
 def wait_until(condition: Callable[[], bool], timeout: float) -> bool:

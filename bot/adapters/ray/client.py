@@ -21,6 +21,10 @@ The driver log is read as a tail of at most `LOG_LIMIT` bytes, streamed, so a
 huge log never sits in memory: first through the State API log endpoint
 (server-side tail by lines), else from the Jobs API logs (whose JSON is streamed
 and only its last bytes kept and decoded).
+
+Errors are translated here: a call fails with a `RayApiError` (`RayNotFoundError`,
+`RayForbiddenError`, `DashboardUnreachableError`), never with a `requests` error, so
+callers say what they expect instead of comparing HTTP statuses.
 """
 
 from __future__ import annotations
@@ -89,14 +93,13 @@ def headers_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]
 class RayApiError(PitcrewError):
     """A Ray dashboard call failed; the message names the URL and the reason."""
 
-    def __init__(self, url: str, problem: str, status: int | None = None) -> None:
+    def __init__(self, url: str, problem: str) -> None:
         self.url = url
         self.problem = problem
-        self.status = status
         super().__init__(f"{url}: {problem}")
 
-    def __reduce__(self) -> tuple[type[RayApiError], tuple[str, str, int | None]]:
-        return (type(self), (self.url, self.problem, self.status))
+    def __reduce__(self) -> tuple[type[RayApiError], tuple[str, str]]:
+        return (type(self), (self.url, self.problem))
 
 
 class DashboardUnreachableError(RayApiError):
@@ -105,6 +108,17 @@ class DashboardUnreachableError(RayApiError):
 
 class RayNotFoundError(RayApiError):
     """The dashboard answered 404 (no such job)."""
+
+
+class RayForbiddenError(RayApiError):
+    """The dashboard (or an auth proxy before it) answered 401 or 403: check the headers."""
+
+
+_BY_STATUS: Mapping[int, type[RayApiError]] = {
+    401: RayForbiddenError,
+    403: RayForbiddenError,
+    404: RayNotFoundError,
+}
 
 
 @dataclass(frozen=True)
@@ -416,8 +430,8 @@ class RayDashboard:
                 body = b""
             response.close()
             text = _first_line(body.decode("utf-8", "replace"))
-            kind = RayNotFoundError if response.status_code == 404 else RayApiError
-            raise kind(url, f"HTTP {response.status_code}: {text}", response.status_code)
+            kind = _BY_STATUS.get(response.status_code, RayApiError)
+            raise kind(url, f"HTTP {response.status_code}: {text}")
         return response
 
     def _json(self, method: str, path: str, *, params: Any = None, body: Any = None) -> Any:

@@ -56,7 +56,7 @@ from bot.app.settings import Settings
 from bot.core.actions.catalog import ActionParams, KillActor, ResubmitJob, StopJob
 from bot.core.approvals import LiveCheck
 from bot.core.diagnosis import Engine
-from bot.core.errors import PitcrewError
+from bot.core.errors import ActionFailedError, ActionRefusedError
 from bot.core.model import Proposal
 from bot.core.playbooks import load_builtin
 from bot.daemon.ports import Bookmarks
@@ -72,14 +72,6 @@ ACTION_KEY = "pitcrew.action"
 RESUBMIT_OF_KEY = "pitcrew.resubmit_of"
 ROOT_KEY = "pitcrew.root"
 ATTEMPT_KEY = "pitcrew.attempt"
-
-
-class ActionRefusedError(PitcrewError):
-    """The action is not safe (or no longer needed) on the live cluster; nothing was done."""
-
-
-class ActionFailedError(PitcrewError):
-    """The action was attempted and did not achieve its effect."""
 
 
 Facts = dict[str, bool]
