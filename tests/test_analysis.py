@@ -231,3 +231,37 @@ def test_invalid_rendered_parameters_withhold_the_action(tmp_path: Path) -> None
         offer.reason
         == "parameters are not valid: namespace: String should match pattern '^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$'"
     )
+
+
+PLAYBOOKS = Path(__file__).resolve().parent.parent / "playbooks"
+OOM_EVENT = (
+    "Memory cgroup out of memory: Killed process 48213 (ray::WorkerDict) total-vm:91823412kB, "
+    "anon-rss:66893520kB, file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:131736kB"
+)
+
+
+def test_an_event_matched_by_two_signatures_counts_once() -> None:
+    """A kubelet `OOMKilling` Event matches both the event reason and the cgroup text."""
+    from bot.core.diagnosis import Engine
+    from bot.core.inputs import LogText
+    from bot.core.model import Signal
+    from bot.core.playbooks import load_library
+
+    engine = Engine(load_library([PLAYBOOKS]))
+    event = Signal(source=SourceKind.K8S_EVENT, reason="OOMKilling", text=OOM_EVENT)
+    kills = LogText(
+        chunks=(
+            b"Memory cgroup out of memory: Killed process 100 (ray::Actor)\n"
+            b"step 3\n"
+            b"Memory cgroup out of memory: Killed process 101 (ray::Actor)\n",
+        ),
+        source=SourceKind.WORKER_LOG,
+        origin="worker.log",
+    )
+    alone = engine.diagnose([event])
+    assert alone.primary is not None
+    assert alone.primary.category == "pod_oom_killed"
+    assert alone.primary.count == 1
+    both = engine.diagnose([event, kills])
+    assert both.primary is not None
+    assert both.primary.count == 3

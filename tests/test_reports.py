@@ -32,6 +32,7 @@ from bot.core.model import (
     Evidence,
     Incident,
     IncidentNote,
+    ObjectRef,
     Proposal,
     ProposalState,
     Report,
@@ -241,6 +242,21 @@ def test_counters(pods: int, repeats: int, max_objects: int, text: str) -> None:
         (change,) = correlator.add(oom(f"worker-{i % pods}"), at(i))
     incident = change.incident
     assert counter(incident, incident.diagnosis.findings[0].finding) == text
+
+
+def test_counters_name_each_kind_they_count() -> None:
+    """The seed's clash is seen on the RayJob's status and in its submitter pod's log."""
+    correlator = Correlator()
+    on_rayjob = dataclasses.replace(clash(), obj=ObjectRef("RayJob", "verl-ppo-qwen", NS))
+    in_pod_log = dataclasses.replace(clash(), obj=ObjectRef("Pod", "verl-ppo-qwen-x9z2k", NS))
+    correlator.add(on_rayjob, at(0))
+    (change,) = correlator.add(in_pod_log, at(1))
+    finding = change.incident.diagnosis.findings[0].finding
+    assert counter(change.incident, finding) == "RayJob and 1 pod"
+    (change,) = correlator.add(
+        dataclasses.replace(in_pod_log, obj=ObjectRef("Pod", "b", NS)), at(2)
+    )
+    assert counter(change.incident, finding) == "RayJob and 2 pods"
 
 
 def test_counters_without_objects_count_occurrences() -> None:

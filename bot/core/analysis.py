@@ -9,7 +9,7 @@ withholds the action that needs it rather than guessing.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,6 +91,23 @@ def _unsuppressed(candidates: list[_Candidate]) -> list[_Candidate]:
 _MAX_SUPPRESSION_ROUNDS = 8
 
 
+def observations(hits: Sequence[Hit]) -> int:
+    """How many things were observed: an Event or status matched by several signatures
+    counts once, and so does a log line; lines beyond the evidence kept are counted by
+    the signature that saw the most."""
+    by_signal: dict[int, list[Hit]] = {}
+    for hit in hits:
+        by_signal.setdefault(id(hit.signal), []).append(hit)
+    total = 0
+    for group in by_signal.values():
+        most = max(h.count for h in group)
+        if group[0].signal.text or not all(h.count == len(h.evidence) for h in group):
+            total += most
+        else:
+            total += len({line for h in group for _, line in h.evidence}) or most
+    return total
+
+
 def _merge(category: Category, hits: list[Hit]) -> Finding:
     hits = sorted(hits, key=lambda h: h.sig.signature.weak)
     first = hits[0]
@@ -119,7 +136,7 @@ def _merge(category: Category, hits: list[Hit]) -> Finding:
         source=first.signal.source,
         captures=frozen_map(captures),
         evidence=tuple(evidence),
-        count=sum(h.count for h in hits),
+        count=observations(hits),
         weak=all(h.sig.signature.weak for h in hits),
         obj=obj,
         workload=workload,

@@ -260,7 +260,17 @@ def _duration(value: timedelta) -> str:
 class _Track:
     """The mutable bookkeeping behind one open incident (never leaves this module)."""
 
-    __slots__ = ("capped", "counts", "incident", "keys", "names", "notes", "objects", "reps")
+    __slots__ = (
+        "capped",
+        "counts",
+        "incident",
+        "keys",
+        "kinds",
+        "names",
+        "notes",
+        "objects",
+        "reps",
+    )
 
     def __init__(self, incident: Incident, max_notes: int) -> None:
         self.incident = incident
@@ -270,6 +280,9 @@ class _Track:
         }
         self.counts: dict[str, int] = dict(incident.counts)
         self.objects: dict[str, int] = dict(incident.objects)
+        self.kinds: dict[str, dict[str, int]] = {
+            playbook: dict(kinds) for playbook, kinds in incident.object_kinds.items()
+        }
         self.names: dict[str, set[str]] = {}
         self.capped: set[str] = set(incident.objects_capped)
         self.notes: deque[IncidentNote] = deque(incident.notes, maxlen=max_notes)
@@ -464,6 +477,9 @@ class Correlator:
             diagnosis=diagnosis,
             counts=MappingProxyType(dict(track.counts)),
             objects=MappingProxyType(dict(track.objects)),
+            object_kinds=MappingProxyType(
+                {p: MappingProxyType(dict(k)) for p, k in track.kinds.items()}
+            ),
             objects_capped=tuple(sorted(track.capped)),
             keys=tuple(track.keys[1:]),
             revision=old.revision + 1,
@@ -515,7 +531,9 @@ class Correlator:
             del track.names[playbook]
             return
         names.add(name)
-        track.objects[finding.playbook] = track.objects.get(finding.playbook, 0) + 1
+        track.objects[playbook] = track.objects.get(playbook, 0) + 1
+        kinds = track.kinds.setdefault(playbook, {})
+        kinds[finding.obj.kind] = kinds.get(finding.obj.kind, 0) + 1
 
     def _trim(self, finding: Finding) -> Finding:
         if len(finding.evidence) <= self.config.max_evidence:

@@ -205,6 +205,10 @@ class Incident:
     labels: Mapping[str, str] = field(default_factory=lambda: EMPTY)
     objects: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     objects_capped: tuple[str, ...] = ()
+    # Per playbook, how many distinct objects of each kind (`{"RayJob": 1, "Pod": 1}`).
+    object_kinds: Mapping[str, Mapping[str, int]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
     revision: int = 0
     resolution: str = ""
     notes: tuple[IncidentNote, ...] = ()

@@ -13,7 +13,7 @@ layout and escaping. Pure: no clock, no I/O; text is not escaped here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 from bot.core.actions.catalog import CATALOG
@@ -92,13 +92,29 @@ def _noun(finding: Finding, n: int) -> str:
     return kind if n == 1 else f"{kind}s"
 
 
+def _kinds(finding: Finding, kinds: Mapping[str, int]) -> str:
+    """`RayJob and 1 pod`: the finding's own kind first (named when it is one object),
+    then how many of each other kind."""
+    own = finding.obj.kind if finding.obj else ""
+    ordered = sorted(kinds.items(), key=lambda item: (item[0] != own, -item[1], item[0]))
+    shown = [
+        kind if i == 0 and n == 1 else f"{n} {kind.lower()}{'' if n == 1 else 's'}"
+        for i, (kind, n) in enumerate(ordered)
+    ]
+    return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
+
+
 def counter(incident: Incident, finding: Finding) -> str:
-    """`340 pods, 412 times` / `3 pods` / `x5`, or "" for a single occurrence."""
+    """`340 pods, 412 times` / `3 pods` / `RayJob and 1 pod` / `x5`, or "" for a single
+    occurrence."""
     objects = incident.objects.get(finding.playbook, 0)
     times = incident.counts.get(finding.playbook, finding.count)
     capped = finding.playbook in incident.objects_capped
+    kinds = incident.object_kinds.get(finding.playbook, {})
     parts: list[str] = []
-    if objects > 1 or capped:
+    if len(kinds) > 1 and not capped:
+        parts.append(_kinds(finding, kinds))
+    elif objects > 1 or capped:
         parts.append(f"{objects}{'+' if capped else ''} {_noun(finding, objects)}")
     if times > max(objects, 1):
         parts.append(f"{times} times" if parts else f"x{times}")

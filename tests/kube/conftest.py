@@ -80,6 +80,12 @@ class Emulator(KubeEmulator):
             lambda k: [dict(r.params) for r in k[action, kmock.resource(_resource(plural))]]
         )
 
+    def request_headers(self, action: Any, plural: str) -> list[dict[str, str]]:
+        """Headers of the requests of one action on one resource so far."""
+        return self.run(
+            lambda k: [dict(r.headers) for r in k[action, kmock.resource(_resource(plural))]]
+        )
+
 
 def _resource(plural: str) -> str:
     if plural in ("rayjobs", "rayclusters"):

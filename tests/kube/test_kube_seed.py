@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from bot import __version__
 from bot.adapters.kubernetes.api import EVENTS, RAY_CLUSTERS, RAY_JOBS
 from bot.adapters.kubernetes.executors import (
     EVENT_REASON,
@@ -188,6 +189,30 @@ def test_approving_the_bump_patches_the_raycluster_and_records_an_event(
     assert cluster is not None
     worker = cluster["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
     assert worker["resources"]["limits"]["memory"] == "24Gi"
+
+
+def test_every_write_is_credited_to_pitcrew(
+    seeded: tuple[Emulator, dict[str, Any], list[InputPart]], engine: Engine
+) -> None:
+    """`managedFields` and audit logs name pitcrew, not the client library."""
+    emulator, _, items = seeded
+    diagnosis = engine.diagnose(of_workload(items, RAYJOB))
+    bump = next(a for a in diagnosis.actions if a.action == "k8s.bump_memory")
+    BumpMemoryExecutor(emulator.api).execute(bump.params, "prop-1", "U042 (alice)")
+
+    writes = [
+        *emulator.requests("patch", "rayclusters"),
+        *emulator.requests("patch", "rayjobs"),
+        *emulator.requests("create", "events"),
+    ]
+    assert len(writes) >= 3
+    assert {w.get("fieldManager") for w in writes} == {"pitcrew"}
+    agents = {
+        h.get("User-Agent", "")
+        for action in ("get", "patch")
+        for h in emulator.request_headers(action, "rayclusters")
+    }
+    assert agents == {f"pitcrew/{__version__}"}
 
 
 def test_the_registry_executor_revalidates_and_runs_a_proposal(

@@ -15,7 +15,9 @@ say what they expect (`except NotFoundError`) instead of comparing HTTP statuses
 
 Resources map onto the typed API classes (`CoreV1Api.list_namespaced_pod`,
 `AppsV1Api.patch_namespaced_deployment` …) by a naming rule, and onto
-`CustomObjectsApi` for KubeRay's `ray.io/v1` resources.
+`CustomObjectsApi` for KubeRay's `ray.io/v1` resources. Every request says it is
+pitcrew's (`User-Agent: pitcrew/<version>`) and every patch and create carries
+`fieldManager=pitcrew`, so `managedFields` and audit logs credit the change to it.
 """
 
 from __future__ import annotations
@@ -32,12 +34,15 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from bot import __version__
 from bot.core.errors import PitcrewError
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 DEFAULT_TIMEOUT = 30.0
 MAX_LINE_BYTES = 16 << 20  # a watch event bigger than this is not a Kubernetes object
+FIELD_MANAGER = "pitcrew"  # who `managedFields` and audit logs credit with each write
+USER_AGENT = f"pitcrew/{__version__}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +261,7 @@ class KubeApi:
 
     def __init__(self, api_client: Any, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.api_client = api_client
+        api_client.user_agent = USER_AGENT
         self.timeout = timeout
         self._core = client.CoreV1Api(api_client)
         self._typed = {
@@ -438,6 +444,7 @@ class KubeApi:
             "_preload_content": False,
             "_request_timeout": self.timeout,
             "_content_type": content_type,
+            "field_manager": FIELD_MANAGER,
         }
         if dry_run:
             options["dry_run"] = "All"
@@ -501,6 +508,7 @@ class KubeApi:
         method, url, headers, payload, post = self.api_client.param_serialize(
             method="POST",
             resource_path=path,
+            query_params=[("fieldManager", FIELD_MANAGER)],
             header_params={"Content-Type": "application/json", "Accept": "application/json"},
             body=dict(body),
             auth_settings=["BearerToken"],
