@@ -43,6 +43,7 @@ from tests.daemon_support import (
     rig,
     seed,
 )
+from tests.test_store import move
 
 S = ProposalState
 
@@ -200,8 +201,7 @@ def test_an_approval_made_by_another_process_updates_the_card_at_once(
     proposal_id = the_proposal(r)
 
     clock.at(40)  # well inside the 60 s update interval
-    moved = r.store.transition(proposal_id, S.OFFERED, S.APPROVED, "console:bob", clock.now)
-    assert moved is not None
+    move(r.store, proposal_id, S.APPROVED, "console:bob", clock.now)
     r.tick()
 
     assert r.chat.kinds() == ["post", "update"]
@@ -238,8 +238,8 @@ def test_an_action_interrupted_by_a_crash_is_reported_in_the_thread_and_never_re
     first.tick(until=31)
     proposal_id = the_proposal(first)
     store = first.store
-    assert store.transition(proposal_id, S.OFFERED, S.APPROVED, "console:bob", clock.now)
-    assert store.transition(proposal_id, S.APPROVED, S.RUNNING, "pitcrew", clock.now)
+    move(store, proposal_id, S.APPROVED, "console:bob", clock.now)
+    move(store, proposal_id, S.RUNNING, "pitcrew", clock.now)
     store.start_action(
         LedgerEntry(proposal_id, "k8s.bump_memory", "console:bob", clock.now, ActionResult.STARTED)
     )
@@ -277,7 +277,7 @@ def test_a_refresh_for_a_click_skips_the_update_interval(db: Path, clock: Clock)
     r.tick(until=31)
     proposal_id = the_proposal(r)
     clock.at(35)
-    r.store.transition(proposal_id, S.OFFERED, S.REJECTED, "U123", clock.now, "not now")
+    move(r.store, proposal_id, S.REJECTED, "U123", clock.now, "not now")
     r.pipeline.process(Refresh(r.store.open_incidents()[0].id, urgent=True))
     r.outbox.deliver_due()
     assert r.chat.kinds() == ["post", "update"]

@@ -17,7 +17,7 @@ from bot.core.model import ActionResult, Proposal, ProposalState
 from bot.daemon.runner import Registry, Runner, Verification
 from bot.daemon.service import Outcome, Service, console_user
 from tests.daemon_support import Clock
-from tests.test_store import T0, incident, proposal
+from tests.test_store import T0, incident, move, proposal
 
 S = ProposalState
 NOW = T0 + timedelta(minutes=5)
@@ -160,7 +160,7 @@ def test_an_action_without_an_executor_cannot_be_approved(store: Store) -> None:
 
 
 def test_an_approved_proposal_without_an_executor_fails_with_the_reason(store: Store) -> None:
-    store.transition("p-1", S.OFFERED, S.APPROVED, "U1", NOW)  # e.g. by another process
+    move(store, "p-1", S.APPROVED, "U1", NOW)  # e.g. by another process
     runner = Runner(store, Registry(), clock=Clock(NOW))
     failed = runner.run("p-1")
     assert failed is not None
@@ -181,7 +181,7 @@ def test_an_approved_proposal_without_an_executor_fails_with_the_reason(store: S
 def test_a_failing_or_unverified_action_fails_and_the_ledger_says_why(
     store: Store, executor: EchoExecutor, detail: str
 ) -> None:
-    store.transition("p-1", S.OFFERED, S.APPROVED, "U1", NOW)
+    move(store, "p-1", S.APPROVED, "U1", NOW)
     runner = Runner(store, Registry({"k8s.bump_memory": executor}), clock=Clock(NOW))
     failed = runner.run("p-1")
     assert failed is not None
@@ -225,7 +225,7 @@ def test_many_threads_clicking_approve_execute_the_action_once(store: Store) -> 
 
 
 def test_two_runners_racing_for_one_approved_proposal_run_it_once(store: Store) -> None:
-    store.transition("p-1", S.OFFERED, S.APPROVED, "U1", NOW)
+    move(store, "p-1", S.APPROVED, "U1", NOW)
     echo = EchoExecutor()
     runners = [
         Runner(store, Registry({"k8s.bump_memory": echo}), clock=Clock(NOW)) for _ in range(4)

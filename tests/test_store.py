@@ -3,6 +3,7 @@ however many threads and processes click at the same time."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import multiprocessing
 import sqlite3
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from bot.adapters import sqlite as sqlite_package
 from bot.adapters.sqlite.store import (
     INTERRUPTED_DETAIL,
     MIGRATIONS,
@@ -25,6 +27,16 @@ from bot.adapters.sqlite.store import (
     OutboxMessage,
     Store,
     migrate,
+)
+from bot.core import approvals
+from bot.core.approvals import (
+    ApprovalPolicy,
+    ApproverRule,
+    ChatUser,
+    IllegalTransitionError,
+    LiveCheck,
+    Scope,
+    StaleProposalError,
 )
 from bot.core.codec import dumps, encode_time
 from bot.core.errors import StoreError
@@ -117,6 +129,41 @@ def proposal(pid: str, incident_id: str = "inc-1", created: float = 0, **extra: 
         target=ObjectRef("RayCluster", "verl-raycluster", "ml"),
         **extra,
     )
+
+
+ONE = ApprovalPolicy(approvers=(ApproverRule(groups=("sre",)),))
+TWO = ApprovalPolicy(approvers=ONE.approvers, two_approvers=(Scope(),))
+
+
+def move(
+    store: Store, pid: str, to_state: ProposalState, actor: str, at: datetime, reason: str = ""
+) -> Proposal:
+    """A move decided by the core on the stored proposal and recorded the one way a
+    proposal's state is written."""
+    current = store.get_proposal(pid)
+    assert current is not None
+    decided = approvals.transition(current, to_state, actor, at, reason)
+    return store.record_decision(decided, current.version)
+
+
+def click(
+    store: Store, pid: str, approver: str, at: datetime, policy: ApprovalPolicy = TWO
+) -> approvals.Decision:
+    """An approval click as the service makes it: the core decides on the stored proposal,
+    the store records the decision; a click that lost the race decides again."""
+    while True:
+        current = store.get_proposal(pid)
+        assert current is not None
+        decision = approvals.approve(
+            current, ChatUser(approver, frozenset({"sre"})), policy, at, LiveCheck()
+        )
+        if isinstance(decision, approvals.Refused):
+            return decision
+        try:
+            store.record_decision(decision.proposal, current.version)
+        except StaleProposalError:
+            continue
+        return decision
 
 
 def note(
@@ -250,7 +297,8 @@ def test_a_version_1_file_is_migrated_and_keeps_its_data(db: Path) -> None:
         assert store.chat_ref("inc-1") == "C1/171.1"
         assert drain(store, minutes(5)) == [(2, "u1"), (3, "r1")]
         store.create_proposal(proposal("p-1"))
-        assert store.add_approval("p-1", "U1", minutes(1)) == (Approval("p-1", "U1", minutes(1)),)
+        assert isinstance(click(store, "p-1", "U1", minutes(1)), approvals.NeedsSecondApprover)
+        assert store.approvals("p-1") == (Approval("p-1", "U1", minutes(1)),)
     assert user_version(db) == 3
 
 
@@ -480,6 +528,10 @@ def test_proposals_for_an_incident_oldest_first(with_incident: Store) -> None:
             proposal("p-2", "inc-9"),
             "proposal p-2 names incident inc-9, which is not stored; save the incident first",
         ),
+        (
+            dataclasses.replace(proposal("p-3"), state=APPROVED),
+            "proposal p-3 is created offered, not approved",
+        ),
     ],
 )
 def test_a_proposal_that_cannot_be_created(
@@ -492,53 +544,142 @@ def test_a_proposal_that_cannot_be_created(
 
 
 @pytest.mark.parametrize(
-    ("path", "expected", "new", "moved"),
+    ("path", "new"),
     [
-        ([], OFFERED, APPROVED, True),
-        ([], OFFERED, REJECTED, True),
-        ([], OFFERED, EXPIRED, True),
-        ([], APPROVED, RUNNING, False),
-        ([APPROVED], OFFERED, APPROVED, False),
-        ([APPROVED], APPROVED, RUNNING, True),
-        ([REJECTED], OFFERED, APPROVED, False),
-        ([EXPIRED], OFFERED, APPROVED, False),
-        ([APPROVED, RUNNING], RUNNING, SUCCEEDED, True),
+        ([], APPROVED),
+        ([], REJECTED),
+        ([], EXPIRED),
+        ([APPROVED], RUNNING),
+        ([APPROVED], ProposalState.FAILED),
+        ([APPROVED, RUNNING], SUCCEEDED),
     ],
 )
-def test_transition_is_a_compare_and_swap(
-    with_incident: Store,
-    path: list[ProposalState],
-    expected: ProposalState,
-    new: ProposalState,
-    moved: bool,
+def test_a_decision_is_recorded_with_its_step_and_the_next_version(
+    with_incident: Store, path: list[ProposalState], new: ProposalState
 ) -> None:
     with_incident.create_proposal(proposal("p-1"))
-    state = OFFERED
     for step, to_state in enumerate(path, start=1):
-        assert with_incident.transition("p-1", state, to_state, "U1", minutes(step))
-        state = to_state
-    result = with_incident.transition("p-1", expected, new, "U2", minutes(30), "why")
-    current = with_incident.get_proposal("p-1")
-    assert current is not None
-    if moved:
-        assert result == current
-        assert current.state is new
-        assert current.history[-1] == Transition(new, minutes(30), "U2", "why", expected)
-        assert len(current.history) == len(path) + 1
-    else:
-        assert result is None
-        assert current.state is state
-        assert len(current.history) == len(path)
+        move(with_incident, "p-1", to_state, "U1", minutes(step))
+    before = with_incident.get_proposal("p-1")
+    assert before is not None
+    decided = approvals.transition(before, new, "U2", minutes(30), "why")
+    recorded = with_incident.record_decision(decided, before.version)
+    assert recorded == with_incident.get_proposal("p-1") == decided
+    assert (recorded.state, recorded.version) == (new, len(path) + 1)
+    assert recorded.history[-1] == Transition(new, minutes(30), "U2", "why", before.state)
 
 
-def test_transition_of_a_missing_proposal_is_none(store: Store) -> None:
-    assert store.transition("p-9", OFFERED, APPROVED, "U1", T0) is None
+def wrote(proposal_value: Proposal, to_state: ProposalState, actor: str = "U2") -> Proposal:
+    """What a caller that skipped the core would write: any move, legal or not."""
+    step = Transition(to_state, minutes(30), actor, "", from_state=proposal_value.state)
+    return dataclasses.replace(
+        proposal_value,
+        state=to_state,
+        history=(*proposal_value.history, step),
+        version=proposal_value.version + 1,
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "new", "error"),
+    [
+        (
+            [],
+            OFFERED,  # what the service used to write for a first of two approvals
+            "proposal p-1 cannot go from offered to offered "
+            "(from offered it can go to: approved, expired, rejected)",
+        ),
+        (
+            [],
+            RUNNING,
+            "proposal p-1 cannot go from offered to running "
+            "(from offered it can go to: approved, expired, rejected)",
+        ),
+        (
+            [APPROVED],
+            OFFERED,
+            "proposal p-1 cannot go from approved to offered "
+            "(from approved it can go to: failed, running)",
+        ),
+        (
+            [APPROVED, RUNNING, SUCCEEDED],
+            RUNNING,
+            "proposal p-1 cannot go from succeeded to running "
+            "(from succeeded it can go to: nothing, succeeded is final)",
+        ),
+    ],
+)
+def test_a_move_outside_legal_is_refused_and_nothing_is_written(
+    with_incident: Store, path: list[ProposalState], new: ProposalState, error: str
+) -> None:
+    with_incident.create_proposal(proposal("p-1"))
+    for step, to_state in enumerate(path, start=1):
+        move(with_incident, "p-1", to_state, "U1", minutes(step))
+    before = with_incident.get_proposal("p-1")
+    assert before is not None
+    with pytest.raises(IllegalTransitionError) as refused:
+        with_incident.record_decision(wrote(before, new), before.version)
+    assert str(refused.value) == error
+    assert with_incident.get_proposal("p-1") == before
+    assert with_incident.last_proposal_change() == len(path)
+
+
+def test_a_decision_made_from_a_stale_version_is_refused_and_nothing_is_written(
+    with_incident: Store,
+) -> None:
+    with_incident.create_proposal(proposal("p-1"))
+    read = with_incident.get_proposal("p-1")
+    assert read is not None
+    approved = approvals.transition(read, APPROVED, "U1", minutes(1))
+    rejected = approvals.transition(read, REJECTED, "U2", minutes(1))
+    with_incident.record_decision(approved, read.version)
+    with pytest.raises(StaleProposalError) as refused:
+        with_incident.record_decision(rejected, read.version)
+    assert str(refused.value) == (
+        "proposal p-1 is at version 1, not 0: it changed since it was read; "
+        "decide again on the stored proposal"
+    )
+    assert with_incident.get_proposal("p-1") == approved
+
+
+def test_a_decision_on_a_missing_proposal_is_refused(store: Store) -> None:
+    with pytest.raises(StoreError) as refused:
+        store.record_decision(proposal("p-9"), 0)
+    assert refused.value.problem == "cannot record a decision: no proposal p-9"
+
+
+def test_the_one_function_is_the_only_writer_of_a_proposal_state() -> None:
+    """Every statement of the store that changes a proposal's state or history is in
+    `record_decision`, but for the first history rows `create_proposal` writes."""
+    functions = [
+        node
+        for path in sorted(Path(sqlite_package.__file__).parent.glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef)
+    ]
+    writers = {
+        f.name
+        for f in functions
+        if any(sql in ast.unparse(f) for sql in ("UPDATE proposals", "INTO transitions"))
+    }
+    assert writers == {"record_decision", "_insert_transition"}
+    assert {f.name for f in functions if _calls(f, "_insert_transition")} == {
+        "create_proposal",
+        "record_decision",
+    }
+
+
+def _calls(function: ast.FunctionDef, name: str) -> bool:
+    return any(
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
+        for node in ast.walk(function)
+    )
 
 
 def test_expired_offers(with_incident: Store) -> None:
     for pid, created in (("p-1", 0), ("p-2", 10), ("p-3", 20)):
         with_incident.create_proposal(proposal(pid, created=created))
-    with_incident.transition("p-1", OFFERED, APPROVED, "U1", minutes(1))
+    move(with_incident, "p-1", APPROVED, "U1", minutes(1))
     assert [p.id for p in with_incident.expired_offers(minutes(70))] == ["p-2"]
     assert [p.id for p in with_incident.expired_offers(minutes(80))] == ["p-2", "p-3"]
     assert with_incident.expired_offers(minutes(69)) == ()
@@ -548,15 +689,30 @@ def test_partial_approvals_remember_who_approved_first(with_incident: Store) -> 
     with_incident.create_proposal(proposal("p-1"))
     first = Approval("p-1", "U-alice", minutes(1))
     second = Approval("p-1", "U-bob", minutes(2))
-    assert with_incident.add_approval("p-1", "U-alice", minutes(1)) == (first,)
-    assert with_incident.add_approval("p-1", "U-alice", minutes(3)) == (first,)
-    assert with_incident.add_approval("p-1", "U-bob", minutes(2)) == (first, second)
+    assert isinstance(
+        click(with_incident, "p-1", "U-alice", minutes(1)), approvals.NeedsSecondApprover
+    )
+    assert click(with_incident, "p-1", "U-alice", minutes(3)) == approvals.Refused(
+        "U-alice already approved; a second, different approver is needed",
+        with_incident.get_proposal("p-1"),
+    )
+    halfway = with_incident.get_proposal("p-1")
+    assert halfway is not None
+    assert (halfway.state, halfway.approvals, halfway.version) == (OFFERED, ("U-alice",), 1)
+    assert halfway.history == (
+        Transition(
+            OFFERED,
+            minutes(1),
+            "U-alice",
+            "approval 1 of 2; needs a different approver",
+            from_state=OFFERED,
+        ),
+    )
+    assert isinstance(click(with_incident, "p-1", "U-bob", minutes(2)), approvals.Approved)
     current = with_incident.get_proposal("p-1")
     assert current is not None
-    assert current.approvals == ("U-alice", "U-bob")
-    assert with_incident.transition("p-1", OFFERED, APPROVED, "U-bob", minutes(2))
-    assert with_incident.add_approval("p-1", "U-carol", minutes(4)) is None
-    assert with_incident.add_approval("p-9", "U-carol", minutes(4)) is None
+    assert (current.state, current.approvals) == (APPROVED, ("U-alice", "U-bob"))
+    assert isinstance(click(with_incident, "p-1", "U-carol", minutes(4)), approvals.Refused)
     assert with_incident.approvals("p-1") == (first, second)
 
 
@@ -757,7 +913,7 @@ def test_cleanup_deletes_what_ended_before_the_retention(store: Store) -> None:
     store.upsert_incident(incident("open", opened=0))
     store.append_findings("old", [finding()], T0)
     store.create_proposal(proposal("p-old", "old"))
-    store.add_approval("p-old", "U1", T0)
+    click(store, "p-old", "U1", T0)
     store.create_proposal(proposal("p-open", "open"))
     store.start_action(ledger("p-old"))
     for iid, text in (("old", "old-post"), ("open", "open-post"), ("open", "pending")):
@@ -796,7 +952,7 @@ def test_a_restart_keeps_the_queue_order_and_pending_approvals(db: Path) -> None
     with Store(db) as store:
         store.upsert_incident(incident("inc-1"))
         store.create_proposal(proposal("p-1"))
-        store.add_approval("p-1", "U-alice", minutes(1))
+        click(store, "p-1", "U-alice", minutes(1))
         for text in ("post", "u1", "u2"):
             kind = NotificationKind.POST if text == "post" else NotificationKind.UPDATE
             store.enqueue(note("inc-1", kind, text=text))
@@ -810,20 +966,20 @@ def test_a_restart_keeps_the_queue_order_and_pending_approvals(db: Path) -> None
         assert store.chat_ref("inc-1") == "C1/1.0"
         assert drain(store, minutes(1)) == [(2, "u1"), (3, "u2"), (4, "other")]
         assert store.next_due(minutes(10)) is None
-        assert store.add_approval("p-1", "U-bob", minutes(2)) == (
+        assert isinstance(click(store, "p-1", "U-bob", minutes(2)), approvals.Approved)
+        assert store.approvals("p-1") == (
             Approval("p-1", "U-alice", minutes(1)),
             Approval("p-1", "U-bob", minutes(2)),
         )
-        approved = store.transition("p-1", OFFERED, APPROVED, "U-bob", minutes(2))
-        assert approved is not None
-        assert approved.state is APPROVED
 
     with Store(db) as store:
         assert drain(store, minutes(20)) == []
         current = store.get_proposal("p-1")
         assert current is not None
         assert current.state is APPROVED
-        assert store.transition("p-1", OFFERED, APPROVED, "U-carol", minutes(3)) is None
+        assert click(store, "p-1", "U-carol", minutes(3)) == approvals.Refused(
+            "already approved by U-bob", current
+        )
 
 
 # -- concurrency ---------------------------------------------------------------------------
@@ -838,13 +994,23 @@ def approve_all(store: Store, actors: list[str], barrier: threading.Barrier) -> 
     winners: list[str] = []
     lock = threading.Lock()
 
-    def click(actor: str) -> None:
+    def approve(actor: str) -> None:
+        """One read, one decision of the core, one compare-and-swap: a lost race is final."""
         barrier.wait()
-        if store.transition("p-1", OFFERED, APPROVED, actor, T0, "approved") is not None:
-            with lock:
-                winners.append(actor)
+        current = store.get_proposal("p-1")
+        assert current is not None
+        user = ChatUser(actor, frozenset({"sre"}))
+        decision = approvals.approve(current, user, ONE, T0, LiveCheck())
+        if not isinstance(decision, approvals.Approved):
+            return
+        try:
+            store.record_decision(decision.proposal, current.version)
+        except StaleProposalError:
+            return
+        with lock:
+            winners.append(actor)
 
-    threads = [threading.Thread(target=click, args=(actor,)) for actor in actors]
+    threads = [threading.Thread(target=approve, args=(actor,)) for actor in actors]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -891,8 +1057,10 @@ def test_concurrent_double_approval_moves_the_proposal_once(db: Path) -> None:
         current = store.get_proposal("p-1")
         assert current is not None
         assert current.state is APPROVED
-        approvals = [t for t in current.history if t.to_state is APPROVED]
-        assert approvals == [Transition(APPROVED, T0, winners[0], "approved", OFFERED)]
+        approved = [t for t in current.history if t.to_state is APPROVED]
+        assert approved == [
+            Transition(APPROVED, T0, winners[0], f"approved by {winners[0]}", OFFERED)
+        ]
         assert elapsed < 30
         print(f"\n{THREADS + PROCESSES * THREADS_PER_PROCESS} clicks in {elapsed * 1000:.0f} ms")
 
@@ -905,12 +1073,9 @@ def test_concurrent_second_approvals_reach_the_quorum_once(with_incident: Store)
 
     def approve(actor: str) -> None:
         barrier.wait()
-        tally = with_incident.add_approval("p-1", actor, T0)
-        if tally is not None and len(tally) >= 2:
-            second = with_incident.transition("p-1", OFFERED, APPROVED, actor, T0)
-            if second is not None:
-                with lock:
-                    moved.append(actor)
+        if isinstance(click(with_incident, "p-1", actor, T0), approvals.Approved):
+            with lock:
+                moved.append(actor)
 
     threads = [threading.Thread(target=approve, args=(f"U{n}",)) for n in range(THREADS)]
     for thread in threads:
@@ -921,9 +1086,9 @@ def test_concurrent_second_approvals_reach_the_quorum_once(with_incident: Store)
     current = with_incident.get_proposal("p-1")
     assert current is not None
     assert len(moved) == 1
-    assert [t.actor for t in current.history] == moved
-    assert 2 <= len(current.approvals) <= THREADS
-    assert moved[0] in current.approvals[1:]
+    first, second = current.history
+    assert (first.to_state, second.to_state, second.actor) == (OFFERED, APPROVED, moved[0])
+    assert current.approvals == (first.actor, moved[0])
 
 
 def open_in_process(path: str, start: Any, results: Any) -> None:

@@ -14,9 +14,12 @@ approvers. At approval time the caller passes fresh live facts and a fresh
 preview; a stale proposal is refused with its reason.
 
 Pure: decisions are values (`Approved`, `NeedsSecondApprover`, `Rejected`,
-`Refused`) that a chat adapter can explain. The compare-and-swap that makes an
-approval happen once belongs to the store: it writes a decision's proposal
-only if the stored `version` is still the one the decision started from.
+`Refused`) that a chat adapter can explain. Callers apply them; the
+compare-and-swap that makes an approval happen once belongs to the store,
+which writes a decided proposal only through `steps_to_record`: the stored
+`version` must still be the one the decision started from, and every new
+step of the history must be a move `LEGAL` lists (or a first of two
+approvals, recorded without a move).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from bot.core.actions.catalog import FACTS
+from bot.core.errors import PitcrewError
 from bot.core.model import (
     ActionOffer,
     Incident,
@@ -85,6 +89,55 @@ class IllegalTransitionError(ValueError):
             f"proposal {proposal.id} cannot go from {proposal.state} to {to_state} "
             f"(from {proposal.state} it can go to: {allowed})"
         )
+
+
+class StaleProposalError(PitcrewError):
+    """A decision made from a proposal that has changed since (another click, approver,
+    thread or process wrote it first); the caller decides again on the stored one."""
+
+    def __init__(self, proposal_id: str, stored: int, expected: int) -> None:
+        self.proposal_id = proposal_id
+        self.stored = stored
+        self.expected = expected
+        super().__init__(
+            f"proposal {proposal_id} is at version {stored}, not {expected}: it changed "
+            "since it was read; decide again on the stored proposal"
+        )
+
+
+def steps_to_record(
+    stored: Proposal, decided: Proposal, expected_version: int
+) -> tuple[Transition, ...]:
+    """The steps `decided` adds to the history of `stored`, the proposal as it is stored
+    now, checked: raises `StaleProposalError` unless `stored` is still at
+    `expected_version` (the version the decision was made from), and
+    `IllegalTransitionError` for a step that is neither a move `LEGAL` lists nor a first
+    of two approvals (a step that keeps the proposal OFFERED and names an approver
+    `decided` records)."""
+    if stored.version != expected_version:
+        raise StaleProposalError(stored.id, stored.version, expected_version)
+    steps = decided.history[len(stored.history) :]
+    current = stored
+    for step in steps:
+        if (
+            not _recorded_approval(current, step, decided)
+            and step.to_state not in LEGAL[current.state]
+        ):
+            raise IllegalTransitionError(current, step.to_state)
+        current = dataclasses.replace(current, state=step.to_state)
+    if current.state is not decided.state or not steps:
+        raise IllegalTransitionError(current, decided.state)
+    return steps
+
+
+def _recorded_approval(current: Proposal, step: Transition, decided: Proposal) -> bool:
+    return (
+        current.state is S.OFFERED
+        and step.to_state is S.OFFERED
+        and step.from_state is S.OFFERED
+        and step.actor in decided.approvals
+        and step.actor not in current.approvals
+    )
 
 
 def transition(

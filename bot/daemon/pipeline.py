@@ -24,6 +24,7 @@ those are never run again. The store is reached through `bot.daemon.ports`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -172,14 +173,12 @@ class Pipeline:
         )
 
     def _recover_interrupted(self, now: datetime) -> None:
-        running = self._store.proposals_in_state(S.RUNNING)
-        for failed in approvals.recover(running, now):
-            reason = failed.history[-1].reason
-            moved = self._store.transition(
-                failed.id, S.RUNNING, S.FAILED, approvals.SYSTEM_ACTOR, now, reason
-            )
-            if moved is None:
-                continue
+        running = {p.id: p for p in self._store.proposals_in_state(S.RUNNING)}
+        for failed in approvals.recover(running.values(), now):
+            try:
+                self._store.record_decision(failed, running[failed.id].version)
+            except approvals.StaleProposalError:
+                continue  # another process recovered it
             self._store.mark_interrupted(failed.id, now)
             log.warning("proposal %s (%s) was interrupted by a restart", failed.id, failed.action)
             self._say_in_thread(
@@ -275,16 +274,14 @@ class Pipeline:
         changed = approvals.reconcile(incident, existing, now, self._ttl)
         if not changed:
             return existing
-        known = {p.id for p in existing}
+        known = {p.id: p for p in existing}
         for proposal in changed:
             if proposal.id not in known:
                 self._store.create_proposal(proposal)
                 log.info("proposal %s offered: %s", proposal.id, proposal.preview)
-            else:
-                reason = proposal.history[-1].reason
-                self._store.transition(
-                    proposal.id, S.OFFERED, proposal.state, approvals.SYSTEM_ACTOR, now, reason
-                )
+                continue
+            with contextlib.suppress(approvals.StaleProposalError):  # decided meanwhile
+                self._store.record_decision(proposal, known[proposal.id].version)
         return self._store.proposals_for_incident(incident.id)
 
     def _decide(

@@ -60,13 +60,6 @@ class QueuedMessage(Protocol):
     def attempts(self) -> int: ...
 
 
-class ApprovalRecord(Protocol):
-    """One approver's recorded approval."""
-
-    @property
-    def approver(self) -> str: ...
-
-
 class ProposalStore(Protocol):
     """Proposals and the compare-and-swap that moves them once."""
 
@@ -78,15 +71,11 @@ class ProposalStore(Protocol):
 
     def create_proposal(self, proposal: Proposal) -> Proposal: ...
 
-    def transition(
-        self,
-        proposal_id: str,
-        expected_state: ProposalState,
-        new_state: ProposalState,
-        actor: str,
-        at: datetime,
-        reason: str = "",
-    ) -> Proposal | None: ...
+    def record_decision(self, decided: Proposal, expected_version: int) -> Proposal:
+        """Write a decision of `bot.core.approvals` made from the proposal at
+        `expected_version`; raises `approvals.StaleProposalError` when someone wrote it
+        first and `approvals.IllegalTransitionError` for a move `LEGAL` does not list."""
+        ...
 
 
 class LedgerStore(Protocol):
@@ -160,14 +149,6 @@ class OutboxStore(Protocol):
 
 class ServiceStore(ProposalStore, Protocol):
     """What the operations people and chats call need."""
-
-    def add_approval(
-        self,
-        proposal_id: str,
-        approver: str,
-        at: datetime,
-        expected_state: ProposalState = ProposalState.OFFERED,
-    ) -> tuple[ApprovalRecord, ...] | None: ...
 
     def expired_offers(self, now: datetime) -> tuple[Proposal, ...]: ...
 

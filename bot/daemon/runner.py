@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from bot.core import approvals
 from bot.core.actions.catalog import CATALOG
 from bot.core.analysis import LIVE_CHECK
 from bot.core.approvals import PRECONDITIONS, SYSTEM_ACTOR, LiveCheck
@@ -185,22 +186,21 @@ class Runner:
         if approved is None or approved.state is not S.APPROVED:
             return None
         refusal = self._refusal(approved)
-        if refusal:
-            failed = self._store.transition(
-                proposal_id, S.APPROVED, S.FAILED, SYSTEM_ACTOR, self._clock(), refusal
-            )
-            if failed is not None:
-                log.warning("proposal %s (%s) failed: %s", proposal_id, approved.action, refusal)
-                self._count(approved.action, ActionResult.FAILED)
-                self._changed(failed.incident_id)
-            return failed
-        running = self._store.transition(
-            proposal_id, S.APPROVED, S.RUNNING, SYSTEM_ACTOR, self._clock(), "running"
+        decided = (
+            approvals.transition(approved, S.FAILED, SYSTEM_ACTOR, self._clock(), refusal)
+            if refusal
+            else approvals.start(approved, self._clock())
         )
-        if running is None:
+        try:
+            moved = self._store.record_decision(decided, approved.version)
+        except approvals.StaleProposalError:
             return None  # another thread or process won it
-        self._changed(running.incident_id)
-        return self._execute(running)
+        self._changed(moved.incident_id)
+        if refusal:
+            log.warning("proposal %s (%s) failed: %s", proposal_id, approved.action, refusal)
+            self._count(approved.action, ActionResult.FAILED)
+            return moved
+        return self._execute(moved)
 
     def run_approved(self) -> int:
         """Run every APPROVED proposal (the daemon's poll); returns how many it ran."""
@@ -263,13 +263,8 @@ class Runner:
         result = ActionResult.SUCCEEDED if ok else ActionResult.FAILED
         finished_at = self._clock()
         self._store.finish_action(proposal.id, result, finished_at, detail)
-        final = self._store.transition(
-            proposal.id,
-            S.RUNNING,
-            S.SUCCEEDED if ok else S.FAILED,
-            SYSTEM_ACTOR,
-            finished_at,
-            detail,
+        final = self._store.record_decision(
+            approvals.finish(proposal, finished_at, ok, detail), proposal.version
         )
         log.info("proposal %s (%s) %s: %s", proposal.id, proposal.action, result, detail)
         self._count(proposal.action, result)

@@ -8,9 +8,11 @@ already decided by someone, expired, not found.
 Approving is, in this order: the policy (state, expiry, who may approve,
 `approvals.may_approve`) -> re-validation against live state (the action's
 executor gathers fresh facts and a fresh preview; `approvals.revalidate`) ->
-the store's compare-and-swap (offered -> approved, recorded once however many
-clicks race) -> execution (in the daemon, `execute` hands the proposal to the
-action runner; from another process the daemon's poll picks it up).
+the store's compare-and-swap of the core's decision (`record_decision`: the
+version it was made from, the moves `LEGAL` lists; recorded once however many
+clicks race, a click that lost deciding again on the stored proposal) ->
+execution (in the daemon, `execute` hands the proposal to the action runner;
+from another process the daemon's poll picks it up).
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ from bot.core.approvals import (
     ApprovalPolicy,
     Approved,
     ChatUser,
+    Decision,
     LiveCheck,
     NeedsSecondApprover,
     Refused,
     Rejected,
+    StaleProposalError,
 )
 from bot.core.model import Incident, LedgerEntry, Proposal, ProposalState, Silence
 from bot.core.notify import SILENCE_KEYS
@@ -42,6 +46,8 @@ from bot.daemon.runner import Registry, no_executor
 log = logging.getLogger("pitcrew.service")
 
 S = ProposalState
+# Decisions tried per click: each lost compare-and-swap means someone else decided meanwhile.
+_ATTEMPTS = 8
 
 
 class Outcome(StrEnum):
@@ -120,60 +126,47 @@ class Service:
         live = self._live_check(proposal, user, now)
         if isinstance(live, Answer):
             return live
-        decision = approvals.approve(proposal, user, self._policy, now, live)
-        if isinstance(decision, Refused):
-            return self._settle_refusal(decision, now)
-        assert isinstance(decision, Approved | NeedsSecondApprover)
-        approvers: tuple[str, ...] = (user.id,)
-        needed = approvals.approvals_needed(self._policy, proposal.namespace, proposal.action)
-        if needed > 1:  # each approval is recorded; the one that completes the set moves it
-            recorded = self._store.add_approval(proposal_id, user.id, now)
-            if recorded is None:
-                return self._lost_race(proposal_id, user, now)
-            approvers = tuple(dict.fromkeys(a.approver for a in recorded))
-            if len(approvers) < needed:
-                return self._first_of_two(proposal, user, now, len(approvers), needed)
-        reason = "approved by " + " and ".join(approvers)
-        moved = self._store.transition(proposal_id, S.OFFERED, S.APPROVED, user.id, now, reason)
-        if moved is None:
-            return self._lost_race(proposal_id, user, now)
-        log.info("proposal %s (%s) %s", proposal_id, proposal.action, reason)
-        self._changed(moved.incident_id)
-        self._execute(proposal_id)
-        then = "it runs now" if self._runs_here else "the running daemon runs it"
-        return Answer(Outcome.APPROVED, f"{proposal.action} {reason}; {then}", moved)
+        for _ in range(_ATTEMPTS):
+            decision = approvals.approve(proposal, user, self._policy, now, live)
+            try:
+                return self._apply_approval(decision, proposal, user, now)
+            except StaleProposalError:  # another click got there first: decide again
+                fresh = self._store.get_proposal(proposal_id)
+                if fresh is None:
+                    return self._refused(Outcome.NOT_FOUND, f"no proposal {proposal_id}", None)
+                proposal = fresh
+        return self._refused(Outcome.ALREADY_DECIDED, "decided by someone else meanwhile", proposal)
 
     def reject(self, proposal_id: str, user: ChatUser, now: datetime, reason: str = "") -> Answer:
         proposal = self._store.get_proposal(proposal_id)
-        if proposal is None:
-            return self._refused(Outcome.NOT_FOUND, f"no proposal {proposal_id}", None)
-        decision = approvals.reject(proposal, user, self._policy, now, reason)
-        if isinstance(decision, Refused):
-            return self._settle_refusal(decision, now)
-        assert isinstance(decision, Rejected)
-        why = decision.proposal.history[-1].reason
-        moved = self._store.transition(proposal_id, S.OFFERED, S.REJECTED, user.id, now, why)
-        if moved is None:
-            fresh = self._store.get_proposal(proposal_id)
-            assert fresh is not None
-            again = approvals.reject(fresh, user, self._policy, now, reason)
-            text = again.reason if isinstance(again, Refused) else "already decided"
-            return self._refused(Outcome.ALREADY_DECIDED, text, fresh)
-        log.info("proposal %s (%s) rejected by %s", proposal_id, proposal.action, user.id)
-        self._changed(moved.incident_id)
-        return Answer(Outcome.REJECTED, f"{proposal.action} rejected by {user.id}", moved)
+        for _ in range(_ATTEMPTS):
+            if proposal is None:
+                return self._refused(Outcome.NOT_FOUND, f"no proposal {proposal_id}", None)
+            decision = approvals.reject(proposal, user, self._policy, now, reason)
+            try:
+                if isinstance(decision, Refused):
+                    return self._settle_refusal(decision, proposal.version)
+                assert isinstance(decision, Rejected)
+                moved = self._store.record_decision(decision.proposal, proposal.version)
+            except StaleProposalError:
+                proposal = self._store.get_proposal(proposal_id)
+                continue
+            log.info("proposal %s (%s) rejected by %s", proposal_id, proposal.action, user.id)
+            self._changed(moved.incident_id)
+            return Answer(Outcome.REJECTED, f"{proposal.action} rejected by {user.id}", moved)
+        return self._refused(Outcome.ALREADY_DECIDED, "decided by someone else meanwhile", proposal)
 
     def expire(self, now: datetime) -> int:
         """Expire offers past their time (the scheduler's job); returns how many."""
         expired = 0
-        for proposal in approvals.expire_due(self._store.expired_offers(now), now):
-            reason = proposal.history[-1].reason
-            moved = self._store.transition(
-                proposal.id, S.OFFERED, S.EXPIRED, approvals.SYSTEM_ACTOR, now, reason
-            )
-            if moved is not None:
-                expired += 1
-                self._changed(moved.incident_id)
+        offers = {p.id: p for p in self._store.expired_offers(now)}
+        for proposal in approvals.expire_due(offers.values(), now):
+            try:
+                moved = self._store.record_decision(proposal, offers[proposal.id].version)
+            except StaleProposalError:
+                continue  # decided meanwhile
+            expired += 1
+            self._changed(moved.incident_id)
         return expired
 
     # -- silences ------------------------------------------------------------------------
@@ -255,42 +248,36 @@ class Service:
                 Outcome.REFUSED, f"cannot check the target's live state: {error}", proposal
             )
 
-    def _settle_refusal(self, refused: Refused, now: datetime) -> Answer:
+    def _apply_approval(
+        self, decision: Decision, proposal: Proposal, user: ChatUser, now: datetime
+    ) -> Answer:
+        """Write the core's decision on an approval click (compare-and-swap on the
+        version `proposal` was read at) and answer it."""
+        if isinstance(decision, Refused):
+            return self._settle_refusal(decision, proposal.version)
+        assert isinstance(decision, Approved | NeedsSecondApprover)
+        moved = self._store.record_decision(decision.proposal, proposal.version)
+        self._changed(moved.incident_id)
+        if isinstance(decision, NeedsSecondApprover):
+            text = f"{proposal.action}: approval by {user.id} recorded; a second approver is needed"
+            return Answer(Outcome.NEEDS_SECOND_APPROVER, text, moved)
+        reason = moved.history[-1].reason
+        log.info("proposal %s (%s) %s", proposal.id, proposal.action, reason)
+        self._execute(proposal.id)
+        then = "it runs now" if self._runs_here else "the running daemon runs it"
+        return Answer(Outcome.APPROVED, f"{proposal.action} {reason}; {then}", moved)
+
+    def _settle_refusal(self, refused: Refused, version: int) -> Answer:
         proposal = refused.proposal
         if refused.changed:  # it expired: record that, once
-            reason = proposal.history[-1].reason
-            moved = self._store.transition(
-                proposal.id, S.OFFERED, proposal.state, approvals.SYSTEM_ACTOR, now, reason
-            )
-            if moved is not None:
-                self._changed(moved.incident_id)
-            return self._refused(Outcome.EXPIRED, refused.reason, moved or proposal)
+            moved = self._store.record_decision(proposal, version)
+            self._changed(moved.incident_id)
+            return self._refused(Outcome.EXPIRED, refused.reason, moved)
         if proposal.state is S.EXPIRED:
             return self._refused(Outcome.EXPIRED, refused.reason, proposal)
         if proposal.state is not S.OFFERED:
             return self._refused(Outcome.ALREADY_DECIDED, refused.reason, proposal)
         return self._refused(Outcome.REFUSED, refused.reason, proposal)
-
-    def _lost_race(self, proposal_id: str, user: ChatUser, now: datetime) -> Answer:
-        """Someone else moved the proposal between our read and our write."""
-        fresh = self._store.get_proposal(proposal_id)
-        if fresh is None:
-            return self._refused(Outcome.NOT_FOUND, f"no proposal {proposal_id}", None)
-        decision = approvals.approve(fresh, user, self._policy, now, LiveCheck())
-        if isinstance(decision, Refused):
-            return self._settle_refusal(decision, now)
-        return self._refused(Outcome.ALREADY_DECIDED, "decided by someone else meanwhile", fresh)
-
-    def _first_of_two(
-        self, proposal: Proposal, user: ChatUser, now: datetime, have: int, needed: int
-    ) -> Answer:
-        note = f"approval {have} of {needed}; needs a different approver"
-        moved = self._store.transition(proposal.id, S.OFFERED, S.OFFERED, user.id, now, note)
-        if moved is None:
-            return self._lost_race(proposal.id, user, now)
-        self._changed(moved.incident_id)
-        text = f"{proposal.action}: approval by {user.id} recorded; a second approver is needed"
-        return Answer(Outcome.NEEDS_SECOND_APPROVER, text, moved)
 
     def _refused(self, outcome: Outcome, text: str, proposal: Proposal | None) -> Answer:
         self._metrics.refused_clicks.labels(reason=str(outcome)).inc()

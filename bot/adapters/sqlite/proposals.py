@@ -1,8 +1,9 @@
 """Proposals, their transition history and partial approvals in the store.
 
-A proposal changes state only by compare-and-swap (`transition`): one
-`UPDATE ... WHERE state = expected` and its history row in one IMMEDIATE
-transaction, so two clicks, two approvers, two threads or two processes move it once.
+A proposal changes state only by compare-and-swap (`record_decision`): a decision
+of `bot.core.approvals` is checked against the stored proposal's `version` and
+`LEGAL`, and written with its history rows in one IMMEDIATE transaction, so two
+clicks, two approvers, two threads or two processes move it once.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.adapters.sqlite.connection import SharedConnection, exists
+from bot.core.approvals import steps_to_record
 from bot.core.codec import decode_time, dumps, encode_time
 from bot.core.errors import StoreError
 from bot.core.model import Proposal, ProposalState, Transition
@@ -37,6 +39,10 @@ class ProposalRecords(SharedConnection):
         must be stored first."""
         body = dumps(dataclasses.replace(proposal, history=(), approvals=()))
         with self._writing(f"create proposal {proposal.id}") as conn:
+            if proposal.state is not ProposalState.OFFERED:
+                raise StoreError(
+                    self.path, f"proposal {proposal.id} is created offered, not {proposal.state}"
+                )
             if exists(conn, "SELECT 1 FROM proposals WHERE id = ?", proposal.id):
                 raise StoreError(self.path, f"proposal {proposal.id} already exists")
             if not exists(conn, "SELECT 1 FROM incidents WHERE id = ?", proposal.incident_id):
@@ -124,56 +130,34 @@ class ProposalRecords(SharedConnection):
             row = conn.execute("SELECT COALESCE(MAX(seq), 0) AS seq FROM transitions").fetchone()
         return int(row["seq"])
 
-    def transition(
-        self,
-        proposal_id: str,
-        expected_state: ProposalState,
-        new_state: ProposalState,
-        actor: str,
-        at: datetime,
-        reason: str = "",
-    ) -> Proposal | None:
-        """Compare-and-swap: move the proposal to `new_state` only if it is in `expected_state`.
+    def record_decision(self, decided: Proposal, expected_version: int) -> Proposal:
+        """The one write of a proposal's state: compare-and-swap of a decision of
+        `bot.core.approvals` made from the proposal at `expected_version`.
 
-        Returns the updated proposal, or None if it is missing or in another state (another
-        click, approver, thread or process got there first); `get_proposal` tells which."""
-        change = Transition(
-            to_state=new_state, at=at, actor=actor, reason=reason, from_state=expected_state
-        )
-        with self._writing(f"move proposal {proposal_id} to {new_state}") as conn:
-            moved = conn.execute(
-                """UPDATE proposals SET state = ?, body = json_set(body, '$.state', ?)
-                   WHERE id = ? AND state = ?""",
-                (new_state.value, new_state.value, proposal_id, expected_state.value),
-            ).rowcount
-            if moved != 1:
-                return None
-            _insert_transition(conn, proposal_id, change)
-            return self._proposal(conn, proposal_id)
-
-    def add_approval(
-        self,
-        proposal_id: str,
-        approver: str,
-        at: datetime,
-        expected_state: ProposalState = ProposalState.OFFERED,
-    ) -> tuple[Approval, ...] | None:
-        """Record one approver's approval while the proposal is still in `expected_state`.
-
-        Returns every approval so far, first approver first (an approver who approves twice
-        counts once), or None if the proposal is missing or no longer in `expected_state`.
-        The approvers also appear in the proposal's `approvals`. Reaching the quorum is then
-        acted on with `transition`, which decides any race."""
-        with self._writing(f"record approval of proposal {proposal_id}") as conn:
-            if not exists(
-                conn,
-                "SELECT 1 FROM proposals WHERE id = ? AND state = ?",
-                proposal_id,
-                expected_state.value,
-            ):
-                return None
-            _insert_approval(conn, proposal_id, approver, at)
-            return _approvals(conn, proposal_id)
+        In one IMMEDIATE transaction the stored proposal is read, the decision checked
+        against it (`approvals.steps_to_record`: raises `StaleProposalError` when another
+        click, approver, thread or process wrote it first, `IllegalTransitionError` for a
+        move `LEGAL` does not list), and its new state, version, history steps and
+        approvers written. Returns the proposal as now stored."""
+        what = f"record the decision on proposal {decided.id}"
+        with self._writing(what) as conn:
+            stored = self._proposal(conn, decided.id)
+            if stored is None:
+                raise StoreError(self.path, f"cannot record a decision: no proposal {decided.id}")
+            steps = steps_to_record(stored, decided, expected_version)
+            conn.execute(
+                """UPDATE proposals SET state = ?,
+                       body = json_set(body, '$.state', ?, '$.version', ?) WHERE id = ?""",
+                (decided.state.value, decided.state.value, decided.version, decided.id),
+            )
+            for step in steps:
+                _insert_transition(conn, decided.id, step)
+            for approver in dict.fromkeys(decided.approvals):
+                if approver not in stored.approvals:
+                    _insert_approval(conn, decided.id, approver, steps[-1].at)
+            recorded = self._proposal(conn, decided.id)
+            assert recorded is not None
+            return recorded
 
     def approvals(self, proposal_id: str) -> tuple[Approval, ...]:
         with self._reading(f"read approvals of proposal {proposal_id}") as conn:
