@@ -182,12 +182,13 @@ def ingest_command(
         query["workload"] = f"{ref.kind}/{ref.name}"
         if ref.namespace:
             query["namespace"] = ref.namespace
-    target = _with_ingest_path(url) if url else _ingest_url(load_settings(file_config))
+    settings = load_settings(file_config)
+    target = _with_ingest_path(url) if url else _ingest_url(settings)
+    headers = {"Content-Type": "text/plain; charset=utf-8"}
+    if settings.secrets.ingest_token is not None:  # a daemon beyond loopback wants it
+        headers["Authorization"] = f"Bearer {settings.secrets.ingest_token.get_secret_value()}"
     request = urllib.request.Request(
-        f"{target}?{urlencode(query)}",
-        data=body,
-        method="POST",
-        headers={"Content-Type": "text/plain; charset=utf-8"},
+        f"{target}?{urlencode(query)}", data=body, method="POST", headers=headers
     )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:

@@ -7,8 +7,9 @@ closed pydantic model (unknown keys are errors), the policy sections reuse the
 core's own models (`CorrelationConfig`, `NotifyConfig`, `ApprovalPolicy`), and
 every problem is reported at once as `file:line: field: reason`. Durations
 may be written `30s`, `10m`, `1h30m` or as seconds. Tokens never come from the
-file: only from `SLACK_BOT_TOKEN`, `SLACK_APP_TOKEN`, `SLACK_SIGNING_SECRET`
-or the files that `*_FILE` variables name; they are `SecretStr` and `render`
+file: only from `SLACK_BOT_TOKEN`, `SLACK_APP_TOKEN`, `SLACK_SIGNING_SECRET`,
+`PITCREW_INGEST_TOKEN` (what /ingest asks of clients beyond loopback) or the
+files that `*_FILE` variables name; they are `SecretStr` and `render`
 masks them. With no file at all every setting has a working default (console
 chat, `./pitcrew.db`, loopback HTTP on port 9464).
 """
@@ -51,6 +52,7 @@ SECRET_ENV = {
     "slack_bot_token": "SLACK_BOT_TOKEN",
     "slack_app_token": "SLACK_APP_TOKEN",
     "slack_signing_secret": "SLACK_SIGNING_SECRET",
+    "ingest_token": "PITCREW_INGEST_TOKEN",
 }
 MASK = "**********"
 DURATION_HINT = "expected a duration like 30s, 10m, 1h or 1h30m"
@@ -356,6 +358,7 @@ class Secrets(BaseModel):
     slack_bot_token: SecretStr | None = None
     slack_app_token: SecretStr | None = None
     slack_signing_secret: SecretStr | None = None
+    ingest_token: SecretStr | None = None  # /ingest from beyond loopback: `Bearer` this
 
 
 class Settings(Closed):

@@ -192,7 +192,7 @@ def build(
         http=_http(settings, metrics, lambda: daemon.liveness(), lambda: daemon.readiness()),
     )
     if settings.http.ingest:
-        daemon.http.mount(INGEST_PATH, ingest_route(pipeline))
+        daemon.http.mount(INGEST_PATH, ingest_route(pipeline), private=True)
     bind = getattr(chat, "bind", None)
     if callable(bind):  # a chat that takes clicks and commands (Slack) answers through the service
         diagnoser = Diagnoser(settings, engine.library, pipeline)  # /pitcrew diagnose
@@ -270,8 +270,16 @@ def _http(
     readiness: Callable[[], dict[str, bool]],
 ) -> HealthServer:
     host, port = settings.http.host, settings.http.port
+    token = settings.secrets.ingest_token
     try:
-        return HealthServer(host, port, metrics, liveness, readiness)
+        return HealthServer(
+            host,
+            port,
+            metrics,
+            liveness,
+            readiness,
+            ingest_token=token.get_secret_value() if token else "",
+        )
     except OSError as error:
         raise PitcrewError(f"http: cannot listen on {host}:{port}: {error.strerror}") from None
 

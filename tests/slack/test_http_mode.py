@@ -12,6 +12,8 @@ a listener."""
 from __future__ import annotations
 
 import concurrent.futures
+import logging
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -314,3 +316,102 @@ def test_forged_stale_and_replayed_requests_are_refused(http: Http) -> None:
     time.sleep(0.2)
     assert len(http.emulator.calls_to("chat.postEphemeral")) == 1
     assert http.daemon.executed == [http.daemon.proposal.id]
+
+
+def test_fifty_simultaneous_clicks_are_all_answered_and_run_once(http: Http) -> None:
+    barrier = threading.Barrier(50)
+
+    def click(n: int) -> int:
+        payload = click_payload(
+            http.emulator, blocks.APPROVE_ACTION, http.daemon.proposal.id, ts=http.ts
+        )
+        payload["trigger_id"] = f"1337.42.{n}"  # fifty distinct clicks, not one replayed
+        body = payload_form(payload)
+        headers = sign(body)
+        barrier.wait(timeout=10)
+        return post(http.url, body, headers).status
+
+    with concurrent.futures.ThreadPoolExecutor(50) as pool:
+        statuses = list(pool.map(click, range(50)))
+    assert statuses == [200] * 50
+    told = http.ephemerals(50)
+    assert sum("approved by U0ALICE; it runs now" in t["text"] for t in told) == 1
+    assert http.daemon.executed == [http.daemon.proposal.id]
+
+
+# -- malformed requests: each its own 4xx, before Bolt, the body never logged ------------
+
+TRUNCATED = '{"type": "block_actions", "user": {"id": "U0ALICE"'
+
+
+def _json_headers(body: str, **signing: Any) -> dict[str, str]:
+    return {**sign(body, **signing), "Content-Type": "application/json"}
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "status", "error"),
+    [
+        (TRUNCATED, _json_headers(TRUNCATED), 400, "the body is not valid JSON"),
+        ("[1, 2]", _json_headers("[1, 2]"), 400, "the body is not a JSON object"),
+        ('"text"', _json_headers('"text"'), 400, "the body is not a JSON object"),
+        (
+            "payload=" + TRUNCATED,
+            sign("payload=" + TRUNCATED),
+            400,
+            "the payload field is not valid JSON",
+        ),
+        ("payload=%5B%5D", sign("payload=%5B%5D"), 400, "the payload field is not a JSON object"),
+        (TRUNCATED, {"Content-Type": "application/json"}, 401, "unsigned request"),
+        (
+            "payload=%7B%7D",
+            {**sign("payload=%7B%7D"), "X-Slack-Request-Timestamp": "soon"},
+            400,
+            "X-Slack-Request-Timestamp is not a number",
+        ),
+        (
+            "payload=%7B%7D",
+            {**sign("payload=%7B%7D"), "X-Slack-Request-Timestamp": f"+{int(time.time())}"},
+            400,
+            "X-Slack-Request-Timestamp is not a number",
+        ),
+        (
+            "payload=%7B%7D",
+            sign("payload=%7B%7D", timestamp=int(time.time()) - 600),
+            401,
+            "stale request: the timestamp is over five minutes off",
+        ),
+        (
+            "payload=%7B%7D",
+            sign("payload=%7B%7D", secret="forged"),
+            401,
+            "invalid request signature",
+        ),
+    ],
+    ids=[
+        "truncated-json",
+        "json-array",
+        "json-string",
+        "truncated-payload",
+        "payload-array",
+        "unsigned",
+        "timestamp-word",
+        "timestamp-plus-sign",
+        "stale",
+        "forged",
+    ],
+)
+def test_each_malformed_slack_request_gets_its_own_4xx(
+    http: Http,
+    caplog: pytest.LogCaptureFixture,
+    body: str,
+    headers: dict[str, str],
+    status: int,
+    error: str,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="pitcrew")
+    reply = post(http.url, body, headers)
+    assert (reply.status, reply.json()) == (status, {"error": error})
+    told = [r for r in caplog.records if r.name.startswith("pitcrew")]
+    assert [r.getMessage().endswith(f"{status} {error}") for r in told] == [True]
+    assert all("U0ALICE" not in r.getMessage() for r in caplog.records)
+    assert http.emulator.calls_to("chat.postEphemeral") == []

@@ -16,8 +16,8 @@ knows no daemon internals.
 
 Transports: Socket Mode (the default) uses Bolt's builtin-client handler with
 an app-level token; HTTP mode serves `/slack/events` on the daemon's HTTP
-server, where Bolt verifies the signature and timestamp and this module also
-refuses a replayed request (the same signed body twice).
+server, where `bot.adapters.slack.events` admits only signed, fresh, first-seen,
+well-formed requests to Bolt.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import re
 import socket
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -65,6 +64,7 @@ from bot.adapters.slack.commands import (
     explain_unsilence,
     parse,
 )
+from bot.adapters.slack.events import Gate, Refusal, ReplayGuard, Replays
 from bot.core.approvals import ApprovalPolicy, ChatUser
 from bot.core.model import Silence
 from bot.daemon.metrics import Metrics
@@ -73,7 +73,6 @@ from bot.daemon.ports import Clock, utcnow
 log = logging.getLogger("pitcrew.slack")
 
 EVENTS_PATH = "/slack/events"
-SIGNATURE_WINDOW = 5 * 60  # seconds; Bolt refuses older timestamps
 _PROPOSAL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 
 
@@ -186,29 +185,6 @@ class GroupDirectory:
         return frozenset(g for g in groups if user in self.members(g))
 
 
-class ReplayGuard:
-    """Signed requests already seen (HTTP mode): a second copy of a signed request
-    within the signature window is a replay and is refused."""
-
-    def __init__(self, window: float = SIGNATURE_WINDOW + 60, limit: int = 100_000) -> None:
-        self._window = window
-        self._limit = limit
-        self._seen: OrderedDict[str, float] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def first_time(self, signature: str, now: float) -> bool:
-        with self._lock:
-            while self._seen and (
-                len(self._seen) >= self._limit
-                or next(iter(self._seen.values())) < now - self._window
-            ):
-                self._seen.popitem(last=False)
-            if signature in self._seen:
-                return False
-            self._seen[signature] = now
-            return True
-
-
 def _ephemeral(safe: str) -> dict[str, Any]:
     """An ephemeral answer from safe mrkdwn (see `bot.adapters.slack.commands`)."""
     message = blocks.mrkdwn_message(safe)
@@ -247,15 +223,18 @@ class SlackApp:
         self.service: SlackService | None = None
         self.diagnoser: Diagnoser | None = None
         self.groups = GroupDirectory(groups_client or client, config.group_ttl)
-        self.replays = ReplayGuard()
+        self.replays: Replays = ReplayGuard()
         self.verifier = SignatureVerifier(config.signing_secret) if config.signing_secret else None
+        self.gate = Gate(self.verifier, self.replays) if self.verifier is not None else None
+        bolt_log = logging.getLogger("pitcrew.slack.bolt")
+        bolt_log.setLevel(logging.WARNING)  # Bolt logs whole request bodies at INFO
         self._work = ThreadPoolExecutor(config.workers, thread_name_prefix="pitcrew-slack-work")
         self._acks = ThreadPoolExecutor(config.ack_workers, thread_name_prefix="pitcrew-slack-ack")
         self.app = App(
             client=client,
             signing_secret=config.signing_secret or None,
             name="pitcrew",
-            logger=logging.getLogger("pitcrew.slack.bolt"),
+            logger=bolt_log,
             process_before_response=False,
             token_verification_enabled=False,  # auth.test happens in SlackChat.start
             request_verification_enabled=not config.socket_mode,
@@ -301,23 +280,16 @@ class SlackApp:
     def events_route(
         self, path: str, headers: dict[str, str], body: bytes
     ) -> tuple[int, dict[str, str], bytes]:
-        """`POST /slack/events` for the daemon's HTTP server (HTTP mode)."""
-        lowered = {k.lower(): v for k, v in headers.items()}
-        try:
-            text = body.decode("utf-8")
-        except UnicodeDecodeError:
-            return 400, {"Content-Type": "text/plain"}, b"bad request\n"
-        signature = lowered.get("x-slack-signature", "")
-        timestamp = lowered.get("x-slack-request-timestamp", "")
-        if (
-            self.verifier is not None
-            and timestamp.isdigit()
-            and self.verifier.is_valid(text, timestamp, signature)
-            and not self.replays.first_time(signature, time.time())
-        ):
-            log.warning("refused a replayed Slack request (timestamp %s)", timestamp)
-            return 401, {"Content-Type": "application/json"}, b'{"error": "replayed request"}'
-        response = self.app.dispatch(BoltRequest(body=text, headers=dict(lowered)))
+        """`POST /slack/events` for the daemon's HTTP server (HTTP mode): a request the
+        gate admits (signed, fresh, first seen, well formed) goes to Bolt."""
+        if self.gate is None:
+            return Refusal(503, "this pitcrew has no Slack signing secret").reply()
+        admitted = self.gate.admit(headers, body)
+        if isinstance(admitted, Refusal):
+            return admitted.reply()
+        response = self.app.dispatch(
+            BoltRequest(body=admitted.text, headers=dict(admitted.headers))
+        )
         out = response.first_headers_without_set_cookie()
         return response.status, out, response.body.encode("utf-8")
 
