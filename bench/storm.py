@@ -181,7 +181,7 @@ def main() -> None:
     library = load_builtin()
     engine = Engine(library)
     base = assessor(library)
-    values = tuning.overrides(ActionSettings())
+    values = ActionSettings().overrides()
     clock = Clock()
     chat = CountingChat()
     metrics = Metrics()

@@ -157,7 +157,7 @@ def rig(
 ) -> Rig:
     store = Store(path)
     base = assessor(engine().library)
-    values = tuning.overrides(ActionSettings())
+    values = ActionSettings().overrides()
     correlator = Correlator(lambda f: tuning.tune(base(f), values), correlation)
     chat = chat or RecordingChat()
     outbox = Outbox(store, chat, clock=clock, backoff=Backoff(jitter=0.0))

@@ -338,7 +338,7 @@ def test_a_resubmission_is_verified_once_it_has_left_pending(
 def test_a_config_entry_sets_the_stale_age_scan_interval_and_down_grace() -> None:
     from datetime import timedelta
 
-    from bot.adapters.ray.source import source_options
+    from bot.app.factories import ray_source_options
     from bot.app.settings import RaySourceSettings
 
     entry = RaySourceSettings(
@@ -347,7 +347,7 @@ def test_a_config_entry_sets_the_stale_age_scan_interval_and_down_grace() -> Non
         stale_scan_every=timedelta(minutes=1),
         down_after=timedelta(seconds=30),
     )
-    options = source_options(entry)
+    options = ray_source_options(entry)
     assert (options.stale_actor_age, options.stale_scan_every, options.down_after) == (
         timedelta(minutes=5),
         timedelta(minutes=1),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bot.app.settings import ActionSettings, BumpMemorySettings
-from bot.core.actions.tuning import overrides, tune
+from bot.core.actions.tuning import tune
 from bot.core.model import ActionOffer, Diagnosis, frozen_map
 
 BUMP = ActionOffer(
@@ -19,7 +19,7 @@ BUMP = ActionOffer(
 
 
 def test_the_configured_factor_and_cap_are_in_the_offer_and_its_preview() -> None:
-    values = overrides(ActionSettings(bump_memory=BumpMemorySettings(factor=1.25, cap="18Gi")))
+    values = ActionSettings(bump_memory=BumpMemorySettings(factor=1.25, cap="18Gi")).overrides()
     (offer,) = tune(Diagnosis((), (BUMP,), ""), values).actions
     assert (offer.params["factor"], offer.params["cap"]) == (1.25, "18Gi")
     assert offer.preview.endswith("16Gi → 18Gi")
@@ -28,4 +28,4 @@ def test_the_configured_factor_and_cap_are_in_the_offer_and_its_preview() -> Non
 def test_withheld_offers_and_unknown_settings_are_left_alone() -> None:
     withheld = ActionOffer("k8s.bump_memory", BUMP.params, False, "no OOM evidence", "x")
     diagnosis = Diagnosis((), (withheld,), "")
-    assert tune(diagnosis, overrides(ActionSettings())) is diagnosis
+    assert tune(diagnosis, ActionSettings().overrides()) is diagnosis

@@ -19,8 +19,6 @@ from datetime import UTC, timedelta
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from bot.app.settings import SchedulerSettings
-
 log = logging.getLogger("pitcrew.scheduler")
 
 Job = Callable[[], object]
@@ -35,6 +33,17 @@ class Jobs:
     wake_outbox: Job  # retries whose backoff has passed
     cleanup: Job  # state older than the retention
     run_approved: Job  # approved proposals (also from `pitcrew approve` in another process)
+
+
+@dataclass(frozen=True, slots=True)
+class Intervals:
+    """How often each of the daemon's own jobs runs (`scheduler` in the config)."""
+
+    tick: timedelta
+    expiry: timedelta
+    outbox: timedelta
+    cleanup: timedelta
+    approved: timedelta
 
 
 class Scheduler:
@@ -57,7 +66,7 @@ class Scheduler:
         )
         self.names.append(name)
 
-    def install(self, jobs: Jobs, intervals: SchedulerSettings) -> None:
+    def install(self, jobs: Jobs, intervals: Intervals) -> None:
         self.every("tick", intervals.tick, jobs.tick)
         self.every("expire-proposals", intervals.expiry, jobs.expire)
         self.every("outbox", intervals.outbox, jobs.wake_outbox)

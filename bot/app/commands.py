@@ -32,6 +32,7 @@ from bot.adapters.sqlite.store import Store
 from bot.app import settings as config
 from bot.app.factories import build_registry, check_kinds
 from bot.app.settings import ConfigError, Settings
+from bot.core.durations import parse_duration
 from bot.core.errors import PitcrewError
 from bot.core.model import Incident, Proposal
 from bot.core.reports import status as card_status
@@ -290,7 +291,7 @@ def silence_command(
             raise fail(f"{item!r}: expected KEY=VALUE, e.g. playbook=pod-oom-killed")
         matchers[key.strip()] = value.strip()
     try:
-        length = config.parse_duration(duration)
+        length = parse_duration(duration)
     except ValueError as error:
         raise fail(str(error)) from None
     with opened_service(file, store) as service:

@@ -32,6 +32,7 @@ from pydantic_core import core_schema
 
 from bot.adapters.ray.client import HEADERS_ENV, TOKEN_ENV
 from bot.app import settings as config
+from bot.core.durations import format_duration
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = Path("docs/configuration.md")
@@ -82,7 +83,7 @@ class _Generator(GenerateJsonSchema):
 
 def _plain(value: Any) -> Any:
     if isinstance(value, timedelta):
-        return config.format_duration(value)
+        return format_duration(value)
     if isinstance(value, PurePath):
         return str(value)
     if isinstance(value, BaseModel):

@@ -3,15 +3,20 @@
 Why this exists: the config names kinds (`sources.<kind>`, `actions.executors`); the
 composition root must turn each name into running objects. Two explicit tables do it,
 so every kind is visible here and an unknown name is an error naming it, not a module
-looked up by reflection. Adapters are imported only when their kind is built, so a
-command that builds none of them does not pay for their SDKs.
+looked up by reflection. Here the settings become each adapter's own config (adapters
+never see `Settings`), and adapters that work together (the Kubernetes source and
+RayCluster discovery on one client; the Ray executors and the clusters discovery found)
+are put together. Adapters are imported only when their kind is built, so a command
+that builds none of them does not pay for their SDKs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from bot.app.settings import Settings
+from bot.app.settings import RaySourceSettings, Settings
 from bot.core.actions.catalog import CATALOG
 from bot.core.errors import PitcrewError
 from bot.daemon.feed import Sink
@@ -19,51 +24,168 @@ from bot.daemon.ports import Bookmarks
 from bot.daemon.runner import Executor, Registry
 from bot.daemon.sources import Source
 
+if TYPE_CHECKING:
+    from bot.adapters.kubernetes.api import KubeApi
+    from bot.adapters.ray.client import RayClusterConfig
+    from bot.adapters.ray.executors import RayActionExecutor
+    from bot.adapters.ray.source import RayClusterSource, RaySourceOptions
+
 SourceFactory = Callable[[Settings, Sink, Bookmarks | None], Sequence[Source]]
 ExecutorFactory = Callable[[Settings, Bookmarks | None], Executor]
 
 
-def _ray_sources(settings: Settings, sink: Sink, bookmarks: Bookmarks | None) -> Sequence[Source]:
-    from bot.adapters.ray import source
-
-    return source.build(settings, sink, bookmarks)
+# -- what each adapter is given -----------------------------------------------------------------
 
 
-def _kubernetes_sources(
-    settings: Settings, sink: Sink, bookmarks: Bookmarks | None
-) -> Sequence[Source]:
-    from bot.adapters.kubernetes import source
+def kube_api(settings: Settings) -> KubeApi:
+    """The Kubernetes client `sources.kubernetes` names (kubeconfig, context or in-cluster)."""
+    from bot.adapters.kubernetes.api import KubeApi
 
-    return source.build(settings, sink, bookmarks)
-
-
-def _echo_executor(settings: Settings, bookmarks: Bookmarks | None) -> Executor:
-    from bot.adapters.echo import executor
-
-    return executor.build(settings)
+    kube = settings.sources.kubernetes
+    return KubeApi.from_config(
+        str(kube.kubeconfig) if kube.kubeconfig else None,
+        kube.context or None,
+        in_cluster=kube.in_cluster or None,
+    )
 
 
-def _kubernetes_executor(settings: Settings, bookmarks: Bookmarks | None) -> Executor:
-    from bot.adapters.kubernetes import executors
+def ray_cluster_configs(settings: Settings) -> list[RayClusterConfig]:
+    """The enabled `sources.ray` entries as cluster configs; auth headers come from the
+    environment (`PITCREW_RAY_HEADERS`, `RAY_AUTH_TOKEN`), never from the config file."""
+    from bot.adapters.ray.client import RayClusterConfig, headers_from_env
 
-    return executors.build(settings)
+    headers = headers_from_env()
+    return [
+        RayClusterConfig(s.name, s.address, headers, k8s_namespace=s.namespace)
+        for s in settings.sources.ray
+        if s.enabled
+    ]
 
 
-def _ray_executor(settings: Settings, bookmarks: Bookmarks | None) -> Executor:
+def ray_source_options(entry: RaySourceSettings) -> RaySourceOptions:
+    """The polling options a `sources.ray` entry sets."""
+    from bot.adapters.ray.source import RaySourceOptions
+
+    return dataclasses.replace(
+        RaySourceOptions(),
+        stale_actor_age=entry.stale_actor_age,
+        stale_scan_every=entry.stale_scan_every,
+        down_after=entry.down_after,
+    )
+
+
+# -- sources ------------------------------------------------------------------------------------
+
+
+def ray_sources(
+    settings: Settings, sink: Sink, bookmarks: Bookmarks | None = None
+) -> list[RayClusterSource]:
+    """The source kind `ray`: one polled source per enabled `sources.ray` entry. Without
+    `bookmarks` failures are remembered in memory only; the daemon passes the store's."""
+    from bot.adapters.ray.source import MemoryBookmarks, RayClusterSource
+
+    marks = bookmarks if bookmarks is not None else MemoryBookmarks()
+    entries = {s.name: s for s in settings.sources.ray}
+    return [
+        RayClusterSource(
+            config,
+            sink,
+            marks,
+            poll_interval=entries[config.name].poll_interval,
+            options=ray_source_options(entries[config.name]),
+        )
+        for config in ray_cluster_configs(settings)
+    ]
+
+
+def kubernetes_sources(
+    settings: Settings, sink: Sink, bookmarks: Bookmarks | None = None
+) -> list[Source]:
+    """The source kind `kubernetes` (`sources.kubernetes`) and, unless
+    `sources.ray_discovery` turns it off, the RayCluster discovery on the same client."""
+    from bot.adapters.kubernetes.source import KINDS_BY_PLURAL, KubernetesSource, KubeSourceConfig
+
+    api = kube_api(settings)
+    kube = settings.sources.kubernetes
+    config = KubeSourceConfig(
+        namespaces=tuple(kube.namespaces), kinds=tuple(KINDS_BY_PLURAL[r] for r in kube.resources)
+    )
+    built: list[Source] = [KubernetesSource(api, config, sink=sink)]
+    built.extend(ray_discovery(settings, sink, bookmarks, api))
+    return built
+
+
+def ray_discovery(
+    settings: Settings, sink: Sink, bookmarks: Bookmarks | None, api: KubeApi | None = None
+) -> list[Source]:
+    """The discovery source `sources.ray_discovery` describes, or none when it is off."""
+    if not settings.sources.discovers_ray_clusters():
+        return []
+    from bot.adapters.kuberay.discovery import RayDiscoverySource
+    from bot.adapters.ray.client import headers_from_env
+
+    discovery = settings.sources.ray_discovery
+    return [
+        RayDiscoverySource(
+            api or kube_api(settings),
+            sink,
+            bookmarks,
+            namespaces=settings.sources.kubernetes.namespaces,
+            url_template=discovery.url_template,
+            configured=ray_cluster_configs(settings),
+            headers=headers_from_env(),
+            poll_interval=discovery.poll_interval,
+        )
+    ]
+
+
+# -- executors ----------------------------------------------------------------------------------
+
+
+def echo_executor(settings: Settings, bookmarks: Bookmarks | None = None) -> Executor:
+    from bot.adapters.echo.executor import EchoExecutor
+
+    echo = settings.actions.echo
+    return EchoExecutor(echo.record, echo.delay.total_seconds())
+
+
+def kubernetes_executor(settings: Settings, bookmarks: Bookmarks | None = None) -> Executor:
+    from bot.adapters.kubernetes.base import KubeActionConfig
+    from bot.adapters.kubernetes.executors import KubernetesExecutor
+
+    config = KubeActionConfig(max_memory=settings.actions.bump_memory.cap)
+    return KubernetesExecutor(kube_api(settings), config)
+
+
+def ray_executor(settings: Settings, bookmarks: Bookmarks | None = None) -> RayActionExecutor:
+    """The executor kind `ray` for the clusters of `sources.ray` and, when RayCluster
+    discovery runs, the clusters it found (read from `bookmarks` at each lookup). Pass the
+    store's bookmarks so the Ray source does not report a job pitcrew stopped."""
     from bot.adapters.ray import executors
 
-    return executors.build(settings, bookmarks)
+    discovered: Callable[[], Sequence[RayClusterConfig]] | None = None
+    if bookmarks is not None and settings.sources.discovers_ray_clusters():
+        from bot.adapters.kuberay.clusters import discovered_configs
+
+        marks = bookmarks
+
+        def discovered() -> Sequence[RayClusterConfig]:
+            return discovered_configs(marks)
+
+    clusters = executors.RayClusters(ray_cluster_configs(settings), discovered=discovered)
+    max_retries = settings.actions.resubmit.max_retries
+    return executors.build(clusters, bookmarks, max_retries=max_retries)
 
 
 SOURCE_KINDS: dict[str, SourceFactory] = {
-    "ray": _ray_sources,
-    "kubernetes": _kubernetes_sources,
+    "ray": ray_sources,
+    "kubernetes": kubernetes_sources,
 }
 
 EXECUTOR_KINDS: dict[str, ExecutorFactory] = {
-    "echo": _echo_executor,
-    "kubernetes": _kubernetes_executor,
-    "ray": _ray_executor,
+    "echo": echo_executor,
+    "kubernetes": kubernetes_executor,
+    "ray": ray_executor,
 }
 
 

@@ -34,8 +34,8 @@ from bot.adapters.ray.executors import (
     StopJobExecutor,
 )
 from bot.adapters.ray.live import JobNotFoundError, diagnose_ray_job_on
-from bot.adapters.ray.source import cluster_configs
 from bot.adapters.slack.commands import DiagnoseTarget
+from bot.app.factories import ray_cluster_configs
 from bot.app.settings import Settings
 from bot.core.diagnosis import Engine
 from bot.core.errors import PitcrewError
@@ -81,7 +81,7 @@ class Diagnoser:
         self.settings = settings
         self.library = library
         self.sink = sink
-        self._ray_clusters = ray_clusters or (lambda: cluster_configs(settings))
+        self._ray_clusters = ray_clusters or (lambda: ray_cluster_configs(settings))
         self._make_api = kube_api or self._api_from_settings
         self._api: KubeApi | None = None
         self._lock = threading.Lock()

@@ -41,7 +41,9 @@ from pydantic import (
 
 from bot.core import quantity
 from bot.core.actions.catalog import CATALOG
+from bot.core.actions.tuning import Overrides
 from bot.core.approvals import ApprovalPolicy
+from bot.core.durations import DURATION_HINT, format_duration, parse_duration
 from bot.core.errors import PitcrewError
 from bot.core.incidents import CorrelationConfig
 from bot.core.notify import NotifyConfig
@@ -55,40 +57,6 @@ SECRET_ENV = {
     "ingest_token": "PITCREW_INGEST_TOKEN",
 }
 MASK = "**********"
-DURATION_HINT = "expected a duration like 30s, 10m, 1h or 1h30m"
-
-
-# -- durations ------------------------------------------------------------------------
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def parse_duration(text: str) -> timedelta:
-    """`90s`, `10m`, `1h30m`, `2d`, `500ms`, or a number of seconds."""
-    compact = text.strip().replace(" ", "")
-    if re.fullmatch(r"\d+(?:\.\d+)?", compact):
-        return timedelta(seconds=float(compact))
-    if not compact or _DURATION_PART.sub("", compact):
-        raise ValueError(f"{text!r}: {DURATION_HINT}")
-    seconds = sum(float(n) * _UNITS[unit] for n, unit in _DURATION_PART.findall(compact))
-    return timedelta(seconds=seconds)
-
-
-def format_duration(value: timedelta) -> str:
-    """The shortest form `parse_duration` reads back: `1h30m`, `45s`, `250ms`."""
-    millis = round(value.total_seconds() * 1000)
-    if millis % 1000:
-        return f"{millis}ms"
-    seconds = millis // 1000
-    if seconds == 0:
-        return "0s"
-    parts = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        count, seconds = divmod(seconds, size)
-        if count:
-            parts.append(f"{count}{unit}")
-    return "".join(parts)
 
 
 # -- the sections -----------------------------------------------------------------------
@@ -195,6 +163,17 @@ class ActionSettings(Closed):
     gpu_pool: GpuPoolSettings = GpuPoolSettings()
     resubmit: ResubmitSettings = ResubmitSettings()
     echo: EchoSettings = EchoSettings()
+
+    def overrides(self) -> Overrides:
+        """The parameter values these settings impose on offered actions."""
+        return {
+            "k8s.bump_memory": {"factor": self.bump_memory.factor, "cap": self.bump_memory.cap},
+            "k8s.reschedule_gpu_pool": {
+                "label_key": self.gpu_pool.label_key,
+                "label_value": self.gpu_pool.label_value,
+            },
+            "ray.resubmit_job": {"max_retries": self.resubmit.max_retries},
+        }
 
     def executor_for(self, action: str) -> str | None:
         """The executor kind configured for `action` (exact id first, then patterns)."""

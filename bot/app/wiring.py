@@ -10,7 +10,6 @@ store) and return the exit status. Logging goes to stderr, one line per event.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import signal
 import sys
@@ -23,7 +22,7 @@ from bot.adapters.console.chat import ConsoleChat
 from bot.adapters.http.ingest import PATH as INGEST_PATH
 from bot.adapters.http.ingest import route as ingest_route
 from bot.adapters.http.server import HealthServer
-from bot.adapters.scheduler import Jobs, Scheduler
+from bot.adapters.scheduler import Intervals, Jobs, Scheduler
 from bot.adapters.sqlite.store import Store
 from bot.app.factories import build_registry, build_sources
 from bot.app.live_diagnosis import Diagnoser
@@ -210,7 +209,7 @@ def _assess(
     the cluster now (`executors.live_facts`): the findings are assessed again with
     them. This runs on the pipeline thread whenever an incident's findings change."""
     base = assessor(library)
-    values = tuning.overrides(settings.actions)
+    values = settings.actions.overrides()
 
     def assess(findings: Sequence[Finding]) -> Diagnosis:
         diagnosis = tuning.tune(base(findings), values)
@@ -241,7 +240,7 @@ def _scheduler(
             cleanup=lambda: store.cleanup(clock(), settings.store.retention),
             run_approved=runner.run_approved,
         ),
-        settings.scheduler,
+        Intervals(**dict(settings.scheduler)),
     )
     for source in sources:
         if isinstance(source, Polling):
@@ -250,17 +249,12 @@ def _scheduler(
 
 
 def make_chat(settings: Settings, stdout: TextIO | None = None) -> Chat:
-    """The console chat, or the Slack chat (`bot.adapters.slack.chat.build(settings)`)."""
+    """The console chat, or the Slack chat (`bot.app.slack_chat`)."""
     if settings.chat_kind == "console":
         return ConsoleChat(stdout or sys.stdout, width=settings.chat.console.width)
-    try:
-        module = importlib.import_module("bot.adapters.slack.chat")
-    except ModuleNotFoundError as error:
-        if error.name != "bot.adapters.slack.chat":
-            raise
-        raise PitcrewError("chat.kind is slack, but this pitcrew has no Slack chat yet") from None
-    chat: Chat = module.build(settings)
-    return chat
+    from bot.app.slack_chat import slack_chat
+
+    return slack_chat(settings)
 
 
 def _http(

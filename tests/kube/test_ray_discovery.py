@@ -31,9 +31,8 @@ from bot.adapters.kubernetes.api import RAY_CLUSTERS
 from bot.adapters.kubernetes.source import KubernetesSource
 from bot.adapters.ray.client import RayClusterConfig
 from bot.adapters.ray.executors import ActionRefusedError, RayClusters
-from bot.adapters.ray.executors import build as build_executors
 from bot.adapters.ray.source import MemoryBookmarks, RayClusterSource, RaySourceOptions, jobs_key
-from bot.app.factories import build_sources
+from bot.app.factories import build_sources, ray_executor
 from bot.app.settings import Settings
 from bot.core.actions.catalog import StopJob
 from bot.core.incidents import workload_key, workload_refs
@@ -254,7 +253,7 @@ def test_a_configured_cluster_at_the_same_url_is_polled_once_and_executors_find_
         assert dashboards.hits(f"{o.NS}/rc-a-head-svc/8265") == 1
 
         # the executors (built with the same bookmarks) find it by its RayCluster name
-        executor = build_executors(settings, marks)
+        executor = ray_executor(settings, marks)
         stop = executor.executors["ray.stop_job"]
         resolved = stop.clusters.config("rc-a")
         assert (resolved.name, resolved.k8s_namespace, resolved.ray_cluster) == (
@@ -280,7 +279,7 @@ def test_executors_find_discovered_clusters_by_raycluster_name(
         dashboards.add(f"{namespace}/{name}-head-svc/8265", failed_job(f"raysubmit_{name}"))
     settings = settings_for(kuberay, tmp_path, dashboards)
     marks = MemoryBookmarks()
-    executor = build_executors(settings, marks)
+    executor = ray_executor(settings, marks)
     clusters: RayClusters = executor.executors["ray.stop_job"].clusters
     with pytest.raises(ActionRefusedError, match="'rc-a' is configured or discovered"):
         clusters.config("rc-a")  # nothing discovered yet

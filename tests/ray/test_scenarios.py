@@ -20,7 +20,6 @@ from bot.adapters.ray.executors import (
     entrypoint_resources,
     ray_executors,
 )
-from bot.adapters.ray.executors import build as build_executor
 from bot.adapters.ray.live import diagnose_ray_job, live_facts
 from bot.adapters.ray.source import (
     MemoryBookmarks,
@@ -28,9 +27,9 @@ from bot.adapters.ray.source import (
     RaySource,
     RaySourceOptions,
 )
-from bot.adapters.ray.source import build as build_source
 from bot.adapters.sqlite.store import Store
 from bot.app.cli import app
+from bot.app.factories import ray_executor, ray_sources
 from bot.app.settings import RaySourceSettings, Settings, SourceSettings
 from bot.core.analysis import diagnose as analyse
 from bot.core.diagnosis import Engine
@@ -408,7 +407,7 @@ def test_daemon_source_and_executor_kinds(jobs: Jobs) -> None:
     )
     store = MemoryBookmarks()
     sink = ListSink()
-    [ray_source] = build_source(settings, sink, store)
+    [ray_source] = ray_sources(settings, sink, store)
     assert ray_source.name == "ray-prod"
     assert ray_source.poll_interval == timedelta(seconds=10)
     ray_source.poll()  # first start: remembers where it starts
@@ -416,7 +415,7 @@ def test_daemon_source_and_executor_kinds(jobs: Jobs) -> None:
     running = jobs.submit("sleep.py")
     jobs.wait(running, frozenset({"RUNNING"}))
 
-    executor = build_executor(settings, store)
+    executor = ray_executor(settings, store)
     t = now()
     proposal = Proposal(
         id="proposal-daemon-stop",

@@ -14,9 +14,10 @@ import yaml
 from pydantic import SecretStr
 
 from bot.adapters.http.server import HealthServer
-from bot.adapters.slack.chat import SlackChat, build, build_slack_chat, config_from_settings
+from bot.adapters.slack.chat import SlackChat
 from bot.app import wiring as app
 from bot.app.settings import ChatSettings, Secrets, Settings, SlackSettings, StoreSettings
+from bot.app.slack_chat import bound_slack_chat, slack_chat, slack_config
 from bot.core.errors import PitcrewError
 from tests.slack.conftest import POLICY, SECRET, Daemonish, command_body, form, post, sign
 from tests.slack.emulator import APP_TOKEN, BOT_TOKEN, SlackEmulator
@@ -42,7 +43,7 @@ def settings_for(emulator: SlackEmulator, tmp_path: Path, **slack: Any) -> Setti
 def test_the_config_comes_from_settings_and_hides_tokens(
     emulator: SlackEmulator, tmp_path: Path
 ) -> None:
-    config = config_from_settings(settings_for(emulator, tmp_path, ping_interval=5))
+    config = slack_config(settings_for(emulator, tmp_path, ping_interval=5))
     assert config.bot_token == BOT_TOKEN
     assert config.api_url == emulator.api_url
     assert config.stale_after == 30
@@ -57,20 +58,20 @@ def test_missing_tokens_are_a_clear_error(emulator: SlackEmulator, tmp_path: Pat
         update={"secrets": Secrets(slack_bot_token=SecretStr(BOT_TOKEN))}
     )
     with pytest.raises(PitcrewError, match="SLACK_APP_TOKEN"):
-        build(no_app_token)
+        slack_chat(no_app_token)
     http_mode = settings_for(emulator, tmp_path, socket_mode=False)
     no_secret = http_mode.model_copy(
         update={"secrets": Secrets(slack_bot_token=SecretStr(BOT_TOKEN))}
     )
     with pytest.raises(PitcrewError, match="SLACK_SIGNING_SECRET"):
-        build(no_secret)
+        slack_chat(no_secret)
 
 
-def test_build_slack_chat_binds_and_mounts(
+def test_a_bound_slack_chat_listens_and_mounts_its_route(
     emulator: SlackEmulator, tmp_path: Path, daemon: Daemonish, http_server: HealthServer
 ) -> None:
     settings = settings_for(emulator, tmp_path, socket_mode=False)
-    chat = build_slack_chat(settings, daemon.service, http_server)
+    chat = bound_slack_chat(settings, daemon.service, http_server)
     try:
         chat.start()
         assert chat.healthy()

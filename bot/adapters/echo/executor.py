@@ -21,7 +21,6 @@ import threading
 import time
 from pathlib import Path
 
-from bot.app.settings import Settings
 from bot.core.approvals import LiveCheck
 from bot.core.model import Proposal
 from bot.daemon.runner import Verification
@@ -54,8 +53,3 @@ class EchoExecutor:
 
     def verify(self, proposal: Proposal) -> Verification:
         return Verification(True, "echo: nothing to verify")
-
-
-def build(settings: Settings) -> EchoExecutor:
-    echo = settings.actions.echo
-    return EchoExecutor(echo.record, echo.delay.total_seconds())

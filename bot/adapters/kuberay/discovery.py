@@ -37,8 +37,8 @@ Guarantees:
   `ray-discovery/clusters` on every change; `discovered_configs(bookmarks)` reads it
   (`bot.adapters.ray.executors` looks clusters up by pitcrew name or RayCluster name there).
 
-The daemon builds it with the Kubernetes source (`bot.adapters.kubernetes.source.build`, which
-shares its API client); `build(settings, sink, bookmarks)` builds it alone. It is a
+The daemon builds it with the Kubernetes source, on the same API client
+(`bot.app.factories`). It is a
 polled source: the scheduler calls `poll()` every `sources.ray_discovery.poll_interval`,
 which polls every discovered cluster that is due (concurrently).
 """
@@ -80,14 +80,12 @@ from bot.adapters.kubernetes.api import (
     WatchEvent,
 )
 from bot.adapters.kubernetes.watch import NotServedError, WatchLoop, wait_until
-from bot.adapters.ray.client import RayClusterConfig, headers_from_env
+from bot.adapters.ray.client import RayClusterConfig
 from bot.adapters.ray.source import (
     MemoryBookmarks,
     RayClusterSource,
     RaySourceOptions,
-    cluster_configs,
 )
-from bot.app.settings import Settings
 from bot.core.inputs.values import text_at
 from bot.daemon.feed import Sink
 from bot.daemon.ports import Bookmarks, utcnow
@@ -100,7 +98,6 @@ __all__ = [
     "DiscoveryOptions",
     "Plan",
     "RayDiscoverySource",
-    "build",
     "cluster_name",
     "dashboard_port",
     "directory_text",
@@ -497,44 +494,3 @@ class _Scope(WatchLoop):
             self.source.upsert(event.object)
         elif event.type == "DELETED":
             self.source.remove(event.object)
-
-
-# -- building it ------------------------------------------------------------------------------
-
-
-def build(
-    settings: Settings,
-    sink: Sink,
-    bookmarks: Bookmarks | None = None,
-    *,
-    api: KubeApi | None = None,
-    options: DiscoveryOptions | None = None,
-    ray_options: RaySourceOptions | None = None,
-) -> list[RayDiscoverySource]:
-    """The discovery source `sources.ray_discovery` describes, or none when it is off.
-    The Kubernetes source's build passes its own `api`; without one it is made from
-    `sources.kubernetes` (kubeconfig, context or in-cluster)."""
-    if not settings.sources.discovers_ray_clusters():
-        return []
-    kube = settings.sources.kubernetes
-    if api is None:
-        api = KubeApi.from_config(
-            str(kube.kubeconfig) if kube.kubeconfig else None,
-            kube.context or None,
-            in_cluster=kube.in_cluster or None,
-        )
-    discovery = settings.sources.ray_discovery
-    return [
-        RayDiscoverySource(
-            api,
-            sink,
-            bookmarks,
-            namespaces=kube.namespaces,
-            url_template=discovery.url_template,
-            configured=cluster_configs(settings),
-            headers=headers_from_env(),
-            poll_interval=discovery.poll_interval,
-            ray_options=ray_options,
-            options=options,
-        )
-    ]

@@ -1,7 +1,7 @@
 """The Kubernetes executors: which actions there are, k8s.delete_pod, the daemon's adapter.
 
 Why this exists: the daemon's registry (`bot.daemon.runner.Executor`, built by
-`build(settings)`) runs one executor per Kubernetes action; each has the same three
+`bot.app.factories`) runs one executor per Kubernetes action; each has the same three
 steps:
 
 - `check(params) -> (facts, preview)`: read live state; the facts the action's
@@ -48,7 +48,6 @@ from bot.adapters.kubernetes.templates import (
     locate,
     resolve,
 )
-from bot.app.settings import Settings
 from bot.core.actions.catalog import CATALOG, BumpMemory, DeletePod
 from bot.core.approvals import LiveCheck
 from bot.core.errors import ActionFailedError, ActionRefusedError
@@ -76,7 +75,6 @@ __all__ = [
     "RescheduleGpuPoolExecutor",
     "ReschedulePlan",
     "Site",
-    "build",
     "executors",
     "locate",
     "record_event",
@@ -217,18 +215,6 @@ def _approver(proposal: Proposal) -> str:
     if proposal.approvals:
         return ", ".join(proposal.approvals)
     return next((t.actor for t in proposal.history if t.to_state is ProposalState.APPROVED), "")
-
-
-def build(settings: Settings) -> KubernetesExecutor:
-    """The executor kind `kubernetes` (bot.daemon.runner loads it by this name)."""
-    kube = settings.sources.kubernetes
-    api = KubeApi.from_config(
-        str(kube.kubeconfig) if kube.kubeconfig else None,
-        kube.context or None,
-        in_cluster=kube.in_cluster or None,
-    )
-    bump = settings.actions.bump_memory
-    return KubernetesExecutor(api, KubeActionConfig(max_memory=bump.cap))
 
 
 RBAC: tuple[RbacRule, ...] = tuple(rule for cls in EXECUTORS.values() for rule in cls.rbac)

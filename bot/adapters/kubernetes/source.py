@@ -26,7 +26,7 @@ a RayJob that failed.
 
 The daemon plugs it in with a small surface:
 
-    [source, *discovery] = build(settings, pipeline, bookmarks)  # build_sources does this
+    source = KubernetesSource(api, config, sink=pipeline)  # bot.app.factories does this
     source.start()                        # observations go to the pipeline's queue
     # or: KubernetesSource(KubeApi.from_config(), config).start(callback)  (or poll())
     source.healthy(), source.status(), source.bookmarks()
@@ -68,12 +68,9 @@ from bot.adapters.kubernetes.state import (
     failed_rayjob,
 )
 from bot.adapters.kubernetes.watch import wait_until
-from bot.app.settings import Settings
 from bot.core.inputs import InputPart, LogText
 from bot.core.model import ObjectRef, Signal, SourceKind
 from bot.daemon.feed import Context, Healthy, Item, Sink, observe
-from bot.daemon.ports import Bookmarks
-from bot.daemon.sources import Source
 
 log = logging.getLogger(__name__)
 
@@ -128,41 +125,13 @@ class KubeSourceConfig:
     resume_from: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
 
-_KINDS_BY_PLURAL = {
+KINDS_BY_PLURAL = {
     "events": "Event",
     "pods": "Pod",
     "nodes": "Node",
     "rayjobs": "RayJob",
     "rayclusters": "RayCluster",
 }
-
-
-def build(
-    settings: Settings, sink: Sink, bookmarks: Bookmarks | None = None, **overrides: Any
-) -> list[Source]:
-    """The source `sources.kubernetes` describes (kubeconfig or in-cluster, namespaces,
-    resources), putting observations on `sink` (the daemon's pipeline). `overrides` set
-    other `KubeSourceConfig` fields. `bot.daemon.sources.build_sources` calls it.
-
-    With it, unless `sources.ray_discovery` turns it off, the RayCluster discovery
-    (`bot.adapters.kuberay.discovery`) on the same API client: it polls each RayCluster's
-    dashboard, remembering what it reported in `bookmarks`."""
-    from bot.adapters.kuberay import discovery as ray_discovery  # it builds on this module
-
-    kube = settings.sources.kubernetes
-    api = KubeApi.from_config(
-        str(kube.kubeconfig) if kube.kubeconfig else None,
-        kube.context or None,
-        in_cluster=kube.in_cluster or None,
-    )
-    config = KubeSourceConfig(
-        namespaces=tuple(kube.namespaces),
-        kinds=tuple(_KINDS_BY_PLURAL[r] for r in kube.resources),
-        **overrides,
-    )
-    built: list[Source] = [KubernetesSource(api, config, sink=sink)]
-    built.extend(ray_discovery.build(settings, sink, bookmarks, api=api))
-    return built
 
 
 class KubernetesSource:

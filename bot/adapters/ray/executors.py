@@ -36,7 +36,6 @@ from typing import Any, ClassVar
 
 from pydantic import ValidationError
 
-from bot.adapters.kuberay.discovery import discovered_configs
 from bot.adapters.ray.client import (
     ACTIVE,
     SUPERVISOR_NAME,
@@ -48,11 +47,9 @@ from bot.adapters.ray.client import (
 )
 from bot.adapters.ray.source import (
     DEFAULT_RAYJOB_KEYS,
-    cluster_configs,
     expected_stop_key,
     job_parts,
 )
-from bot.app.settings import Settings
 from bot.core.actions.catalog import ActionParams, KillActor, ResubmitJob, StopJob
 from bot.core.approvals import LiveCheck
 from bot.core.diagnosis import Engine
@@ -743,23 +740,15 @@ class RayActionExecutor:
         return Verification(ok, "verified on the cluster" if ok else "not in effect yet")
 
 
-def build(settings: Settings, bookmarks: Bookmarks | None = None) -> RayActionExecutor:
-    """The executor kind `ray` (bot.daemon.runner loads it by this name) for the
-    clusters of `sources.ray`, and, when RayCluster discovery runs, the clusters it found
-    (read from `bookmarks` at each lookup); the resubmission cap is
-    `actions.resubmit.max_retries`. Pass the store's bookmarks so the Ray source does not
-    report a job pitcrew stopped, and so the executors see the discovered clusters."""
-    discovered: Callable[[], Sequence[RayClusterConfig]] | None = None
-    if bookmarks is not None and settings.sources.discovers_ray_clusters():
-        marks = bookmarks
-
-        def discovered() -> Sequence[RayClusterConfig]:
-            return discovered_configs(marks)
-
-    clusters = RayClusters(cluster_configs(settings), discovered=discovered)
+def build(
+    clusters: RayClusters, bookmarks: Bookmarks | None = None, *, max_retries: int = 2
+) -> RayActionExecutor:
+    """The executor kind `ray` for `clusters`, resubmitting a job at most `max_retries`
+    times. Pass the store's bookmarks so the Ray source does not report a job pitcrew
+    stopped (`bot.app.factories` builds it from the settings)."""
     executors: list[RayExecutor] = [
         KillActorExecutor(clusters),
         StopJobExecutor(clusters, bookmarks=bookmarks),
-        ResubmitJobExecutor(clusters, max_retries=settings.actions.resubmit.max_retries),
+        ResubmitJobExecutor(clusters, max_retries=max_retries),
     ]
     return RayActionExecutor({e.action: e for e in executors})

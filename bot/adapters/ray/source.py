@@ -23,8 +23,8 @@ Guarantees:
 
 Use: `RaySource(clusters, bookmarks).poll(now)` (or `poll_batches(now)`, one batch
 per job with its cluster context) on any schedule; the source keeps no thread of
-its own. For the daemon, `build(settings, sink, bookmarks)` is the source kind
-`ray`: one `RayClusterSource` per `sources.ray` entry, polled by the scheduler
+its own. For the daemon, `bot.app.factories` builds the source kind `ray`: one
+`RayClusterSource` per `sources.ray` entry, polled by the scheduler
 every `poll_interval`, each batch put on the pipeline queue as an Observation.
 """
 
@@ -51,10 +51,8 @@ from bot.adapters.ray.client import (
     RayApiError,
     RayClusterConfig,
     RayDashboard,
-    headers_from_env,
     job_key,
 )
-from bot.app.settings import RaySourceSettings, Settings
 from bot.core.inputs import InputPart, LogText
 from bot.core.inputs.rayjob import job_info_parts
 from bot.core.model import ObjectRef, Signal, SourceKind, frozen_map
@@ -889,18 +887,7 @@ def _clock() -> float:
     return time.perf_counter()
 
 
-# -- the daemon's source kind `ray` (bot.daemon.sources.build_sources) ----------------------------
-
-
-def cluster_configs(settings: Settings) -> list[RayClusterConfig]:
-    """The enabled `sources.ray` entries as cluster configs; auth headers come from the
-    environment (`PITCREW_RAY_HEADERS`, `RAY_AUTH_TOKEN`), never from the config file."""
-    headers = headers_from_env()
-    return [
-        RayClusterConfig(s.name, s.address, headers, k8s_namespace=s.namespace)
-        for s in settings.sources.ray
-        if s.enabled
-    ]
+# -- the daemon's source kind `ray` (built by bot.app.factories) ----------------------------------
 
 
 class RayClusterSource:
@@ -955,35 +942,3 @@ class RayClusterSource:
                 time.sleep(min(0.1 * 2**attempt, 2.0))
             else:
                 log.error("%s: pipeline queue full, dropped %s", self.name, batch.parts[0])
-
-
-def build(
-    settings: Settings, sink: Sink, bookmarks: Bookmarks | None = None
-) -> list[RayClusterSource]:
-    """The source kind `ray`: one polled source per enabled `sources.ray` entry.
-
-    Without `bookmarks` (the registry calls `build(settings, sink)`) failures are
-    remembered in memory only; the daemon passes the store's to survive restarts:
-    `build(settings, sink, CallableBookmarks(store.bookmark, store.set_bookmark))`."""
-    marks = bookmarks if bookmarks is not None else MemoryBookmarks()
-    entries = {s.name: s for s in settings.sources.ray}
-    return [
-        RayClusterSource(
-            config,
-            sink,
-            marks,
-            poll_interval=entries[config.name].poll_interval,
-            options=source_options(entries[config.name]),
-        )
-        for config in cluster_configs(settings)
-    ]
-
-
-def source_options(entry: RaySourceSettings) -> RaySourceOptions:
-    """The polling options a `sources.ray` entry sets."""
-    return replace(
-        RaySourceOptions(),
-        stale_actor_age=entry.stale_actor_age,
-        stale_scan_every=entry.stale_scan_every,
-        down_after=entry.down_after,
-    )

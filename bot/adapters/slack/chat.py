@@ -17,10 +17,10 @@ need. The Bolt app (slash command, buttons, Socket Mode or HTTP) lives in
 `bot.adapters.slack.app`; `healthy()` is false when the Socket Mode connection is
 down or stale, so the daemon's liveness probe restarts a pod with a dead socket.
 
-Wiring (bot.app.wiring): `build(settings)` makes the chat for the outbox; once the
-service and the HTTP server exist, `chat.bind(service, http=server,
-metrics=metrics)`, then `chat.start()` with the daemon and `chat.stop()` first
-on shutdown. `build_slack_chat` does build and bind in one call.
+Wiring (bot.app.wiring): `bot.app.factories.slack_chat(settings)` makes the chat for
+the outbox; once the service and the HTTP server exist, `chat.bind(service,
+http=server, metrics=metrics)`, then `chat.start()` with the daemon and `chat.stop()`
+first on shutdown.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
@@ -48,11 +48,14 @@ from bot.daemon.chat import ChatRejectedError, ChatUnavailableError
 from bot.daemon.metrics import Metrics
 from bot.daemon.ports import Clock, utcnow
 
-if TYPE_CHECKING:
-    from pydantic import SecretStr
+Route = Callable[[str, dict[str, str], bytes], tuple[int, dict[str, str], bytes]]
 
-    from bot.adapters.http.server import HealthServer
-    from bot.app.settings import Settings
+
+class Routes(Protocol):
+    """Where HTTP mode mounts `/slack/events`: the daemon's HTTP server."""
+
+    def mount(self, path: str, route: Route) -> None: ...
+
 
 __all__ = [
     "SlackApp",
@@ -60,9 +63,6 @@ __all__ = [
     "SlackConfig",
     "SlackRejectedError",
     "SlackService",
-    "build",
-    "build_slack_chat",
-    "config_from_settings",
 ]
 
 log = logging.getLogger("pitcrew.slack")
@@ -216,7 +216,7 @@ class SlackChat:
         self,
         service: SlackService,
         *,
-        http: HealthServer | None = None,
+        http: Routes | None = None,
         metrics: Metrics | None = None,
         diagnoser: Diagnoser | None = None,
     ) -> None:
@@ -372,61 +372,3 @@ class SlackChat:
         if status >= 500 or code in TRANSIENT:
             return ChatUnavailableError(f"{method}: {code or f'HTTP {status}'}")
         return SlackRejectedError(method, code or f"HTTP {status}")
-
-
-# -- wiring ------------------------------------------------------------------------------
-
-
-def _secret(value: SecretStr | None) -> str:
-    return "" if value is None else value.get_secret_value()
-
-
-def config_from_settings(settings: Settings) -> SlackConfig:
-    """The Slack chat's config from the daemon's settings (`chat.slack`, the approval
-    policy) and its tokens (from the environment or mounted files)."""
-    slack = settings.chat.slack
-    secrets = settings.secrets
-    return SlackConfig(
-        bot_token=_secret(secrets.slack_bot_token),
-        app_token=_secret(secrets.slack_app_token),
-        signing_secret=_secret(secrets.slack_signing_secret),
-        socket_mode=slack.socket_mode,
-        api_url=slack.api_url,
-        policy=settings.approvals,
-        silence_for=slack.silence_for,
-        channel_interval=slack.channel_interval,
-        ping_interval=slack.ping_interval,
-        stale_after=6 * slack.ping_interval,
-        events_path=slack.events_path,
-    )
-
-
-def _checked(settings: Settings) -> SlackConfig:
-    config = config_from_settings(settings)
-    if not config.bot_token:
-        raise PitcrewError("the Slack chat needs SLACK_BOT_TOKEN (or SLACK_BOT_TOKEN_FILE)")
-    if config.socket_mode and not config.app_token:
-        raise PitcrewError("Slack Socket Mode needs SLACK_APP_TOKEN (or SLACK_APP_TOKEN_FILE)")
-    if not config.socket_mode and not config.signing_secret:
-        raise PitcrewError("Slack's HTTP mode needs SLACK_SIGNING_SECRET (or ..._FILE)")
-    return config
-
-
-def build(settings: Settings, *, clock: Clock = utcnow) -> SlackChat:
-    """The Slack chat, not yet bound to the service (what `bot.app.wiring.make_chat` calls)."""
-    return SlackChat(_checked(settings), clock=clock)
-
-
-def build_slack_chat(
-    settings: Settings,
-    service: SlackService,
-    health_server: HealthServer,
-    *,
-    diagnoser: Diagnoser | None = None,
-    clock: Clock = utcnow,
-) -> SlackChat:
-    """Build and bind in one step: the chat, its listeners on `service`, and (HTTP mode)
-    `/slack/events` mounted on `health_server`. Then `start()` it with the daemon."""
-    chat = SlackChat(_checked(settings), metrics=health_server.metrics, clock=clock)
-    chat.bind(service, http=health_server, diagnoser=diagnoser)
-    return chat

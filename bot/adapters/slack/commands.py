@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
 from bot.adapters.slack.blocks import md
-from bot.app.settings import format_duration, parse_duration
+from bot.core.durations import format_duration, parse_duration
 from bot.core.model import Incident, LedgerEntry, Proposal, ProposalState
 from bot.core.reports import build_report
 

@@ -3,9 +3,10 @@
 Why this exists: playbooks say *which* action fits a failure and fill in its
 target from the evidence; how far to go is the operator's call and lives in
 the config (`actions.bump_memory.factor`/`cap`, the GPU pool label, the
-resubmit retry bound). This module writes those values into the offers and
-recomputes their previews, so the proposal people approve shows exactly what
-would run. Pure: values in, values out.
+resubmit retry bound), which the app turns into `Overrides` (parameter values per
+action id: `bot.app.settings.ActionSettings.overrides`). This module writes those
+values into the offers and recomputes their previews, so the proposal people approve
+shows exactly what would run. Pure: values in, values out.
 """
 
 from __future__ import annotations
@@ -16,26 +17,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from bot.app.settings import ActionSettings
 from bot.core.actions.catalog import CATALOG
 from bot.core.model import ActionOffer, Diagnosis, frozen_map
 
 Overrides = Mapping[str, Mapping[str, Any]]
-
-
-def overrides(settings: ActionSettings) -> Overrides:
-    """Parameter values the config imposes, per action id."""
-    return {
-        "k8s.bump_memory": {
-            "factor": settings.bump_memory.factor,
-            "cap": settings.bump_memory.cap,
-        },
-        "k8s.reschedule_gpu_pool": {
-            "label_key": settings.gpu_pool.label_key,
-            "label_value": settings.gpu_pool.label_value,
-        },
-        "ray.resubmit_job": {"max_retries": settings.resubmit.max_retries},
-    }
+"""Parameter values the operator imposes, per action id."""
 
 
 def tune(diagnosis: Diagnosis, values: Overrides) -> Diagnosis:
