@@ -1,0 +1,114 @@
+"""What people paste, made matchable: the decorations around a failure line taken away.
+
+Ray and terminals wrap a message in things no signature should have to spell:
+colour codes (`ESC[31m`, or the literal `#033[31m` that syslog writes),
+the driver's actor and raylet prefixes (`(WorkerDict pid=123, ip=10.0.0.1) `,
+`(raylet) `), and the dedup suffix ` [repeated 6x across cluster]`, which
+says how often a line was seen, not that it is benign. Every function here
+keeps the line count of its input, so line numbers found in normalized text
+are those of the user's text, and evidence is taken from the original lines.
+"""
+
+from __future__ import annotations
+
+import re
+
+_COLOUR = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]|#033\[[0-9;]*[A-Za-z]")
+_COLOUR_MARKS = (b"\x1b[", b"#033[")
+
+# `(Name pid=N, ip=X) `, `(pid=runtime_env, ip=X) `, `(raylet) `, `(raylet, ip=X) `,
+# `(autoscaler +8m46s) `, `(scheduler +2h13m57s, ip=xx) `, optionally after a
+# `[timestamp] ` that log collectors add in front.
+_PREFIX = re.compile(
+    rb"^(?:\[[0-9][^\]\n]{6,40}\] )?"
+    rb"\((?:[^()\n]*?\b(?:pid|ip)=[^()\n]*|raylet|autoscaler[^()\n]*|scheduler[^()\n]*)\) ?",
+    re.MULTILINE,
+)
+_PREFIX_MARK = re.compile(rb"^(?:\[[^\]\n]*\] )?\(", re.MULTILINE)
+
+_DEDUP = re.compile(
+    r"[ \t]?\[repeated (?P<times>\d+)x across cluster\]"
+    r"(?:[ \t]*\(Ray deduplicates logs by default\.[^\n]*\))?"
+)
+
+
+def has_colour(data: bytes) -> bool:
+    """True when `data` holds a colour code in either form (a cheap substring test)."""
+    return any(mark in data for mark in _COLOUR_MARKS)
+
+
+def colour_spans(data: bytes) -> list[tuple[int, int]]:
+    """(start, end) of each colour code in `data`, in order. Codes are found by
+    substring search, so the cost follows the number of codes, not the size of `data`."""
+    spans: list[tuple[int, int]] = []
+    for mark in _COLOUR_MARKS:
+        found = data.find(mark)
+        while found != -1:
+            code = _COLOUR.match(data, found)
+            if code is not None:
+                spans.append((found, code.end()))
+            found = data.find(mark, found + 1)
+    return sorted(spans)
+
+
+def without_spans(data: bytes, spans: list[tuple[int, int]]) -> bytes:
+    """`data` without the (ordered) spans."""
+    if not spans:
+        return data
+    kept: list[bytes] = []
+    position = 0
+    for start, end in spans:
+        kept.append(data[position:start])
+        position = max(position, end)
+    kept.append(data[position:])
+    return b"".join(kept)
+
+
+def without_colour(data: bytes) -> bytes:
+    """`data` with colour codes removed (same lines)."""
+    return without_spans(data, colour_spans(data))
+
+
+def without_prefixes(data: bytes) -> bytes:
+    """`data` with each line's actor, raylet or autoscaler prefix removed (same lines)."""
+    if _PREFIX_MARK.search(data) is None:
+        return data
+    return _PREFIX.sub(b"", data)
+
+
+def without_dedup(text: str) -> tuple[str, int]:
+    """(`text` without Ray's dedup suffixes, how many times the line was seen)."""
+    if "[repeated " not in text:
+        return text, 1
+    times = 1
+    for match in _DEDUP.finditer(text):
+        times = max(times, int(match["times"]))
+    return _DEDUP.sub("", text), times
+
+
+def lenient_anchors(pattern: str) -> str:
+    """`pattern` with each line-start anchor `^` also accepting a line prefix's closing
+    `) `: the prefilter then flags prefixed lines, which are confirmed once the
+    prefix is removed."""
+    out: list[str] = []
+    in_class = False
+    escaped = False
+    for char in pattern:
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char == "^":
+            out.append(r"(?:^|\) )")
+            continue
+        out.append(char)
+    return "".join(out)
+
+
+def anchors_lines(pattern: str) -> bool:
+    """True when `pattern` has a line-start anchor outside a character class."""
+    return lenient_anchors(pattern) != pattern

@@ -1,0 +1,226 @@
+"""Hyperscan as a prefilter: which signatures may match a buffer, from one scan of it.
+
+Every regex of every playbook is compiled once into one database (cached on
+disk between runs); a scan reports which signatures may match and where their
+matches end, and the classifier re-runs Python `re` only there. Signatures
+Hyperscan cannot take run with `re` alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+from bot.core.signatures import CompiledSignature, hyperscan_pattern
+
+log = logging.getLogger(__name__)
+
+_hs: Any
+try:
+    import hyperscan as _hs
+except ImportError:  # pragma: no cover - exercised only where no wheel exists
+    _hs = None
+
+
+class Prefilter:
+    """Which regex signatures may match a buffer, from one scan of it."""
+
+    def __init__(self, signatures: list[CompiledSignature], single_match: bool) -> None:
+        self._single_match = single_match
+        self._always: list[CompiledSignature] = []
+        self.exact: set[int] = set()
+        """Signatures whose Hyperscan matches are their regex's own (no approximation)."""
+        self._by_id = {s.id: s for s in signatures}
+        self._db: Any = None
+        if _hs is None:
+            log.warning("hyperscan is not installed: classification runs each regex in turn")
+            self._always = list(signatures)
+            return
+        self._compile_database(signatures)
+
+    def _compile_database(self, signatures: list[CompiledSignature]) -> None:
+        """One database of all signatures; if Hyperscan rejects one, each is probed alone
+        and the ones it cannot take (even in PREFILTER mode) are always run with `re`."""
+        if not signatures:
+            return
+        try:
+            entries = [(s, self._likely_flags(s)) for s in signatures]
+            self._db = self._database(entries)
+            self._note_exact(entries)
+            return
+        except _hs.error:
+            pass
+        accepted: list[tuple[CompiledSignature, int]] = []
+        for sig in signatures:
+            flags = self._accepted_flags(sig)
+            if flags is None:
+                log.info("signature %s/%s runs without prefilter", sig.playbook_id, sig.id)
+                self._always.append(sig)
+            else:
+                accepted.append((sig, flags))
+        self._db = self._database(accepted) if accepted else None
+        self._note_exact(accepted)
+
+    def _note_exact(self, entries: list[tuple[CompiledSignature, int]]) -> None:
+        self.exact = {
+            s.id for s, flags in entries if not flags & _hs.HS_FLAG_PREFILTER and not s.anchored
+        }
+
+    def _database(self, entries: list[tuple[CompiledSignature, int]]) -> Any:
+        expressions = [hyperscan_pattern(s) for s, _ in entries]
+        ids = [s.id for s, _ in entries]
+        flags = [f for _, f in entries]
+        cache = _cache_file(expressions, ids, flags)
+        db = _load_cached(cache)
+        if db is None:
+            db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+            db.compile(expressions=expressions, ids=ids, elements=len(entries), flags=flags)
+            _store_cached(cache, db)
+        self._scratch = _hs.Scratch(db)
+        return db
+
+    def _base_flags(self, sig: CompiledSignature) -> int:
+        flags: int = _hs.HS_FLAG_MULTILINE
+        if self._single_match:
+            flags |= _hs.HS_FLAG_SINGLEMATCH
+        if sig.signature.ignore_case:
+            flags |= _hs.HS_FLAG_CASELESS
+        return flags
+
+    def _likely_flags(self, sig: CompiledSignature) -> int:
+        """Base flags, plus PREFILTER for constructs Hyperscan only approximates
+        (lookaround, back-references, atomic groups, possessive quantifiers, conditionals)."""
+        flags = self._base_flags(sig)
+        if _NEEDS_PREFILTER.search(sig.signature.regex or ""):
+            flags |= _hs.HS_FLAG_PREFILTER
+        return flags
+
+    def _accepted_flags(self, sig: CompiledSignature) -> int | None:
+        base = self._base_flags(sig)
+        for flags in (base, base | _hs.HS_FLAG_PREFILTER):
+            try:
+                probe = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+                probe.compile(
+                    expressions=[hyperscan_pattern(sig)], ids=[0], elements=1, flags=[flags]
+                )
+            except _hs.error:
+                continue
+            return flags
+        return None
+
+    def candidates(self, data: bytes) -> list[CompiledSignature]:
+        """Signatures that may match somewhere in `data` (a small text)."""
+        found: list[CompiledSignature] = list(self._always)
+        if self._db is None or not data:
+            return found
+        ids: set[int] = set()
+
+        def on_match(pattern_id: int, start: int, end: int, flags: int, ctx: Any) -> None:
+            ids.add(pattern_id)
+
+        self._db.scan(data, match_event_handler=on_match, scratch=self._scratch)
+        found.extend(self._by_id[i] for i in sorted(ids))
+        return found
+
+    def line_candidates(self, data: bytes) -> list[tuple[CompiledSignature, int]]:
+        """(signature, offset where a match may end) at most once per signature and line,
+        in order; signatures Hyperscan cannot take are reported with offset -1."""
+        found: list[tuple[CompiledSignature, int]] = [(s, -1) for s in self._always]
+        if self._db is None or not data:
+            return found
+        line_end_of: dict[int, int] = {}
+        by_id = self._by_id
+        find = data.find
+
+        def on_match(pattern_id: int, start: int, end: int, flags: int, ctx: Any) -> None:
+            if end <= line_end_of.get(pattern_id, -1):
+                return
+            line_end = find(b"\n", end)
+            line_end_of[pattern_id] = len(data) if line_end == -1 else line_end
+            found.append((by_id[pattern_id], end))
+
+        self._db.scan(data, match_event_handler=on_match, scratch=self._scratch)
+        return found
+
+
+class AnyOf:
+    """Whether a line matches any of some regexes: one Hyperscan scan of the line
+    (Python `re` tries each regex in turn, which costs more than the line itself)."""
+
+    def __init__(self, patterns: list[str]) -> None:
+        self._patterns = [re.compile(p) for p in patterns]
+        self._db: Any = None
+        if _hs is None or not patterns:
+            return
+        try:
+            db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+            flags = [_hs.HS_FLAG_SINGLEMATCH | _hs.HS_FLAG_ALLOWEMPTY] * len(patterns)
+            expressions = [p.encode() for p in patterns]
+            db.compile(expressions=expressions, ids=list(range(len(patterns))), flags=flags)
+        except _hs.error:
+            log.info("noise patterns run with Python re: Hyperscan rejects one")
+            return
+        self._db = db
+        self._scratch = _hs.Scratch(db)
+
+    def search(self, text: str) -> bool:
+        if self._db is None:
+            return any(p.search(text) for p in self._patterns)
+        found: list[int] = []
+
+        def on_match(pattern_id: int, start: int, end: int, flags: int, ctx: Any) -> bool:
+            found.append(pattern_id)
+            return True  # stop scanning: one match answers the question
+
+        with suppress(_hs.error):  # raised when the handler stops the scan
+            self._db.scan(text.encode(), match_event_handler=on_match, scratch=self._scratch)
+        return bool(found)
+
+
+_NEEDS_PREFILTER = re.compile(r"\(\?<?[=!]|\\[1-9]|\(\?P=|\(\?>|[*+?}]\+|\(\?\(")
+
+
+def _cache_file(expressions: list[bytes], ids: list[int], flags: list[int]) -> Path | None:
+    """Where a compiled database for exactly these patterns is kept between runs
+    (compiling the library takes a second or two; loading it, milliseconds)."""
+    base = os.environ.get("PITCREW_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pitcrew"
+    )
+    if not base or base == "off":
+        return None
+    digest = hashlib.sha256()
+    digest.update(_hs_version().encode())
+    for expression, pattern_id, flag in zip(expressions, ids, flags, strict=True):
+        digest.update(b"%d\x00%d\x00%s\x00" % (pattern_id, flag, expression))
+    return Path(base) / f"hyperscan-{digest.hexdigest()[:32]}.db"
+
+
+def _hs_version() -> str:
+    return str(getattr(_hs, "__version__", "")) + str(getattr(_hs, "HS_VERSION", ""))
+
+
+def _load_cached(path: Path | None) -> Any:
+    if path is None or not path.is_file():
+        return None
+    try:
+        return _hs.loadb(path.read_bytes(), mode=_hs.HS_MODE_BLOCK)
+    except (OSError, _hs.error, TypeError, ValueError):
+        log.info("ignoring unreadable pattern cache %s", path)
+        return None
+
+
+def _store_cached(path: Path | None, db: Any) -> None:
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_bytes(_hs.dumpb(db))
+        partial.replace(path)
+    except OSError as error:
+        log.info("cannot cache compiled patterns in %s: %s", path, error)
