@@ -182,7 +182,7 @@ def chart_schema(current: dict[str, Any]) -> dict[str, Any]:
 INTRO = f"""\
 # Configuration reference
 
-<!-- Generated from bot/app/settings.py by `python -m bot.app.docgen`; do not edit by hand. -->
+<!-- Generated from bot/app/settings/ by `python -m bot.app.docgen`; do not edit by hand. -->
 
 `pitcrew run` and the commands that work on its state read one YAML file:
 `--config FILE`, else `${config.CONFIG_ENV}`, else none (every key below has a

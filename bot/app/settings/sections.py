@@ -1,0 +1,121 @@
+"""The configuration's root model and its smaller sections (store, HTTP, chat, playbooks,
+scheduler, pipeline, secrets).
+
+Why this exists: one `Settings` value is what every command and the daemon are given;
+the policy sections reuse the core's own models (`CorrelationConfig`, `NotifyConfig`,
+`ApprovalPolicy`) so the file and the code cannot disagree about them.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from bot.app.settings.actions import ActionSettings
+from bot.app.settings.base import Closed
+from bot.app.settings.sources import SourceSettings
+from bot.core.approvals import ApprovalPolicy
+from bot.core.incidents import CorrelationConfig
+from bot.core.notify import NotifyConfig
+
+
+class StoreSettings(Closed):
+    path: Path = Field(
+        default=Path("pitcrew.db"), description="the SQLite file; relative to the working dir"
+    )
+    retention: timedelta = Field(
+        default=timedelta(days=14), gt=timedelta(0), description="how long resolved state is kept"
+    )
+
+
+class HttpSettings(Closed):
+    host: str = Field(default="127.0.0.1", min_length=1)
+    port: int = Field(default=9464, ge=0, le=65535, description="0 picks a free port (logged)")
+    ingest: bool = Field(default=True, description="accept evidence on POST /ingest")
+
+
+class ConsoleSettings(Closed):
+    width: int | None = Field(default=None, ge=40, description="card width; default: terminal")
+
+
+class SlackSettings(Closed):
+    """Read by the Slack chat (`bot.adapters.slack.chat`); tokens come from the environment."""
+
+    socket_mode: bool = Field(default=True, description="Socket Mode (needs SLACK_APP_TOKEN)")
+    api_url: str = Field(
+        default="https://slack.com/api/", min_length=1, description="Web API base URL"
+    )
+    events_path: str = Field(default="/slack/events", pattern=r"^/", description="HTTP mode")
+    silence_for: timedelta = Field(
+        default=timedelta(hours=4), gt=timedelta(0), description="the card's Silence button"
+    )
+    channel_interval: float = Field(
+        default=1.0, ge=0, description="seconds between messages to one channel"
+    )
+    ping_interval: float = Field(default=10.0, gt=0, description="Socket Mode ping, seconds")
+
+
+class ChatSettings(Closed):
+    kind: Literal["auto", "console", "slack"] = Field(
+        default="auto", description="auto: slack when SLACK_BOT_TOKEN is set, else console"
+    )
+    console: ConsoleSettings = ConsoleSettings()
+    slack: SlackSettings = SlackSettings()
+
+
+class PlaybookSettings(Closed):
+    dirs: tuple[Path, ...] = Field(default=(), description="extra playbook directories")
+
+
+def _interval(default: float) -> Any:
+    return Field(default=timedelta(seconds=default), gt=timedelta(0))
+
+
+class SchedulerSettings(Closed):
+    tick: timedelta = _interval(1)
+    expiry: timedelta = _interval(10)
+    outbox: timedelta = _interval(5)
+    cleanup: timedelta = _interval(3600)
+    approved: timedelta = _interval(1)
+
+
+class PipelineSettings(Closed):
+    queue_size: int = Field(default=10000, ge=1)
+    drain_timeout: timedelta = Field(default=timedelta(seconds=10), ge=timedelta(0))
+    flush_timeout: timedelta = Field(default=timedelta(seconds=5), ge=timedelta(0))
+
+
+class Secrets(BaseModel):
+    """Chat tokens, from the environment only."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    slack_bot_token: SecretStr | None = None
+    slack_app_token: SecretStr | None = None
+    slack_signing_secret: SecretStr | None = None
+    ingest_token: SecretStr | None = None  # /ingest from beyond loopback: `Bearer` this
+
+
+class Settings(Closed):
+    store: StoreSettings = StoreSettings()
+    http: HttpSettings = HttpSettings()
+    chat: ChatSettings = ChatSettings()
+    correlation: CorrelationConfig = CorrelationConfig()
+    notify: NotifyConfig = NotifyConfig()
+    approvals: ApprovalPolicy = ApprovalPolicy()
+    actions: ActionSettings = ActionSettings()
+    sources: SourceSettings = SourceSettings()
+    playbooks: PlaybookSettings = PlaybookSettings()
+    scheduler: SchedulerSettings = SchedulerSettings()
+    pipeline: PipelineSettings = PipelineSettings()
+    secrets: Secrets = Field(default_factory=Secrets, exclude=True)
+    origin: str = Field(default="(built-in defaults)", exclude=True)
+
+    @property
+    def chat_kind(self) -> Literal["console", "slack"]:
+        if self.chat.kind == "auto":
+            return "slack" if self.secrets.slack_bot_token else "console"
+        return self.chat.kind
