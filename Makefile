@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check lint format bench clean
+.PHONY: demo test check lint format bench clean prometheus
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,7 +15,7 @@ $(STAMP): requirements.lock pyproject.toml
 demo: $(STAMP)
 	@if [ -t 0 ]; then $(BIN)/pitcrew demo; else $(BIN)/pitcrew demo --yes; fi
 
-test: check
+test: check prometheus
 	$(BIN)/pitcrew playbooks test
 	$(BIN)/python -m pytest -q
 
@@ -35,3 +35,8 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+
+# The memory-evidence tests run a real Prometheus (Debian's package) on loopback.
+prometheus:
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus)

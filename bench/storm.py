@@ -78,6 +78,9 @@ class CountingChat:
     def reply(self, ref: str, text: str) -> None:
         self._count(ref, "reply")
 
+    def attach(self, ref: str, path: str, text: str) -> None:
+        self._count(ref, "reply")
+
     def healthy(self) -> bool:
         return True
 

@@ -70,10 +70,11 @@ DESCRIBE = "worker-pod.describe.txt"
 
 @dataclass
 class Recorded:
-    kind: str  # post | update | reply
+    kind: str  # post | update | reply | attach
     ref: str
     report: Report | None = None
     text: str = ""
+    path: str = ""
 
 
 @dataclass
@@ -113,6 +114,12 @@ class RecordingChat:
         self.console.reply(ref, text)
         with self.lock:
             self.calls.append(Recorded("reply", ref, text=text))
+
+    def attach(self, ref: str, path: str, text: str) -> None:
+        self._check()
+        self.console.attach(ref, path, text)
+        with self.lock:
+            self.calls.append(Recorded("attach", ref, text=text, path=path))
 
     def healthy(self) -> bool:
         return not self.down

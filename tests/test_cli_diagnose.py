@@ -93,7 +93,7 @@ def test_the_seed_case_json() -> None:
     assert bump["offered"] is True
     assert bump["preview"] == (
         "RayCluster ml-train/verl-ppo-qwen-raycluster-x7k2p workerGroupSpecs[gpu-group]"
-        ".containers[ray-worker].resources.limits.memory: 16Gi → 24Gi"
+        ".containers[ray-worker].resources.limits.memory: 16Gi → 24Gi (× 1.5: no memory metrics)"
     )
     kill = actions["ray.kill_actor"]
     assert kill["offered"] is False

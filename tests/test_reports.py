@@ -57,7 +57,7 @@ from tests.test_incidents import (
 
 PREVIEW = (
     f"RayCluster {NS}/{CLUSTER} workerGroupSpecs[gpu-group].containers[*]"
-    ".resources.limits.memory: 16Gi → 24Gi"
+    ".resources.limits.memory: 16Gi → 24Gi (× 1.5: no memory metrics)"
 )
 ALICE, BOB = ChatUser("U_ALICE"), ChatUser("U_BOB")
 ONE = ApprovalPolicy(approvers=(ApproverRule(users=("U_ALICE", "U_BOB")),))

@@ -22,7 +22,7 @@ def test_the_configured_factor_and_cap_are_in_the_offer_and_its_preview() -> Non
     values = ActionSettings(bump_memory=BumpMemorySettings(factor=1.25, cap="18Gi")).overrides()
     (offer,) = tune(Diagnosis((), (BUMP,), ""), values).actions
     assert (offer.params["factor"], offer.params["cap"]) == (1.25, "18Gi")
-    assert offer.preview.endswith("16Gi → 18Gi")
+    assert offer.preview.endswith("16Gi → 18Gi (× 1.25: no memory metrics)")
 
 
 def test_withheld_offers_and_unknown_settings_are_left_alone() -> None:

@@ -26,6 +26,7 @@ from bot.adapters.scheduler import Intervals, Jobs, Scheduler
 from bot.adapters.sqlite.store import Store
 from bot.app.factories import build_registry, build_sources
 from bot.app.live_diagnosis import Diagnoser
+from bot.app.memory_evidence import memory_worker
 from bot.app.settings import Settings
 from bot.core.actions import tuning
 from bot.core.diagnosis import Engine
@@ -36,6 +37,7 @@ from bot.core.playbooks import Library, load_builtin
 from bot.daemon import runner as executors
 from bot.daemon.chat import Chat
 from bot.daemon.feed import Refresh, Tick
+from bot.daemon.memory import MemoryWorker
 from bot.daemon.metrics import Metrics
 from bot.daemon.outbox import Outbox
 from bot.daemon.pipeline import Pipeline
@@ -63,6 +65,7 @@ class Daemon:
     sources: Sequence[Source]
     scheduler: Scheduler
     http: HealthServer
+    memory: MemoryWorker | None = None  # memory evidence from sources.prometheus
 
     def start(self) -> None:
         self.pipeline.restore()
@@ -91,6 +94,8 @@ class Daemon:
         for source in self.sources:
             _quietly(f"stop source {source.name}", source.stop)
         _quietly("stop the HTTP server", self.http.stop)
+        if self.memory is not None:
+            self.memory.close(wait=False)
         if not self.pipeline.stop(timeouts.drain_timeout.total_seconds()):
             log.warning(
                 "the queue was not drained in time; %d items dropped", self.pipeline.pending()
@@ -142,6 +147,7 @@ def build(
         _assess(settings, engine.library, registry, clock), settings.correlation
     )
     outbox = Outbox(store, chat, clock=clock, metrics=metrics)
+    memory = memory_worker(settings, lambda item: pipeline.submit(item))
     pipeline = Pipeline(
         engine=engine,
         correlator=correlator,
@@ -153,6 +159,7 @@ def build(
         propose=settings.actions.enabled,
         queue_size=settings.pipeline.queue_size,
         queued=outbox.wake,
+        memory=memory,
     )
 
     def refresh(incident_id: str) -> None:
@@ -189,6 +196,7 @@ def build(
         sources=sources,
         scheduler=scheduler,
         http=_http(settings, metrics, lambda: daemon.liveness(), lambda: daemon.readiness()),
+        memory=memory,
     )
     if settings.http.ingest:
         daemon.http.mount(INGEST_PATH, ingest_route(pipeline), private=True)

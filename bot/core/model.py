@@ -212,6 +212,7 @@ class Incident:
     revision: int = 0
     resolution: str = ""
     notes: tuple[IncidentNote, ...] = ()
+    memory: str = ""  # what the pod's memory did before the kill (bot.core.memory)
 
 
 class ProposalState(StrEnum):
@@ -280,6 +281,7 @@ class Report:
     actions: tuple[ReportAction, ...] = ()
     withheld: tuple[str, ...] = ()
     history: tuple[str, ...] = ()
+    memory: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,6 +315,7 @@ class Notification:
     text: str = ""
     created_at: datetime | None = None
     id: int | None = None
+    attachment: str = ""  # a file (a chart) posted with a reply, its text as the comment
 
 
 class ActionResult(StrEnum):

@@ -233,4 +233,5 @@ def build_report(
         ),
         withheld=tuple(withheld),
         history=_history(incident, mine, max_history),
+        memory=incident.memory,
     )

@@ -41,6 +41,10 @@ class Chat(Protocol):
         """Add a message to the card's thread."""
         ...
 
+    def attach(self, ref: str, path: str, text: str) -> None:
+        """Add a file (a PNG chart) to the card's thread, with `text` as its comment."""
+        ...
+
     def healthy(self) -> bool:
         """False when the chat connection is known to be down."""
         ...

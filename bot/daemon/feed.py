@@ -15,6 +15,7 @@ from typing import Protocol
 
 from bot.core.incidents import HEALTHY_AGAIN
 from bot.core.inputs import InputPart, LogText
+from bot.core.memory import MemoryEvidence
 from bot.core.model import Finding, ObjectRef, frozen_map
 
 
@@ -87,7 +88,18 @@ class Refresh:
     urgent: bool = False
 
 
-Item = Observation | Healthy | Tick | Refresh
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """Memory evidence fetched for an incident off the pipeline thread (`bot.daemon.memory`),
+    or why there is none; `chart` is a PNG of it for the card's thread."""
+
+    incident_id: str
+    evidence: MemoryEvidence | None
+    problem: str = ""
+    chart: str = ""
+
+
+Item = Observation | Healthy | Tick | Refresh | Measured
 
 
 class Sink(Protocol):

@@ -148,6 +148,8 @@ class Outbox:
             if notification.report is None:
                 raise ValueError("an update needs a report")
             self._chat.update(ref, notification.report)
+        elif notification.attachment:
+            self._chat.attach(ref, notification.attachment, notification.text)
         else:
             self._chat.reply(ref, notification.text)
         return ref

@@ -51,7 +51,8 @@ from bot.core.model import (
 )
 from bot.core.notify import Delivery, NotifyConfig, decide
 from bot.core.reports import build_report
-from bot.daemon.feed import Healthy, Item, Observation, Refresh, Tick
+from bot.daemon.feed import Healthy, Item, Measured, Observation, Refresh, Tick
+from bot.daemon.memory import MemoryWorker, thread_text
 from bot.daemon.metrics import Metrics
 from bot.daemon.ports import Clock, PipelineStore, ProposalChange
 
@@ -86,6 +87,7 @@ class Pipeline:
         propose: bool = True,
         queue_size: int = 10000,
         queued: Callable[[], None] = _nothing,
+        memory: MemoryWorker | None = None,
     ) -> None:
         self._engine = engine
         self._correlator = correlator
@@ -103,6 +105,9 @@ class Pipeline:
         self._silences: tuple[Silence, ...] = ()
         self._seen_change = 0
         self._thread: threading.Thread | None = None
+        self._memory = memory  # memory evidence for memory incidents, fetched off this thread
+        self._measured: dict[str, Measured] = {}
+        self._charts: dict[str, Measured] = {}  # charts waiting for their card to be posted
 
     # -- the queue and the thread ---------------------------------------------------------
 
@@ -201,20 +206,23 @@ class Pipeline:
             self._tick(now)
         elif isinstance(item, Refresh):
             self._refresh(item.incident_id, now, urgent=item.urgent)
+        elif isinstance(item, Measured):
+            self._on_measured(item, now)
 
     def _observe(self, observation: Observation, now: datetime) -> None:
         """All findings of one observation first, then one decision per incident touched:
         a driver log's three findings are one card, not a post and two updates."""
-        latest: dict[str, Change] = {}
+        latest: dict[str, Incident] = {}
         reshaped: set[str] = set()
         for finding in self._classify(observation):
             for change in self._correlator.add(finding, now):
-                self._keep(change, (finding,), now)
-                latest[change.incident.id] = change
+                latest[change.incident.id] = self._keep(change, (finding,), now)
                 if change.kind in _RESHAPED:
                     reshaped.add(change.incident.id)
-        for incident_id, change in latest.items():
-            self._follow_up(change.incident, incident_id in reshaped, now)
+        for incident_id, incident in latest.items():
+            self._follow_up(incident, incident_id in reshaped, now)
+            if self._memory is not None and incident.state is IncidentState.OPEN:
+                self._memory.ask(incident)
         self._metrics.open_incidents.set(len(self._correlator))
 
     def _classify(self, observation: Observation) -> list[Finding]:
@@ -245,12 +253,13 @@ class Pipeline:
     # -- the steps ---------------------------------------------------------------------------
 
     def _record(self, change: Change, findings: Iterable[Finding], now: datetime) -> None:
-        self._keep(change, findings, now)
-        self._follow_up(change.incident, change.kind in _RESHAPED, now)
+        incident = self._keep(change, findings, now)
+        self._follow_up(incident, change.kind in _RESHAPED, now)
 
-    def _keep(self, change: Change, findings: Iterable[Finding], now: datetime) -> None:
-        """Store the incident as it now stands, and the findings that changed it."""
-        incident = change.incident
+    def _keep(self, change: Change, findings: Iterable[Finding], now: datetime) -> Incident:
+        """Store the incident as it now stands (with its memory evidence), and the findings
+        that changed it."""
+        incident = self._annotated(change.incident)
         self._store.upsert_incident(incident)
         self._store.append_findings(incident.id, findings, now)
         if change.kind is ChangeKind.OPENED:
@@ -261,6 +270,26 @@ class Pipeline:
         elif change.kind is ChangeKind.RESOLVED:
             self._resolved[incident.id] = incident
             log.info("incident %s resolved: %s", incident.id, incident.resolution)
+        return incident
+
+    def _annotated(self, incident: Incident) -> Incident:
+        measured = self._measured.get(incident.id)
+        if self._memory is None or measured is None:
+            return incident
+        return self._memory.annotate(incident, measured)
+
+    def _on_measured(self, measured: Measured, now: datetime) -> None:
+        """Memory evidence arrived: the card's memory line, the bump resized, the chart
+        for the card's thread once the card is out."""
+        incident = self._correlator.get(measured.incident_id)
+        if incident is None or self._memory is None:
+            return
+        self._measured[incident.id] = measured
+        incident = self._annotated(incident)
+        self._store.upsert_incident(incident)
+        if measured.chart:
+            self._charts[incident.id] = measured
+        self._follow_up(incident, True, now)
 
     def _follow_up(self, incident: Incident, reshaped: bool, now: datetime) -> None:
         """Proposals in step with what the incident now offers, then the card."""
@@ -303,8 +332,26 @@ class Pipeline:
                 self._due.pop(incident.id, None)
             else:
                 self._due[incident.id] = decision.next_at
+        if decision.delivery.posted and incident.id in self._charts:
+            self._post_chart(self._charts.pop(incident.id), decision.delivery, now)
         if decision.notifications:
             self._queued()
+
+    def _post_chart(self, measured: Measured, delivery: Delivery, now: datetime) -> None:
+        """The memory chart in the card's thread (queued after the post it answers)."""
+        text = thread_text(measured)
+        self._store.enqueue(
+            Notification(
+                measured.incident_id,
+                NotificationKind.REPLY,
+                delivery.channel,
+                None,
+                text,
+                now,
+                attachment=measured.chart,
+            )
+        )
+        self._queued()
 
     def _refresh(self, incident_id: str, now: datetime, *, urgent: bool) -> None:
         incident = (
@@ -315,6 +362,7 @@ class Pipeline:
         if incident is None:
             self._forget(incident_id)
             return
+        incident = self._annotated(incident)
         self._decide(incident, self._store.proposals_for_incident(incident_id), now, urgent=urgent)
 
     def _notice_proposal_changes(self, now: datetime) -> None:
@@ -353,6 +401,8 @@ class Pipeline:
         self._queued()
 
     def _forget(self, incident_id: str) -> None:
+        self._measured.pop(incident_id, None)
+        self._charts.pop(incident_id, None)
         self._deliveries.pop(incident_id, None)
         self._due.pop(incident_id, None)
         self._resolved.pop(incident_id, None)

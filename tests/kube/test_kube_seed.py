@@ -121,6 +121,8 @@ def test_the_engine_ranks_the_oom_kill_first_and_offers_the_bump_not_the_kill(
         "current": "16Gi",
         "factor": 1.5,
         "cap": "512Gi",
+        "limit": "",
+        "basis": "",
     }
     assert DIFF in bump.preview
     assert "ray.kill_actor" in offers

@@ -3,7 +3,9 @@
 
 It answers `auth.test` and `apps.connections.open` (pointing at the test's Socket
 Mode server), records `chat.postMessage`, `chat.update`, `chat.postEphemeral`,
-`views.*`, `usergroups.users.list` and `reactions.add` with their payloads, keeps
+`views.*`, `usergroups.users.list`, `reactions.add` and the three steps of
+`files.uploadV2` (`files.getUploadURLExternal`, the POST of the bytes to the upload URL,
+`files.completeUploadExternal`) with their payloads, keeps
 the messages it was sent (so a test reads a card as Slack would show it), checks
 the token on every call, and checks every message against Block Kit's limits on
 its own (independently of `bot.adapters.slack.blocks`), answering `invalid_blocks` like Slack.
@@ -57,6 +59,21 @@ class Call:
     params: dict[str, Any]
     token: str
     at: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class Uploaded:
+    """A file shared with `files.uploadV2`: asked for, its bytes posted, then completed."""
+
+    id: str
+    filename: str
+    length: int
+    data: bytes = b""
+    title: str = ""
+    channel: str = ""
+    thread_ts: str | None = None
+    comment: str = ""
+    shared: bool = False
 
 
 @dataclass
@@ -192,6 +209,7 @@ class SlackEmulator:
         self.usergroups: dict[str, list[str]] = {}
         self.channels: dict[str, str] = {"pitcrew": "C0PITCREW"}
         self.socket_url: str | None = None
+        self.files: dict[str, Uploaded] = {}
         self._failures: dict[str, deque[Failure]] = {}
         self._lock = threading.Condition()
         self._ts = itertools.count(1)
@@ -312,6 +330,10 @@ class SlackEmulator:
             }
         if method in ("chat.postMessage", "chat.update", "chat.postEphemeral"):
             return self._message(method, params)
+        if method == "files.getUploadURLExternal":
+            return self._upload_url(params)
+        if method == "files.completeUploadExternal":
+            return self._complete_upload(params)
         if method == "usergroups.users.list":
             members = self.usergroups.get(str(params.get("usergroup", "")))
             if members is None:
@@ -328,6 +350,44 @@ class SlackEmulator:
         if method == "reactions.add":
             return {"ok": True}
         return {"ok": False, "error": "unknown_method"}
+
+    def _upload_url(self, params: dict[str, Any]) -> dict[str, Any]:
+        filename = str(params.get("filename") or "")
+        length = str(params.get("length") or "")
+        if not filename or not length.isdigit() or int(length) <= 0:
+            return {"ok": False, "error": "invalid_arguments"}
+        file_id = f"F0{len(self.files) + 1:08d}"
+        self.files[file_id] = Uploaded(file_id, filename, int(length))
+        url = f"http://127.0.0.1:{self.port}/upload/{file_id}"
+        return {"ok": True, "upload_url": url, "file_id": file_id}
+
+    def _complete_upload(self, params: dict[str, Any]) -> dict[str, Any]:
+        files = params.get("files")
+        if isinstance(files, str):
+            files = json.loads(files)
+        channel = self._channel_id(str(params.get("channel_id") or ""))
+        thread_ts = params.get("thread_ts")
+        if channel is None:
+            return {"ok": False, "error": "channel_not_found"}
+        if thread_ts is not None and (channel, str(thread_ts)) not in self.messages:
+            return {"ok": False, "error": "thread_not_found"}
+        done = []
+        for item in files or []:
+            uploaded = self.files.get(str(item.get("id")))
+            if uploaded is None or len(uploaded.data) != uploaded.length:
+                return {"ok": False, "error": "file_not_found"}
+            uploaded.title = str(item.get("title") or uploaded.filename)
+            uploaded.channel, uploaded.thread_ts = channel, str(thread_ts) if thread_ts else None
+            uploaded.comment = str(params.get("initial_comment") or "")
+            uploaded.shared = True
+            done.append({"id": uploaded.id, "title": uploaded.title, "name": uploaded.filename})
+        if not done:
+            return {"ok": False, "error": "invalid_arguments"}
+        return {"ok": True, "files": done}
+
+    def shared_files(self) -> list[Uploaded]:
+        with self._lock:
+            return [f for f in self.files.values() if f.shared]
 
     def _message(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         channel = self._channel_id(str(params.get("channel", "")))
@@ -389,6 +449,15 @@ class SlackEmulator:
                         emulator.responses.append((url.path, json.loads(raw or b"{}")))
                         emulator._lock.notify_all()
                     self._reply(200, b"ok", "text/plain")
+                    return
+                if url.path.startswith("/upload/"):
+                    with emulator._lock:
+                        uploaded = emulator.files.get(url.path.removeprefix("/upload/"))
+                        if uploaded is not None:
+                            uploaded.data = raw
+                        emulator._lock.notify_all()
+                    status = 200 if uploaded is not None else 404
+                    self._reply(status, b"OK - %d" % len(raw), "text/plain")
                     return
                 if not url.path.startswith("/api/"):
                     self._reply(404, b"not found", "text/plain")

@@ -119,12 +119,14 @@ def test_the_manifest_asks_for_exactly_the_scopes_the_code_uses() -> None:
         "chat_update": "chat:write",
         "chat_postEphemeral": "chat:write",
         "usergroups_users_list": "usergroups:read",
+        "files_upload_v2": "files:write",
         "auth_test": None,
     }
     code = "".join(p.read_text() for p in (ROOT / "bot" / "adapters" / "slack").glob("*.py"))
     called = set(
         re.findall(
-            r"\.(chat_\w+|usergroups_\w+|users_\w+|reactions_\w+|auth_test|views_\w+)\(", code
+            r"\.(chat_\w+|usergroups_\w+|users_\w+|reactions_\w+|files_\w+|auth_test|views_\w+)\(",
+            code,
         )
     )
     assert called <= set(scope_of), f"a Web API method without a known scope: {called}"

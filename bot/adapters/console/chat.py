@@ -53,6 +53,8 @@ def report_panel(report: Report, ref: str = "") -> Panel:
                 Text(action.preview),
             )
         lines.append(table)
+    if report.memory:
+        lines.append(Text.assemble(("Memory: ", "bold"), report.memory))
     for withheld in report.withheld:
         lines.append(Text(f"not offered: {withheld}", style="dim"))
     for entry in report.history:
@@ -96,6 +98,11 @@ class ConsoleChat:
     def reply(self, ref: str, text: str) -> None:
         with self._lock:
             self._console.print(Text(f"  ↳ [{ref}] {text}", overflow="fold"))
+
+    def attach(self, ref: str, path: str, text: str) -> None:
+        """The chart's comment (with its sparkline) and where the PNG is."""
+        with self._lock:
+            self._console.print(Text(f"  ↳ [{ref}] {text}\n    chart: {path}", overflow="fold"))
 
     def healthy(self) -> bool:
         return True

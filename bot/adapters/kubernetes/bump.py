@@ -183,7 +183,11 @@ class BumpMemoryExecutor(KubeExecutor):
         cap_bytes = min(quantity.parse_bytes(p.cap), quantity.parse_bytes(self.config.max_memory))
         cap = quantity.format_bytes(cap_bytes)
         try:
-            new_limit = quantity.bump(limit, p.factor, cap)
+            new_limit = (
+                quantity.format_bytes(min(quantity.parse_bytes(p.limit), cap_bytes))
+                if p.limit  # sized from the group's observed usage
+                else quantity.bump(limit, p.factor, cap)
+            )
         except quantity.QuantityError as error:
             raise ActionRefusedError(f"{site.container_label}: {error}") from error
         if quantity.parse_bytes(new_limit) <= quantity.parse_bytes(limit):

@@ -250,6 +250,8 @@ def card_view(report: Report, options: CardOptions = CardOptions()) -> dict[str,
     cause = f"*Root cause:* {md(report.primary or 'none found', 1000)}"
     if report.secondary:
         cause += "\n*Also seen:*\n" + _bullets(report.secondary, MAX_SECONDARY, 250)
+    if report.memory:
+        cause += f"\n*Memory:* {md(report.memory, 500)}"
     evidence = ""
     if report.evidence:
         evidence = "*Evidence*\n" + code(

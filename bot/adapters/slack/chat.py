@@ -29,6 +29,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 from slack_sdk import WebClient
@@ -335,6 +336,26 @@ class SlackChat:
             )
 
         self._send(channel, "chat.postMessage", send, text_message(text), None)
+
+    def attach(self, ref: str, path: str, text: str) -> None:
+        """A file (the memory chart) in the card's thread (`files.uploadV2`: needs the
+        `files:write` scope); a reply with the text alone when the file is gone."""
+        if not Path(path).is_file():
+            self.reply(ref, text)
+            return
+        channel, ts = parse_ref(ref)
+
+        def send(message: Message) -> SlackResponse:
+            return self.web.files_upload_v2(
+                channel=channel,
+                thread_ts=ts,
+                file=path,
+                filename=Path(path).name,
+                title=Path(path).stem,
+                initial_comment=message.text,
+            )
+
+        self._send(channel, "files.completeUploadExternal", send, text_message(text), None)
 
     def _send(
         self,

@@ -24,6 +24,9 @@ from bot.core.actions.tuning import Overrides
 class BumpMemorySettings(Closed):
     factor: float = Field(default=1.5, gt=1.0, le=2.0)
     cap: str = Field(default="512Gi", description="never raise a limit above this")
+    headroom: float = Field(
+        default=1.25, gt=1.0, le=2.0, description="over the group's observed peak (Prometheus)"
+    )
 
     @field_validator("cap")
     @classmethod

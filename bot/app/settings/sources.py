@@ -104,10 +104,21 @@ class RayDiscoverySettings(Closed):
     )
 
 
+class PrometheusSourceSettings(Closed):
+    """Memory evidence for memory findings: the killed pod's and its group's working set."""
+
+    url: str = Field(default="", description="Prometheus base URL; empty: no memory evidence")
+    timeout: timedelta = Field(default=timedelta(seconds=5), gt=timedelta(0))
+    headers: dict[str, str] = Field(default_factory=dict, description="e.g. Authorization")
+    window: timedelta = Field(default=timedelta(minutes=30), gt=timedelta(0))
+    step: timedelta = Field(default=timedelta(seconds=10), gt=timedelta(0))
+
+
 class SourceSettings(Closed):
     ray: tuple[RaySourceSettings, ...] = ()
     kubernetes: KubernetesSourceSettings = KubernetesSourceSettings()
     ray_discovery: RayDiscoverySettings = RayDiscoverySettings()
+    prometheus: PrometheusSourceSettings = PrometheusSourceSettings()
 
     @model_validator(mode="after")
     def _discovery_needs_kubernetes(self) -> SourceSettings:

@@ -31,8 +31,10 @@ class BumpMemory(ActionParams):
     current: str = Field(default="", description="current memory limit, if known")
     factor: float = Field(default=1.5, gt=1.0, le=2.0)
     cap: str = "512Gi"
+    limit: str = Field(default="", description="the new limit sized from observed usage")
+    basis: str = Field(default="", description="where the new limit or the factor came from")
 
-    @field_validator("current", "cap")
+    @field_validator("current", "cap", "limit")
     @classmethod
     def _is_quantity(cls, value: str) -> str:
         if value:
@@ -87,11 +89,13 @@ def _bump_preview(p: BumpMemory) -> str:
         + ("headGroupSpec" if p.group == "head" else f"workerGroupSpecs[{p.group}]"),
     }.get(p.kind, "spec.template")
     container = f"containers[{p.container}]" if p.container else "containers[*]"
-    change = (
-        f"{p.current} → {quantity.bump(p.current, p.factor, p.cap)}"
-        if p.current
-        else f"× {p.factor:g} (current value read at approval)"
-    )
+    if p.limit:
+        change = f"{p.current or 'current'} → {p.limit} ({p.basis})"
+    elif p.current:
+        new = quantity.bump(p.current, p.factor, p.cap)
+        change = f"{p.current} → {new} (× {p.factor:g}: {p.basis or 'no memory metrics'})"
+    else:
+        change = f"× {p.factor:g} (current value read at approval)"
     return f"{p.kind} {p.namespace}/{p.name} {path}.{container}.resources.limits.memory: {change}"
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from bot.core import memory, quantity
 from bot.core.actions.catalog import CATALOG
 from bot.core.model import ActionOffer, Diagnosis, frozen_map
 
@@ -48,3 +49,37 @@ def _tuned(offer: ActionOffer, values: Mapping[str, Any]) -> ActionOffer:
     except (ValidationError, ValueError):
         return offer
     return dataclasses.replace(offer, params=frozen_map(model.model_dump()), preview=preview)
+
+
+def sized(
+    diagnosis: Diagnosis,
+    evidence: memory.MemoryEvidence | None,
+    headroom: float,
+    unmeasured: str = "",
+) -> Diagnosis:
+    """The memory bumps sized from observed usage: the group's peak × `headroom`, rounded
+    up to a Gi, within each offer's cap, with where the number came from. Without usable
+    evidence the offer keeps the configured factor and says why (`unmeasured`)."""
+    offers = tuple(_sized(o, evidence, headroom, unmeasured) for o in diagnosis.actions)
+    if offers == diagnosis.actions:
+        return diagnosis
+    return dataclasses.replace(diagnosis, actions=offers)
+
+
+def _sized(
+    offer: ActionOffer, evidence: memory.MemoryEvidence | None, headroom: float, unmeasured: str
+) -> ActionOffer:
+    if offer.action != "k8s.bump_memory" or not offer.offered:
+        return offer
+    params = dict(offer.params)
+    current = str(params.get("current") or "")
+    if not current and evidence is not None and evidence.killed.limit:
+        current = quantity.format_bytes(evidence.killed.limit)
+    sizing = None
+    if evidence is not None and current:
+        cap = quantity.parse_bytes(str(params.get("cap") or "512Gi"))
+        sizing = memory.size_limit(evidence, quantity.parse_bytes(current), headroom, cap)
+    if sizing is None:
+        return _tuned(offer, {"limit": "", "basis": unmeasured})
+    limit = quantity.format_bytes(sizing.limit)
+    return _tuned(offer, {"current": current, "limit": limit, "basis": sizing.basis})

@@ -1,0 +1,1 @@
+"""Charts pitcrew posts beside its cards (matplotlib, Agg backend, PNG bytes)."""

@@ -1,0 +1,1 @@
+"""Memory evidence read from Prometheus (PromQL over its HTTP API)."""

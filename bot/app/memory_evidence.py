@@ -1,0 +1,74 @@
+"""Memory evidence wired from the settings: Prometheus for the series, a PNG chart file.
+
+Why this exists: `sources.prometheus` turns on memory evidence for memory incidents
+(the daemon's `bot.daemon.memory.MemoryWorker`) and for `pitcrew diagnose --kube`.
+This builds the fetch (the Prometheus adapter with the configured URL, headers and one
+timeout per fetch) and the chart writer (matplotlib, imported only when a chart is
+drawn), so neither the daemon nor the CLI knows the adapters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from bot.app.settings import Settings
+from bot.core.memory import MemoryEvidence, MemoryTarget
+from bot.daemon.feed import Measured
+from bot.daemon.memory import Chart, Fetch, MemoryWorker
+
+
+def fetcher(settings: Settings) -> Fetch | None:
+    """`target -> MemoryEvidence` from the configured Prometheus; None when none is."""
+    prometheus = settings.sources.prometheus
+    if not prometheus.url:
+        return None
+    from bot.adapters.prometheus.client import PrometheusClient, PrometheusConfig
+    from bot.adapters.prometheus.memory import fetch_memory
+
+    client = PrometheusClient(
+        PrometheusConfig(
+            url=prometheus.url,
+            timeout=prometheus.timeout.total_seconds(),
+            headers=dict(prometheus.headers),
+            window=prometheus.window,
+            step=prometheus.step,
+        )
+    )
+
+    def fetch(target: MemoryTarget) -> MemoryEvidence:
+        return fetch_memory(client, target)
+
+    return fetch
+
+
+def render(evidence: MemoryEvidence) -> bytes:
+    """The memory chart as PNG bytes."""
+    from bot.adapters.charts.memory import memory_chart
+
+    return memory_chart(evidence)
+
+
+def chart_writer(directory: Path) -> Chart:
+    """Charts saved as `memory-<incident>.png` in `directory` (beside the store)."""
+
+    def write(incident_id: str, evidence: MemoryEvidence) -> str:
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"memory-{incident_id}.png"
+        path.write_bytes(render(evidence))
+        return str(path)
+
+    return write
+
+
+def memory_worker(settings: Settings, submit: Callable[[Measured], bool]) -> MemoryWorker | None:
+    fetch = fetcher(settings)
+    if fetch is None:
+        return None
+    charts = settings.store.path.expanduser().resolve().parent / "charts"
+    return MemoryWorker(
+        fetch,
+        submit,
+        headroom=settings.actions.bump_memory.headroom,
+        chart=chart_writer(charts),
+    )
