@@ -36,6 +36,7 @@ from bot.core.approvals import (
     reject,
     revalidate,
     start,
+    supersede,
     transition,
 )
 from bot.core.model import (
@@ -499,9 +500,42 @@ def test_a_stale_proposal_is_refused_with_its_reason_at_approval_time() -> None:
     proposal = offered(KILL)
     live = LiveCheck(MappingProxyType({"ray.actor_stale": True, "ray.namespace_idle": False}))
     decision = approve(proposal, ALICE, POLICY, at(5), live)
-    assert decision == Refused(
-        "stale: no longer true that no job is running in the actor's namespace", proposal
+    why = "no longer true that no job is running in the actor's namespace"
+    assert decision == Refused(f"stale: {why}", proposal, stale=why)
+
+
+def test_a_stale_offer_is_superseded_by_one_with_the_live_preview() -> None:
+    proposal = offered()
+    live_params = {**proposal.params, "current": "20Gi"}
+    live = LiveCheck(
+        MappingProxyType({"k8s.within_quota": True}),
+        preview="RayCluster ml/x limits.memory: 20Gi → 30Gi",
+        params=live_params,
     )
+    withdrawn, fresh = supersede(proposal, live, "the target changed", at(5))
+    assert withdrawn.state is S.EXPIRED
+    assert withdrawn.history[-1].reason == "superseded: the target changed"
+    assert fresh is not None
+    assert fresh.state is S.OFFERED
+    assert fresh.id != proposal.id
+    assert fresh.supersedes == proposal.id
+    assert fresh.preview == live.preview
+    assert dict(fresh.params) == live_params
+    assert fresh.expires_at - fresh.created_at == proposal.expires_at - proposal.created_at
+
+
+def test_a_stale_offer_whose_precondition_fails_is_only_withdrawn() -> None:
+    proposal = offered()
+    live = LiveCheck(
+        MappingProxyType({"k8s.within_quota": False}),
+        preview="x",
+        reason="RayCluster ml/x does not exist",
+        params={**proposal.params, "current": "20Gi"},
+    )
+    assert revalidate(proposal, live) == "RayCluster ml/x does not exist"
+    withdrawn, fresh = supersede(proposal, live, revalidate(proposal, live), at(5))
+    assert withdrawn.history[-1].reason == "superseded: RayCluster ml/x does not exist"
+    assert fresh is None
 
 
 # -- rejection -----------------------------------------------------------------------------

@@ -105,18 +105,31 @@ def test_a_command_line_user_is_checked_like_a_chat_user(store: Store) -> None:
     runner.close(wait=True)
 
 
-def test_a_stale_proposal_is_refused_with_the_reason(store: Store) -> None:
-    service, runner, echo = wired(store, Stale())
-    answer = service.approve("p-1", ChatUser("U1"), NOW)
-    assert answer.outcome is Outcome.REFUSED
-    assert answer.text == (
-        "stale: no longer true that the new limit fits node allocatable and the namespace quota"
+def test_a_stale_proposal_is_refused_withdrawn_and_told_in_the_thread(store: Store) -> None:
+    echo = Stale()
+    registry = Registry({"k8s.bump_memory": echo})
+    runner = Runner(store, registry, clock=Clock(NOW))
+    told: list[tuple[str, str]] = []
+    service = Service(
+        store, POLICY, registry, execute=runner.submit, tell=lambda i, t: told.append((i, t))
     )
+    answer = service.approve("p-1", ChatUser("U1"), NOW)
+    why = "no longer true that the new limit fits node allocatable and the namespace quota"
+    assert answer.outcome is Outcome.REFUSED
+    assert answer.text == f"stale: {why}; withdrawn; nothing was changed"
     runner.close(wait=True)
     assert echo.executed == []
-    offered = store.get_proposal("p-1")
-    assert offered is not None
-    assert offered.state is S.OFFERED
+    withdrawn = store.get_proposal("p-1")
+    assert withdrawn is not None
+    assert withdrawn.state is S.EXPIRED
+    assert withdrawn.history[-1].reason == f"superseded: {why}"
+    assert told == [
+        (
+            withdrawn.incident_id,
+            f"U1's approval of k8s.bump_memory (p-1) was refused: {why}. "
+            "Withdrawn; nothing was changed.",
+        )
+    ]
 
 
 def test_an_expired_proposal_is_refused_and_recorded_as_expired(store: Store) -> None:

@@ -173,6 +173,10 @@ def build(
         metrics=metrics,
         changed=refresh,
     )
+
+    def tell(incident_id: str, text: str) -> None:
+        pipeline.submit(Refresh(incident_id, urgent=True, say=text))
+
     service = Service(
         store,
         settings.approvals,
@@ -180,6 +184,7 @@ def build(
         metrics=metrics,
         execute=runner.submit,
         changed=refresh,
+        tell=tell,
     )
     sources = build_sources(settings, pipeline, bookmarks)
     scheduler = _scheduler(settings, clock, store, pipeline, outbox, runner, service, sources)
@@ -212,19 +217,22 @@ def _assess(
 ) -> Callable[[Sequence[Finding]], Diagnosis]:
     """Ranking and offers over an incident's findings, with the configured action values.
 
-    An action withheld only because a live fact is unknown (is the actor stale? how
-    often was the job resubmitted?) is decided with the facts its executor finds on
-    the cluster now (`executors.live_facts`): the findings are assessed again with
-    them. This runs on the pipeline thread whenever an incident's findings change."""
+        An action withheld only because a live fact is unknown (is the actor stale? how
+        often was the job resubmitted?) is decided with the facts its executor finds on
+        the cluster now (`executors.live_facts`): the findings are assessed again with
+        them. An action offered is then checked against its preconditions
+    (`executors.check_offers`): one whose precondition fails now (no node fits, the
+    target is gone) is shown withheld with the reason, not offered. This runs on the
+    pipeline thread whenever an incident's findings change."""
     base = assessor(library)
     values = settings.actions.overrides()
 
     def assess(findings: Sequence[Finding]) -> Diagnosis:
         diagnosis = tuning.tune(base(findings), values)
         facts = executors.live_facts(diagnosis, registry, clock())
-        if not facts:
-            return diagnosis
-        return tuning.tune(assessor(library, facts)(findings), values)
+        if facts:
+            diagnosis = tuning.tune(assessor(library, facts)(findings), values)
+        return executors.check_offers(diagnosis, registry, clock())
 
     return assess
 

@@ -211,6 +211,36 @@ def propose(
 SUPERSEDED = "superseded: no longer offered"
 
 
+def supersede(
+    proposal: Proposal, live: LiveCheck, stale: str, now: datetime
+) -> tuple[Proposal, Proposal | None]:
+    """A stale proposal withdrawn (EXPIRED, saying why), and the fresh offer that
+    replaces it: the same action with the parameters and preview the live check found,
+    when it found them and every precondition holds now (else None: withheld)."""
+    withdrawn = transition(proposal, S.EXPIRED, SYSTEM_ACTOR, now, f"superseded: {stale}")
+    holds = all(live.facts.get(fact) for fact in proposal.preconditions)
+    if live.params is None or live.preview is None or not holds:
+        return withdrawn, None
+    fresh_id = proposal_id(proposal.incident_id, proposal.action, live.params)
+    if fresh_id == proposal.id:
+        return withdrawn, None
+    fresh = dataclasses.replace(
+        proposal,
+        id=fresh_id,
+        params=frozen_map(live.params),
+        preview=live.preview,
+        state=S.OFFERED,
+        created_at=now,
+        expires_at=now + (proposal.expires_at - proposal.created_at),
+        target=target_of(proposal.action, live.params),
+        history=(Transition(S.OFFERED, now, SYSTEM_ACTOR, f"replaces {proposal.id}: {stale}"),),
+        approvals=(),
+        version=0,
+        supersedes=proposal.supersedes or proposal.id,
+    )
+    return withdrawn, fresh
+
+
 def reconcile(
     incident: Incident,
     proposals: Sequence[Proposal],
@@ -230,7 +260,7 @@ def reconcile(
     for pid, proposal in existing.items():
         if proposal.state is not S.OFFERED:
             continue
-        now_offered = offers.get(pid)
+        now_offered = offers.get(proposal.supersedes or pid)
         if now_offered is None or not now_offered.offered:
             why = f"{SUPERSEDED} ({now_offered.reason})" if now_offered else SUPERSEDED
             changed.append(transition(proposal, S.EXPIRED, SYSTEM_ACTOR, now, why))
@@ -312,10 +342,16 @@ class LiveCheck:
     """Fresh facts about the target, gathered by the caller at approval time.
 
     `facts`: fact id -> holds now (see `FACTS`); an unknown fact refuses. `preview`:
-    the action's preview recomputed from live state (None: not recomputed)."""
+    the action's preview recomputed from live state (None: not recomputed). `reason`:
+    why a fact does not hold, in the target's terms ("RayCluster ml/x does not exist",
+    "no node matches the template's nodeSelector gpu=h100"). `params`: the parameters
+    the action would be offered with now (None: not recomputed), for a fresh proposal
+    when the preview went stale."""
 
     facts: Mapping[str, bool] = field(default_factory=lambda: MappingProxyType({}))
     preview: str | None = None
+    reason: str = ""
+    params: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,6 +379,7 @@ class Refused:
     reason: str
     proposal: Proposal
     changed: bool = False  # True when `proposal` must be written back (it expired)
+    stale: str = ""  # why live state no longer matches the offer (see `supersede`)
 
 
 Decision = Approved | NeedsSecondApprover | Rejected | Refused
@@ -356,7 +393,7 @@ def revalidate(proposal: Proposal, live: LiveCheck) -> str:
         if holds is None:
             return f"cannot confirm that {text}"
         if not holds:
-            return f"no longer true that {text}"
+            return live.reason or f"no longer true that {text}"
     if live.preview is not None and live.preview != proposal.preview:
         return f"the target changed since the preview: now {live.preview!r}"
     return ""
@@ -406,7 +443,7 @@ def approve(
         return Refused(problem, proposal)
     stale = revalidate(proposal, live)
     if stale:
-        return Refused(f"stale: {stale}", proposal)
+        return Refused(f"stale: {stale}", proposal, stale=stale)
     needed = approvals_needed(policy, proposal.namespace, proposal.action)
     if user.id in proposal.approvals:
         return Refused(

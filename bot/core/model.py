@@ -255,6 +255,7 @@ class Proposal:
     reason: str = ""
     approvals: tuple[str, ...] = ()
     version: int = 0
+    supersedes: str = ""  # the offer this one replaced when its preview went stale
 
 
 @dataclass(frozen=True, slots=True)

@@ -86,6 +86,7 @@ class Refresh:
 
     incident_id: str
     urgent: bool = False
+    say: str = ""  # said in the card's thread first (a refusal at approval time)
 
 
 @dataclass(frozen=True, slots=True)

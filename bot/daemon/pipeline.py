@@ -205,6 +205,8 @@ class Pipeline:
         elif isinstance(item, Tick):
             self._tick(now)
         elif isinstance(item, Refresh):
+            if item.say:
+                self._say_in_thread(item.incident_id, item.say, now)
             self._refresh(item.incident_id, now, urgent=item.urgent)
         elif isinstance(item, Measured):
             self._on_measured(item, now)

@@ -25,16 +25,23 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol
 
 from bot.core import approvals
-from bot.core.actions.catalog import CATALOG
+from bot.core.actions.catalog import CATALOG, FACTS
 from bot.core.analysis import LIVE_CHECK
 from bot.core.approvals import PRECONDITIONS, SYSTEM_ACTOR, LiveCheck
 from bot.core.errors import PitcrewError
-from bot.core.model import ActionResult, Diagnosis, LedgerEntry, Proposal, ProposalState
+from bot.core.model import (
+    ActionOffer,
+    ActionResult,
+    Diagnosis,
+    LedgerEntry,
+    Proposal,
+    ProposalState,
+)
 from bot.daemon.metrics import Metrics
 from bot.daemon.ports import Clock, RunnerStore
 
@@ -103,20 +110,8 @@ def live_facts(diagnosis: Diagnosis, registry: Registry, now: datetime) -> dict[
         executor = registry.get(offer.action)
         if executor is None or not _valid(offer.action, offer.params):
             continue
-        probe = Proposal(
-            id="",
-            incident_id="",
-            action=offer.action,
-            params=offer.params,
-            preview=offer.preview,
-            state=S.OFFERED,
-            created_at=now,
-            expires_at=now,
-            preconditions=PRECONDITIONS.get(offer.action, ()),
-            playbook=offer.playbook,
-        )
         try:
-            found = executor.check(probe).facts
+            found = executor.check(_probe(offer, now)).facts
         except PitcrewError as error:  # refused: not a target this pitcrew can check
             log.info("no live check of %s: %s", offer.action, error)
             continue
@@ -126,6 +121,54 @@ def live_facts(diagnosis: Diagnosis, registry: Registry, now: datetime) -> dict[
         for fact, holds in found.items():
             facts[fact] = facts.get(fact, True) and bool(holds)
     return facts
+
+
+def check_offers(diagnosis: Diagnosis, registry: Registry, now: datetime) -> Diagnosis:
+    """The diagnosis with every offered action whose preconditions its executor finds
+    false now shown as withheld, with the executor's reason ("no node matches the
+    template's nodeSelector ...", "RayCluster ml/x does not exist"): an offer is only
+    made when approving it could succeed. A check that cannot answer leaves the offer
+    (approval checks again)."""
+    actions = []
+    for offer in diagnosis.actions:
+        failing = _failing_precondition(offer, registry, now) if offer.offered else ""
+        actions.append(replace(offer, offered=False, reason=failing) if failing else offer)
+    if actions == list(diagnosis.actions):
+        return diagnosis
+    actions.sort(key=lambda o: not o.offered)
+    return replace(diagnosis, actions=tuple(actions))
+
+
+def _failing_precondition(offer: ActionOffer, registry: Registry, now: datetime) -> str:
+    needs = PRECONDITIONS.get(offer.action, ())
+    executor = registry.get(offer.action)
+    if not needs or executor is None or not _valid(offer.action, offer.params):
+        return ""
+    try:
+        live = executor.check(_probe(offer, now))
+    except Exception as error:
+        log.info("no offer-time check of %s: %s", offer.action, error)
+        return ""
+    for fact in needs:
+        if live.facts.get(fact) is False:
+            return live.reason or f"not true now that {FACTS.get(fact, fact)}"
+    return ""
+
+
+def _probe(offer: ActionOffer, now: datetime) -> Proposal:
+    """A not yet stored proposal for an offer, to ask its executor about."""
+    return Proposal(
+        id="",
+        incident_id="",
+        action=offer.action,
+        params=offer.params,
+        preview=offer.preview,
+        state=S.OFFERED,
+        created_at=now,
+        expires_at=now,
+        preconditions=PRECONDITIONS.get(offer.action, ()),
+        playbook=offer.playbook,
+    )
 
 
 def _valid(action: str, params: Mapping[str, Any]) -> bool:

@@ -98,6 +98,10 @@ def _ignore(proposal_id: str) -> None:
     return None
 
 
+def _ignore_text(incident_id: str, text: str) -> None:
+    return None
+
+
 class Service:
     def __init__(
         self,
@@ -108,6 +112,7 @@ class Service:
         metrics: Metrics | None = None,
         execute: Callable[[str], object] = _ignore,
         changed: Callable[[str], None] = _ignore,
+        tell: Callable[[str, str], None] = _ignore_text,
     ) -> None:
         self._store = store
         self._policy = policy
@@ -116,6 +121,7 @@ class Service:
         self._execute = execute  # the daemon runs approved proposals; the CLI leaves it
         self._runs_here = execute is not _ignore
         self._changed = changed  # the daemon refreshes the incident's card at once
+        self._tell = tell  # ... and says a refusal in the card's thread
 
     # -- approvals -----------------------------------------------------------------------
 
@@ -129,6 +135,8 @@ class Service:
         for _ in range(_ATTEMPTS):
             decision = approvals.approve(proposal, user, self._policy, now, live)
             try:
+                if isinstance(decision, Refused) and decision.stale:
+                    return self._supersede(proposal, live, user, now, decision.stale)
                 return self._apply_approval(decision, proposal, user, now)
             except StaleProposalError:  # another click got there first: decide again
                 fresh = self._store.get_proposal(proposal_id)
@@ -244,9 +252,34 @@ class Service:
         try:
             return executor.check(proposal)
         except Exception as error:
-            return self._refused(
-                Outcome.REFUSED, f"cannot check the target's live state: {error}", proposal
+            text = f"cannot check the target's live state: {error}"
+            self._tell(
+                proposal.incident_id,
+                f"{user.id}'s approval of {proposal.action} ({proposal.id}) was refused: {text}",
             )
+            return self._refused(Outcome.REFUSED, text, proposal)
+
+    def _supersede(
+        self, proposal: Proposal, live: LiveCheck, user: ChatUser, now: datetime, stale: str
+    ) -> Answer:
+        """Live state no longer matches the offer: it is withdrawn (its buttons go) and,
+        when the live check allows, offered again with the current preview; the card's
+        thread is told as well as the person who clicked."""
+        withdrawn, fresh = approvals.supersede(proposal, live, stale, now)
+        moved = self._store.record_decision(withdrawn, proposal.version)
+        self._changed(moved.incident_id)
+        if fresh is not None and self._store.get_proposal(fresh.id) is None:
+            self._store.create_proposal(fresh)
+            then = f"offered again with the current preview as {fresh.id}: {fresh.preview}"
+        else:
+            then = "withdrawn; nothing was changed"
+        log.info("proposal %s (%s) superseded: %s", proposal.id, proposal.action, stale)
+        self._tell(
+            proposal.incident_id,
+            f"{user.id}'s approval of {proposal.action} ({proposal.id}) was refused: "
+            f"{stale}. {then[0].upper()}{then[1:]}.",
+        )
+        return self._refused(Outcome.REFUSED, f"stale: {stale}; {then}", moved)
 
     def _apply_approval(
         self, decision: Decision, proposal: Proposal, user: ChatUser, now: datetime

@@ -179,13 +179,21 @@ class KubernetesExecutor:
         return executor
 
     def check(self, proposal: Proposal) -> LiveCheck:
-        """Live facts, and the proposal's own preview recomputed from live values (a
-        memory limit changed since the offer makes it differ, so approval refuses)."""
+        """Live facts with the reason one fails, and the proposal's own preview (and
+        parameters) recomputed from live values: a memory limit changed since the offer
+        makes the preview differ, so approval refuses and offers the fresh one."""
         executor = self._for(proposal)
-        facts, _ = executor.check(proposal.params)
-        return LiveCheck(facts=facts, preview=self._catalog_preview(proposal))
+        facts, preview = executor.check(proposal.params)
+        params = self._live_params(proposal)
+        return LiveCheck(
+            facts=facts,
+            preview=self._catalog_preview(proposal.action, params),
+            reason=withheld_reason(preview),
+            params=params,
+        )
 
-    def _catalog_preview(self, proposal: Proposal) -> str | None:
+    def _live_params(self, proposal: Proposal) -> dict[str, Any] | None:
+        """The parameters as the action would be offered now (the live memory limit)."""
         spec = CATALOG[proposal.action]
         try:
             model = spec.params.model_validate(dict(proposal.params))
@@ -201,7 +209,13 @@ class KubernetesExecutor:
             )
             if live and not same_bytes(live, model.current):
                 model = model.model_copy(update={"current": live})
-        return spec.preview(model)
+        return model.model_dump()
+
+    def _catalog_preview(self, action: str, params: Mapping[str, Any] | None) -> str | None:
+        if params is None:
+            return None
+        spec = CATALOG[action]
+        return spec.preview(spec.params.model_validate(dict(params)))
 
     def execute(self, proposal: Proposal) -> str:
         return self._for(proposal).execute(proposal.params, proposal.id, _approver(proposal))
@@ -209,6 +223,14 @@ class KubernetesExecutor:
     def verify(self, proposal: Proposal) -> Verification:
         ok = self._for(proposal).verify(proposal.params)
         return Verification(ok, "in place" if ok else "the change is not visible on the target")
+
+
+def withheld_reason(preview: str) -> str:
+    """Why a check withholds the action: its preview's `withheld: ...` line, if any."""
+    for line in preview.splitlines():
+        if line.startswith("withheld: "):
+            return line.removeprefix("withheld: ")
+    return ""
 
 
 def _approver(proposal: Proposal) -> str:

@@ -39,8 +39,9 @@ from bot.adapters.kubernetes.api import (
 from bot.adapters.kubernetes.logs import driver_logs, is_submitter, log_tail
 from bot.adapters.kubernetes.owners import OwnerResolver
 from bot.adapters.kubernetes.state import Converter, containers_to_read, failed_rayjob
-from bot.core.actions.catalog import CATALOG
+from bot.core.actions.catalog import CATALOG, FACTS
 from bot.core.analysis import Facts
+from bot.core.approvals import PRECONDITIONS
 from bot.core.diagnosis import Engine
 from bot.core.errors import PitcrewError
 from bot.core.inputs import InputPart, LogText
@@ -327,7 +328,13 @@ def with_live_previews(
         if found is None:
             actions.append(offer)
         elif offer.offered:
-            actions.append(dataclasses.replace(offer, preview=found[1]))
+            facts, preview = found
+            needs = PRECONDITIONS.get(offer.action, ())
+            if any(facts.get(fact) is False for fact in needs):
+                why = _withheld(preview) or f"not true now that {FACTS.get(needs[0], needs[0])}"
+                actions.append(dataclasses.replace(offer, offered=False, reason=why))
+            else:
+                actions.append(dataclasses.replace(offer, preview=preview))
         else:
             withheld = next(
                 (line for line in found[1].splitlines() if line.startswith("withheld: ")), ""
@@ -338,7 +345,13 @@ def with_live_previews(
                 else offer.reason
             )
             actions.append(dataclasses.replace(offer, reason=reason))
+    actions.sort(key=lambda o: not o.offered)
     return dataclasses.replace(diagnosis, actions=tuple(actions))
+
+
+def _withheld(preview: str) -> str:
+    line = next((x for x in preview.splitlines() if x.startswith("withheld: ")), "")
+    return line.removeprefix("withheld: ")
 
 
 def _key(action: str, params: Mapping[str, Any]) -> tuple[str, str]:

@@ -33,6 +33,25 @@ log = logging.getLogger("bot.adapters.kubernetes.source")
 KUBERAY_KINDS = ("RayJob", "RayCluster")
 
 
+def deleted_workload(kind: str, obj: Mapping[str, Any]) -> ObjectRef | None:
+    """The workload whose incidents end with this deletion: a RayJob, or a RayCluster
+    of its own (a RayJob's cluster going away is the RayJob's business, not its end)."""
+    if kind not in KUBERAY_KINDS:
+        return None
+    metadata = as_map(obj.get("metadata"))
+    if kind == "RayCluster":
+        owners = metadata.get("ownerReferences")
+        owned = (
+            any(text_at(r, "kind") == "RayJob" for r in owners if isinstance(r, Mapping))
+            if isinstance(owners, list)
+            else False
+        )
+        if owned or text_at(metadata, "labels", "ray.io/originated-from-crd") == "RayJob":
+            return None
+    name, namespace = text_at(metadata, "name"), text_at(metadata, "namespace")
+    return ObjectRef(kind, name, namespace) if name else None
+
+
 class ResourceWatch(WatchLoop):
     """One resource in one namespace (or cluster-wide): list, watch, resume, relist, and
     report what is new about each object."""
@@ -103,6 +122,9 @@ class ResourceWatch(WatchLoop):
             self.source.resolver.forget(
                 self.kind, text_at(metadata, "namespace"), text_at(metadata, "name")
             )
+            gone = deleted_workload(self.kind, obj)
+            if gone is not None:
+                self.source.deliver_healthy(gone, f"the {self.kind} was deleted")
         else:
             self.source.malformed("watch event", event.type or "(no type)", ["unknown type"])
 

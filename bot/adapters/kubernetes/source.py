@@ -41,7 +41,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
@@ -324,12 +324,14 @@ class KubernetesSource:
                     self._queue.append(part)
                     self.counters["emitted"] += 1
 
-    def deliver_healthy(self, workload: ObjectRef) -> None:
-        """The workload is healthy again after a failure (its open incidents resolve)."""
+    def deliver_healthy(self, workload: ObjectRef, reason: str = "") -> None:
+        """The workload is healthy again after a failure, or was deleted (`reason`): its
+        open incidents resolve."""
         self._count("healthy")
         if self._sink is not None:
-            self._submit(Healthy(workload, cluster=self.config.cluster))
-        log.info("%s is healthy again", workload)
+            notice = Healthy(workload, cluster=self.config.cluster)
+            self._submit(replace(notice, reason=reason) if reason else notice)
+        log.info("%s: %s", workload, reason or "healthy again")
 
     def _submit(self, item: Item) -> bool:
         """Put on the sink's queue, waiting while it is full (which slows the watch, the
