@@ -101,13 +101,19 @@ def _say(answer: Answer) -> None:
 # -- the daemon ---------------------------------------------------------------------------
 
 
-def run_command(file: ConfigOption = None) -> None:
+def run_command(
+    file: ConfigOption = None,
+    init_store: Annotated[
+        bool,
+        typer.Option("--init-store", help="make an existing empty or foreign file the store"),
+    ] = False,
+) -> None:
     """Run the daemon: sources -> pipeline -> chat, with approvals, until SIGTERM."""
     from bot.app import wiring as app  # the daemon's wiring is only needed here
 
     settings = load_settings(file)
     try:
-        code = app.run(settings)
+        code = app.run(settings, init_store=init_store)
     except PitcrewError as error:
         raise fail(str(error)) from None
     raise typer.Exit(code)

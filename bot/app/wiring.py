@@ -16,6 +16,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TextIO
 
 from bot.adapters.console.chat import ConsoleChat
@@ -23,6 +24,7 @@ from bot.adapters.http.ingest import PATH as INGEST_PATH
 from bot.adapters.http.ingest import route as ingest_route
 from bot.adapters.http.server import HealthServer
 from bot.adapters.scheduler import Intervals, Jobs, Scheduler
+from bot.adapters.sqlite.lock import StoreLock
 from bot.adapters.sqlite.store import Store
 from bot.app.factories import build_registry, build_sources
 from bot.app.live_diagnosis import Diagnoser
@@ -66,6 +68,7 @@ class Daemon:
     scheduler: Scheduler
     http: HealthServer
     memory: MemoryWorker | None = None  # memory evidence from sources.prometheus
+    lock: StoreLock | None = None
 
     def start(self) -> None:
         self.pipeline.restore()
@@ -108,6 +111,8 @@ class Daemon:
             )
         self.scheduler.stop()
         self.store.close()
+        if self.lock is not None:
+            self.lock.release()
         log.info("pitcrew stopped")
 
     def liveness(self) -> dict[str, bool]:
@@ -134,13 +139,22 @@ def build(
     clock: Clock = utcnow,
     stdout: TextIO | None = None,
     engine: Engine | None = None,
+    init_store: bool = False,
 ) -> Daemon:
     """Every part of the daemon, connected; nothing runs until `Daemon.start`. `engine`:
-    an already compiled playbook library (tests share one)."""
+    an already compiled playbook library (tests share one). The store is locked for
+    this daemon first (`StoreLock`: a second daemon on it is refused); `init_store`
+    makes an empty or foreign file a store instead of refusing it."""
     metrics = Metrics()
     engine = engine or Engine(load_builtin(list(settings.playbooks.dirs)))
     chat = chat or make_chat(settings, stdout)
-    store = Store(settings.store.path)
+    lock = _lock(settings)
+    try:
+        store = Store(settings.store.path, init=init_store)
+    except StoreError:
+        if lock is not None:
+            lock.release()
+        raise
     bookmarks = CallableBookmarks(store.bookmark, store.set_bookmark)
     registry = build_registry(settings, bookmarks)
     correlator = Correlator(
@@ -202,6 +216,7 @@ def build(
         scheduler=scheduler,
         http=_http(settings, metrics, lambda: daemon.liveness(), lambda: daemon.readiness()),
         memory=memory,
+        lock=lock,
     )
     if settings.http.ingest:
         daemon.http.mount(INGEST_PATH, ingest_route(pipeline), private=True)
@@ -210,6 +225,15 @@ def build(
         diagnoser = Diagnoser(settings, engine.library, pipeline)  # /pitcrew diagnose
         bind(service, http=daemon.http, metrics=metrics, diagnoser=diagnoser)
     return daemon
+
+
+def _lock(settings: Settings) -> StoreLock | None:
+    path = str(settings.store.path)
+    if path == ":memory:":
+        return None
+    lock = StoreLock(str(Path(path).absolute()))
+    lock.acquire()
+    return lock
 
 
 def _assess(
@@ -335,10 +359,10 @@ def setup_logging(level: int = logging.INFO) -> None:
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
 
 
-def run(settings: Settings) -> int:
+def run(settings: Settings, *, init_store: bool = False) -> int:
     """`pitcrew run`: the daemon until SIGTERM or SIGINT; 0 after a clean stop."""
     setup_logging()
-    daemon = build(settings)
+    daemon = build(settings, init_store=init_store)
     stopping = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:

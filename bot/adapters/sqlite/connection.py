@@ -8,6 +8,7 @@ that translate `sqlite3.Error` into `StoreError` naming the file.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -35,12 +36,18 @@ class SharedConnection:
     """The lock and the connection every record class of the store works through."""
 
     def __init__(
-        self, path: str | os.PathLike[str] | None, busy_timeout: float = DEFAULT_BUSY_TIMEOUT
+        self,
+        path: str | os.PathLike[str] | None,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        *,
+        init: bool = False,
     ) -> None:
+        """`init`: make an existing empty file, or a SQLite file that is not a pitcrew
+        store, into one (otherwise such a file is refused: it may be a mistake)."""
         self.path = _display_path(path)
         self.busy_timeout = busy_timeout
         self._lock = threading.RLock()
-        self._conn = _connect(self.path, busy_timeout)
+        self._conn = _connect(self.path, busy_timeout, init)
 
     def close(self) -> None:
         with self._lock:
@@ -108,8 +115,12 @@ def _display_path(path: str | os.PathLike[str] | None) -> str:
     return text if text == ":memory:" else str(Path(text).absolute())
 
 
-def _connect(path: str, busy_timeout: float) -> sqlite3.Connection:
+def _connect(path: str, busy_timeout: float, init: bool) -> sqlite3.Connection:
     """Open, configure and migrate; every failure becomes a StoreError naming the file."""
+    if not init:
+        _refuse_empty(path)
+    if path != ":memory:" and not os.path.exists(path):
+        _create(path, busy_timeout)
     try:
         conn = sqlite3.connect(
             path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
@@ -120,6 +131,8 @@ def _connect(path: str, busy_timeout: float) -> sqlite3.Connection:
         conn.row_factory = sqlite3.Row
         _configure(conn, busy_timeout)
         _check_not_newer(path, user_version(conn))
+        if not init:
+            _refuse_foreign(conn, path)
         conn.execute("PRAGMA journal_mode = WAL").fetchone()
         migrate(conn, path)
     except StoreError:
@@ -129,6 +142,64 @@ def _connect(path: str, busy_timeout: float) -> sqlite3.Connection:
         conn.close()
         raise StoreError(path, f"cannot open the database: {problem(exc, busy_timeout)}") from exc
     return conn
+
+
+def _create(path: str, busy_timeout: float) -> None:
+    """A new store appears whole: made beside the path and linked into place, so no
+    opener ever sees the store file empty (an empty one is refused, see below) and
+    of several processes creating it at once one wins and the others open its file."""
+    temporary = f"{path}.new-{os.getpid()}-{threading.get_ident()}"
+    try:
+        conn = sqlite3.connect(temporary, timeout=busy_timeout, isolation_level=None)
+        try:
+            _configure(conn, busy_timeout)
+            conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            migrate(conn, path)
+        finally:
+            conn.close()
+        with contextlib.suppress(FileExistsError):
+            os.link(temporary, path)
+    except sqlite3.Error as exc:
+        raise StoreError(path, f"cannot open the database: {problem(exc, busy_timeout)}") from exc
+    except OSError as exc:
+        raise StoreError(path, f"cannot create the database: {exc.strerror}") from exc
+    finally:
+        for leftover in (temporary, f"{temporary}-wal", f"{temporary}-shm"):
+            with contextlib.suppress(OSError):
+                os.unlink(leftover)
+
+
+INIT_HINT = "start `pitcrew run --init-store` to make it one, or point store.path elsewhere"
+
+
+def _refuse_empty(path: str) -> None:
+    """A store file cut to 0 bytes would otherwise open as a fresh store, silently."""
+    if path == ":memory:":
+        return
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        return  # no file yet: a first start creates it
+    if size == 0:
+        raise StoreError(path, f"the file is empty (0 bytes), not a pitcrew store; {INIT_HINT}")
+
+
+def _refuse_foreign(conn: sqlite3.Connection, path: str) -> None:
+    """A SQLite file with tables but no pitcrew schema belongs to something else."""
+    if user_version(conn) > 0:
+        return
+    tables = [
+        str(row[0])
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name LIMIT 4"
+        )
+    ]
+    if tables:
+        raise StoreError(
+            path,
+            f"a SQLite database that is not a pitcrew store (tables {', '.join(tables)}); "
+            + INIT_HINT,
+        )
 
 
 def _configure(conn: sqlite3.Connection, busy_timeout: float) -> None:

@@ -95,13 +95,14 @@ class Store(
         *,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         findings_per_incident: int = DEFAULT_FINDINGS_PER_INCIDENT,
+        init: bool = False,
     ) -> None:
         if findings_per_incident < 1:
             raise ValueError(
                 f"findings_per_incident must be at least 1, not {findings_per_incident}"
             )
         self.findings_per_incident = findings_per_incident
-        super().__init__(path, busy_timeout)
+        super().__init__(path, busy_timeout, init=init)
 
     def cleanup(self, now: datetime, retention: timedelta = DEFAULT_RETENTION) -> Cleanup:
         """Delete what ended before `now - retention`: resolved incidents (with their
