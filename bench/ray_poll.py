@@ -32,9 +32,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bot.adapters.ray.bookmarks import MemoryBookmarks
 from bot.adapters.ray.client import TERMINAL, RayClusterConfig, RayDashboard
 from bot.adapters.ray.local import LocalRayHead
-from bot.adapters.ray.source import MemoryBookmarks, RayBatch, RaySource, RaySourceOptions
+from bot.adapters.ray.source import RayBatch, RaySource, RaySourceOptions
 from bot.core.diagnosis import Engine
 from bot.core.model import Signal
 from bot.core.playbooks import load_builtin

@@ -23,9 +23,9 @@ from bot.adapters.kuberay.discovery import (
     plan,
     same_url,
 )
+from bot.adapters.ray.bookmarks import MemoryBookmarks
 from bot.adapters.ray.client import RayClusterConfig
 from bot.adapters.ray.executors import ActionRefusedError, RayClusters
-from bot.adapters.ray.source import MemoryBookmarks
 from bot.app.settings import ConfigError, Settings, load
 
 BASE: dict[str, Any] = {

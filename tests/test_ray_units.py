@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.adapters.ray.bookmarks import Ledger, MemoryBookmarks
 from bot.adapters.ray.client import (
     ActorInfo,
     RayClusterConfig,
@@ -25,15 +26,8 @@ from bot.adapters.ray.executors import (
     remediation_id,
 )
 from bot.adapters.ray.live import headers_from_env, normalize_address
-from bot.adapters.ray.source import (
-    MemoryBookmarks,
-    RaySource,
-    RaySourceOptions,
-    _Ledger,
-    context_fields,
-    death_parts,
-    is_stale,
-)
+from bot.adapters.ray.signals import context_fields, death_parts, is_stale
+from bot.adapters.ray.source import RaySource, RaySourceOptions
 from bot.core.actions.catalog import KillActor
 from bot.core.diagnosis import Engine
 from bot.core.inputs import LogText
@@ -67,7 +61,7 @@ def test_jobs_api_logs_decoded_from_the_tail_of_their_json() -> None:
 
 
 def test_ledger_reports_each_job_once_and_never_below_its_floor() -> None:
-    ledger = _Ledger.load(None, floor=1000)
+    ledger = Ledger.load(None, floor=1000)
     window = 100
     assert not ledger.is_new("old", 999, window)
     assert ledger.is_new("a", 1000, window)
@@ -75,9 +69,9 @@ def test_ledger_reports_each_job_once_and_never_below_its_floor() -> None:
     assert not ledger.is_new("a", 1500, window)
     assert ledger.is_new("late", 1450, window)  # became visible late, within the window
     assert not ledger.is_new("too-late", 1300, window)
-    again = _Ledger.load(ledger.dump(), floor=99999)  # a restart keeps the saved floor
+    again = Ledger.load(ledger.dump(), floor=99999)  # a restart keeps the saved floor
     assert (again.watermark, again.floor, again.recent) == (1500, 1000, {"a": 1500})
-    assert _Ledger.load("not json", floor=7).watermark == 7
+    assert Ledger.load("not json", floor=7).watermark == 7
 
 
 def test_memory_monitor_kill_is_ray_memory_monitor_oom_not_container_oom(engine: Engine) -> None:
@@ -283,7 +277,7 @@ def test_a_batch_is_only_emitted_once_its_bookmark_is_saved() -> None:
     cluster = _Cluster(
         config, RayDashboard(config.url), RaySourceOptions(), CallableBookmarks(saved.get, setter)
     )
-    cluster.ledger = _Ledger.load(None, floor=0)
+    cluster.ledger = Ledger.load(None, floor=0)
     batch = RayBatch("c", (Signal(SourceKind.RAY_JOB, "failed", "FAILED"),))
     result = _Result([batch], [("job-1", 100)], None, [], 1, 0.0)
     now = datetime(2026, 1, 1, tzinfo=UTC)

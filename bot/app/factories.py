@@ -82,7 +82,8 @@ def ray_sources(
 ) -> list[RayClusterSource]:
     """The source kind `ray`: one polled source per enabled `sources.ray` entry. Without
     `bookmarks` failures are remembered in memory only; the daemon passes the store's."""
-    from bot.adapters.ray.source import MemoryBookmarks, RayClusterSource
+    from bot.adapters.ray.bookmarks import MemoryBookmarks
+    from bot.adapters.ray.source import RayClusterSource
 
     marks = bookmarks if bookmarks is not None else MemoryBookmarks()
     entries = {s.name: s for s in settings.sources.ray}

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from bot.adapters.ray.bookmarks import MemoryBookmarks
 from bot.adapters.ray.client import RayClusterConfig
 from bot.adapters.ray.executors import (
     ActionRefusedError,
@@ -21,12 +22,7 @@ from bot.adapters.ray.executors import (
     ray_executors,
 )
 from bot.adapters.ray.live import diagnose_ray_job, live_facts
-from bot.adapters.ray.source import (
-    MemoryBookmarks,
-    RayBatch,
-    RaySource,
-    RaySourceOptions,
-)
+from bot.adapters.ray.source import RayBatch, RaySource, RaySourceOptions
 from bot.adapters.sqlite.store import Store
 from bot.app.cli import app
 from bot.app.factories import ray_executor, ray_sources

@@ -80,12 +80,9 @@ from bot.adapters.kubernetes.api import (
     WatchEvent,
 )
 from bot.adapters.kubernetes.watch import NotServedError, WatchLoop, wait_until
+from bot.adapters.ray.bookmarks import MemoryBookmarks
 from bot.adapters.ray.client import RayClusterConfig
-from bot.adapters.ray.source import (
-    MemoryBookmarks,
-    RayClusterSource,
-    RaySourceOptions,
-)
+from bot.adapters.ray.source import RayClusterSource, RaySourceOptions
 from bot.core.inputs.values import text_at
 from bot.daemon.feed import Sink
 from bot.daemon.ports import Bookmarks, utcnow

@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 
 from pydantic import ValidationError
 
+from bot.adapters.ray.bookmarks import expected_stop_key
 from bot.adapters.ray.client import (
     ACTIVE,
     SUPERVISOR_NAME,
@@ -45,11 +46,8 @@ from bot.adapters.ray.client import (
     RayClusterConfig,
     RayDashboard,
 )
-from bot.adapters.ray.source import (
-    DEFAULT_RAYJOB_KEYS,
-    expected_stop_key,
-    job_parts,
-)
+from bot.adapters.ray.jobs import job_parts
+from bot.adapters.ray.signals import DEFAULT_RAYJOB_KEYS
 from bot.core.actions.catalog import ActionParams, KillActor, ResubmitJob, StopJob
 from bot.core.approvals import LiveCheck
 from bot.core.diagnosis import Engine

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from bot.adapters.ray.client import RayApiError, RayClusterConfig, RayDashboard, headers_from_env
 from bot.adapters.ray.executors import RayExecutor, ray_executors
-from bot.adapters.ray.source import job_parts
+from bot.adapters.ray.jobs import job_parts
 from bot.core.actions.catalog import CATALOG
 from bot.core.analysis import diagnose as analyse
 from bot.core.diagnosis import Engine

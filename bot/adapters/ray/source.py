@@ -26,35 +26,50 @@ per job with its cluster context) on any schedule; the source keeps no thread of
 its own. For the daemon, `bot.app.factories` builds the source kind `ray`: one
 `RayClusterSource` per `sources.ray` entry, polled by the scheduler
 every `poll_interval`, each batch put on the pipeline queue as an Observation.
+
+This module is the polling (I/O, threads, backoff, health); what a job or actor record
+means is `bot.adapters.ray.signals` (pure), gathering one job's parts is
+`bot.adapters.ray.jobs`, and what is remembered across restarts is
+`bot.adapters.ray.bookmarks`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
+from bot.adapters.ray.bookmarks import (
+    Ledger,
+    MemoryBookmarks,
+    expected_stop_key,
+    jobs_key,
+    stale_key,
+)
 from bot.adapters.ray.client import (
     LOG_LIMIT,
-    SUPERVISOR_NAME,
-    SUPERVISOR_NAMESPACE,
-    TERMINAL,
-    ActorInfo,
-    DashboardUnreachableError,
     RayApiError,
     RayClusterConfig,
     RayDashboard,
     job_key,
 )
-from bot.core.inputs import InputPart, LogText
-from bot.core.inputs.rayjob import job_info_parts
+from bot.adapters.ray.jobs import job_parts
+from bot.adapters.ray.signals import (
+    DEFAULT_RAYJOB_KEYS,
+    IGNORED_NAMESPACES,
+    as_int,
+    context_fields,
+    is_stale,
+    ms_time,
+    stale_signal,
+)
+from bot.core.inputs import InputPart
 from bot.core.model import ObjectRef, Signal, SourceKind, frozen_map
 from bot.daemon.feed import Context, Sink, observe
 from bot.daemon.ports import Bookmarks, utcnow
@@ -62,47 +77,6 @@ from bot.daemon.ports import Bookmarks, utcnow
 log = logging.getLogger(__name__)
 
 REPORTED = frozenset({"FAILED", "STOPPED"})
-DEFAULT_RAYJOB_KEYS = ("ray.io/rayjob", "kuberay.io/rayjob", "rayjob", "rayjob_name")
-"""Job metadata keys naming the KubeRay RayJob (`name` or `namespace/name`)."""
-IGNORED_NAMESPACES = ("serve", SUPERVISOR_NAMESPACE)
-"""Namespaces whose detached actors outlive their drivers by design (Ray Serve)."""
-_INTERNAL_PREFIX = "_ray_internal"
-# Ray deaths that follow from the job ending (or a deliberate kill), not a cause:
-# frameworks ray.kill their actors at teardown, owners exiting take their actors.
-_CONSEQUENTIAL = frozenset({"OWNER_DIED", "OUT_OF_SCOPE", "REF_DELETED", "RAY_KILL"})
-_INTENDED = re.compile(r"Worker exit type: INTENDED_(?:USER|SYSTEM)_EXIT")
-_TAKEN = re.compile(r"The name (?P<name>[^\s(]+) (?:\(namespace=(?P<ns>[^)]*)\) )?is already taken")
-_MAX_ACTORS = 20
-_MAX_METADATA = 20
-
-
-class MemoryBookmarks:
-    """Bookmarks kept in memory (tests, `pitcrew diagnose`, a daemon without a store)."""
-
-    def __init__(self, values: Mapping[str, str] | None = None) -> None:
-        self.values = dict(values or {})
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> str | None:
-        with self._lock:
-            return self.values.get(key)
-
-    def set(self, key: str, value: str) -> None:
-        with self._lock:
-            self.values[key] = value
-
-
-def jobs_key(cluster: str) -> str:
-    return f"ray/{cluster}/jobs"
-
-
-def stale_key(cluster: str) -> str:
-    return f"ray/{cluster}/stale-actors"
-
-
-def expected_stop_key(cluster: str, submission_id: str) -> str:
-    """Set by `ray.stop_job` before it stops a job, so its STOPPED is not reported."""
-    return f"ray/{cluster}/expected-stop/{submission_id}"
 
 
 @dataclass(frozen=True)
@@ -138,325 +112,7 @@ class RayBatch:
     workload: ObjectRef | None = None
 
 
-# -- signals of one job ----------------------------------------------------------------
-
-
-def job_parts(
-    client: RayDashboard,
-    job: Mapping[str, Any],
-    config: RayClusterConfig,
-    *,
-    log_limit: int = LOG_LIMIT,
-    rayjob_keys: Sequence[str] = DEFAULT_RAYJOB_KEYS,
-    jobs_by_id: Mapping[str, Mapping[str, Any]] | None = None,
-    ignored_namespaces: Sequence[str] = IGNORED_NAMESPACES,
-    now: datetime | None = None,
-) -> list[InputPart]:
-    """Everything pitcrew reads about one job: its `ray_job` signal with context fields,
-    its driver log tail, its DEAD actors' death causes, and the stale actors its failure
-    names. Used by the source and by `pitcrew diagnose --ray-job`.
-
-    Raises DashboardUnreachableError when the dashboard stops answering; other API
-    errors on the log or actors only leave those parts out."""
-    key = job_key(job)
-    origin = f"ray://{config.name}/jobs/{key}"
-    base = job_info_parts(job, origin)
-    first = base[0]
-    assert isinstance(first, Signal)
-    message_log = next((p for p in base[1:] if isinstance(p, LogText)), None)
-    context = context_fields(job, config, rayjob_keys)
-    signal = replace(first, fields=frozen_map({**first.fields, **context}), cluster=config.name)
-    ref = signal.obj
-    parts: list[InputPart] = [signal]
-
-    tail = _optional(lambda: client.driver_log_tail(job, log_limit), b"", f"driver log of {key}")
-    if tail:
-        parts.append(LogText((tail,), SourceKind.DRIVER_LOG, f"{origin}/driver.log", ref, ref))
-    if message_log is not None and not _covered(message_log, tail):
-        parts.append(message_log)
-
-    job_id = str(job.get("job_id") or "")
-    no_actors: list[ActorInfo] = []
-    if job_id:
-        dead = _optional(
-            lambda: client.actors(job_id=job_id, state="DEAD"), no_actors, f"actors of {key}"
-        )
-        parts.extend(death_parts(dead, config, context, origin, ref))
-    submission = str(job.get("submission_id") or "")
-    if str(job.get("error_type") or "").startswith("JOB_SUPERVISOR") and submission:
-        # The job died with its JobSupervisor actor (Ray's memory monitor can kill it):
-        # its death cause, structured; the job message already carries the text.
-        supervisors = _optional(
-            lambda: client.actors(
-                name=SUPERVISOR_NAME.format(submission_id=submission),
-                namespace=SUPERVISOR_NAMESPACE,
-                state="DEAD",
-            ),
-            no_actors,
-            f"supervisor of {key}",
-        )
-        deaths = death_parts(supervisors, config, context, origin, ref)
-        parts.extend(p for p in deaths if isinstance(p, Signal))
-    names = _names_taken(parts)
-    if names:
-        parts.extend(_holders(client, names, config, context, jobs_by_id, ignored_namespaces, now))
-    return parts
-
-
-def context_fields(
-    job: Mapping[str, Any], config: RayClusterConfig, rayjob_keys: Sequence[str]
-) -> dict[str, str]:
-    """Fields naming where a job runs: pitcrew's cluster name, the Kubernetes namespace,
-    RayCluster and RayJob (from the cluster's config or the job's metadata), and the
-    job's metadata as `metadata.<key>`."""
-    fields: dict[str, str] = {"cluster": config.name}
-    metadata = job.get("metadata")
-    metadata = metadata if isinstance(metadata, Mapping) else {}
-    namespace, rayjob = config.k8s_namespace, config.rayjob
-    for key in rayjob_keys:
-        value = str(metadata.get(key) or "").strip()
-        if value:
-            scope, _, name = value.rpartition("/")
-            rayjob = name
-            namespace = scope or namespace
-            break
-    fields.update(
-        {k: v for k, v in (("namespace", namespace), ("ray_cluster", config.ray_cluster)) if v}
-    )
-    if rayjob:
-        fields["rayjob"] = rayjob
-    for key, value in list(metadata.items())[:_MAX_METADATA]:
-        fields[f"metadata.{key}"] = str(value)[:200]
-    return fields
-
-
-def death_parts(
-    actors: Iterable[ActorInfo],
-    config: RayClusterConfig,
-    context: Mapping[str, str],
-    origin: str,
-    workload: ObjectRef | None,
-) -> list[InputPart]:
-    """A `ray_actor` signal per telling death, and the death messages as worker log text.
-
-    Deaths that only follow from the job ending (owner died, out of scope, killed by
-    `ray.kill`, intended exits) are left out: at teardown every actor dies that way,
-    and they would hide the real error."""
-    telling = [a for a in actors if _telling(a)][:_MAX_ACTORS]
-    parts: list[InputPart] = []
-    lines: list[str] = []
-    seen: set[tuple[str, str]] = set()
-    for actor in telling:
-        fields = {
-            **context,
-            "actor_id": actor.actor_id,
-            "actor_name": actor.name,
-            "ray_namespace": actor.namespace,
-            "class_name": actor.class_name,
-            "state": actor.state,
-            "death_kind": actor.death_kind,
-            "death_reason": actor.death_reason,
-            "is_detached": str(actor.is_detached).lower(),
-            "pid": str(actor.pid) if actor.pid else "",
-            "node_id": actor.node_id,
-            "actor_job_id": actor.job_id,
-        }
-        parts.append(
-            Signal(
-                source=SourceKind.RAY_ACTOR,
-                text=actor.death_message or f"actor {actor.name or actor.actor_id} is DEAD",
-                reason=actor.death_reason or actor.death_kind or "DEAD",
-                fields=frozen_map({k: v for k, v in fields.items() if v}),
-                obj=ObjectRef("RayActor", actor.name or actor.actor_id),
-                workload=workload,
-                cluster=config.name,
-                origin=f"{origin}/actors/{actor.actor_id}",
-            )
-        )
-        if (actor.class_name, actor.death_message) in seen or not actor.death_message:
-            continue
-        seen.add((actor.class_name, actor.death_message))
-        prefix = f"({actor.class_name or 'actor'} pid={actor.pid}, actor_id={actor.actor_id})"
-        lines.extend(f"{prefix} {line}" for line in actor.death_message.splitlines() if line)
-    if lines:
-        text = ("\n".join(lines) + "\n").encode("utf-8")
-        parts.append(
-            LogText((text,), SourceKind.WORKER_LOG, f"{origin}/actor-deaths", workload, workload)
-        )
-    return parts
-
-
-def _telling(actor: ActorInfo) -> bool:
-    if actor.death_kind and actor.death_kind != "actor_died_error_context":
-        return True  # OOM, creation failure, runtime_env failure, unschedulable
-    if actor.death_reason in _CONSEQUENTIAL:
-        return False
-    return not _INTENDED.search(actor.death_message)
-
-
-def stale_signal(
-    actor: ActorInfo,
-    owner: Mapping[str, Any] | None,
-    config: RayClusterConfig,
-    context: Mapping[str, str],
-    now: datetime,
-) -> Signal:
-    """A detached named actor still ALIVE although the job that created it has finished."""
-    status = str(owner.get("status") or "") if owner else ""
-    submission = str(owner.get("submission_id") or "") if owner else ""
-    ended = _ms_time(owner.get("end_time")) if owner else None
-    age = f" {_human(now - ended)} ago" if ended else ""
-    owner_text = f"job {actor.job_id}" + (f" ({submission})" if submission else "")
-    fields = {
-        **context,
-        "actor_id": actor.actor_id,
-        "actor_name": actor.name,
-        "ray_namespace": actor.namespace,
-        "class_name": actor.class_name,
-        "state": actor.state,
-        "is_detached": str(actor.is_detached).lower(),
-        "owner_job_id": actor.job_id,
-        "owner_submission_id": submission,
-        "owner_status": status,
-        "stale_seconds": str(int((now - ended).total_seconds())) if ended else "",
-        "severity": "warning",
-    }
-    return Signal(
-        source=SourceKind.RAY_ACTOR,
-        text=(
-            f"Detached actor {actor.name} ({actor.class_name}, namespace {actor.namespace}) "
-            f"is ALIVE but its owner {owner_text} finished {status or 'earlier'}{age}"
-        ),
-        reason="StaleActor",
-        fields=frozen_map({k: v for k, v in fields.items() if v}),
-        obj=ObjectRef("RayActor", actor.name),
-        cluster=config.name,
-        time=now,
-        origin=f"ray://{config.name}/actors/{actor.actor_id}",
-    )
-
-
-def is_stale(
-    actor: ActorInfo, owner: Mapping[str, Any] | None, ignored_namespaces: Sequence[str]
-) -> bool:
-    """ALIVE, named, detached, outside Ray's own namespaces, and its owner job finished."""
-    if actor.state != "ALIVE" or not actor.name or not actor.is_detached:
-        return False
-    if actor.namespace in ignored_namespaces or actor.namespace.startswith(_INTERNAL_PREFIX):
-        return False
-    return owner is not None and str(owner.get("status") or "") in TERMINAL
-
-
-def _names_taken(parts: Sequence[InputPart]) -> list[tuple[str, str]]:
-    found: dict[tuple[str, str], None] = {}
-    for part in parts:
-        texts: Iterable[bytes | str] = ()
-        if isinstance(part, Signal):
-            texts = (part.text,)
-        elif isinstance(part.chunks, list | tuple):
-            # Only re-iterable chunks: a one-shot stream belongs to the classifier.
-            texts = part.chunks
-        for text in texts:
-            decoded = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
-            for match in _TAKEN.finditer(decoded):
-                found[(match["name"].strip("'\""), match["ns"] or "")] = None
-    return list(found)[:5]
-
-
-def _holders(
-    client: RayDashboard,
-    names: Sequence[tuple[str, str]],
-    config: RayClusterConfig,
-    context: Mapping[str, str],
-    jobs_by_id: Mapping[str, Mapping[str, Any]] | None,
-    ignored: Sequence[str],
-    now: datetime | None,
-) -> list[InputPart]:
-    """Stale signals for ALIVE actors holding a name the failure says is taken."""
-    parts: list[InputPart] = []
-    none: list[ActorInfo] = []
-    no_jobs: list[dict[str, Any]] = []
-    for name, namespace in names:
-        scope = namespace if namespace not in ("", "None") else None
-
-        def holding(name: str = name, scope: str | None = scope) -> list[ActorInfo]:
-            return client.actors(name=name, namespace=scope, state="ALIVE")
-
-        holders = _optional(holding, none, f"holders of {name}")
-        if not holders:
-            continue
-        if jobs_by_id is None:
-            jobs = _optional(client.list_jobs, no_jobs, "jobs")
-            jobs_by_id = {str(j.get("job_id")): j for j in jobs if j.get("job_id")}
-        for actor in holders:
-            owner = jobs_by_id.get(actor.job_id)
-            if is_stale(actor, owner, ignored):
-                parts.append(stale_signal(actor, owner, config, context, now or datetime.now(UTC)))
-    return parts
-
-
-def _covered(message_log: LogText, tail: bytes) -> bool:
-    """The job message's log excerpt is already in the driver log tail."""
-    if not tail:
-        return False
-    text = b"".join(message_log.chunks)
-    _, _, body = text.partition(b"\n")
-    probe = body.strip()[-400:]
-    return bool(probe) and probe in tail
-
-
-_T = TypeVar("_T")
-
-
-def _optional(call: Callable[[], _T], default: _T, what: str) -> _T:
-    """Call; on an API error other than the dashboard being unreachable, log and go on."""
-    try:
-        return call()
-    except DashboardUnreachableError:
-        raise
-    except RayApiError as error:
-        log.info("%s: %s", what, error)
-        return default
-
-
 # -- the source --------------------------------------------------------------------------
-
-
-@dataclass
-class _Ledger:
-    """Which terminal jobs were reported: an end-time watermark (Ray's clock, ms), the
-    ids reported within `window` below it, and the floor set on the very first start
-    (nothing that ended before it is ever reported)."""
-
-    watermark: int
-    floor: int
-    recent: dict[str, int] = field(default_factory=dict)
-
-    @classmethod
-    def load(cls, text: str | None, floor: int) -> _Ledger:
-        if text:
-            try:
-                data = json.loads(text)
-                recent = {str(k): int(v) for k, v in dict(data.get("recent", {})).items()}
-                mark = int(data["watermark"])
-                return cls(mark, int(data.get("floor", mark)), recent)
-            except (ValueError, KeyError, TypeError, AttributeError):
-                log.warning("ignoring an unreadable Ray bookmark: %.80s", text)
-        return cls(floor, floor)
-
-    def dump(self) -> str:
-        return json.dumps(
-            {"v": 1, "watermark": self.watermark, "floor": self.floor, "recent": self.recent}
-        )
-
-    def is_new(self, key: str, end: int, window: int) -> bool:
-        return key not in self.recent and end >= max(self.floor, self.watermark - window)
-
-    def record(self, key: str, end: int, window: int) -> None:
-        self.recent[key] = end
-        self.watermark = max(self.watermark, end)
-        floor = self.watermark - window
-        self.recent = {k: v for k, v in self.recent.items() if v >= floor}
 
 
 @dataclass
@@ -526,7 +182,7 @@ class _Cluster:
         self.options = options
         self.bookmarks = bookmarks
         self.status = ClusterStatus(config.name, config.url)
-        self.ledger: _Ledger | None = None
+        self.ledger: Ledger | None = None
         self.ledger_unsaved = False
         self.stale_reported: set[str] | None = None
         self.last_stale_scan: datetime | None = None
@@ -543,7 +199,7 @@ class _Cluster:
         if self.ledger is None:
             floor = _ms_epoch(now - options.initial_lookback)
             saved = self.bookmarks.get(jobs_key(self.config.name))
-            self.ledger = _Ledger.load(saved, floor)
+            self.ledger = Ledger.load(saved, floor)
             # The first start's floor must survive a restart, or what fails while
             # pitcrew is down would fall below a new floor and never be reported.
             self.ledger_unsaved = saved is None
@@ -554,7 +210,7 @@ class _Cluster:
             status = str(job.get("status") or "")
             if status not in REPORTED or job.get("type") == "DRIVER":
                 continue
-            end = _int(job.get("end_time")) or _int(job.get("start_time"))
+            end = as_int(job.get("end_time")) or as_int(job.get("start_time"))
             key = job_key(job)
             if end and self.ledger.is_new(key, end, window):
                 fresh.append((end, key, job))
@@ -607,7 +263,7 @@ class _Cluster:
             if not is_stale(actor, owner, self.options.ignored_namespaces):
                 continue
             alive_ids.add(actor.actor_id)
-            ended = _ms_time(owner.get("end_time")) if owner else None
+            ended = ms_time(owner.get("end_time")) if owner else None
             if ended is None or now - ended < self.options.stale_actor_age:
                 continue
             if actor.actor_id in self.stale_reported:
@@ -626,7 +282,7 @@ class _Cluster:
         assert self.ledger is not None
         window = _ms(self.options.dedupe_window)
         out: list[RayBatch] = []
-        ledger = _Ledger(self.ledger.watermark, self.ledger.floor, dict(self.ledger.recent))
+        ledger = Ledger(self.ledger.watermark, self.ledger.floor, dict(self.ledger.recent))
         for key, end in result.jobs:
             ledger.record(key, end, window)
         try:
@@ -846,15 +502,6 @@ class RaySource:
 # -- small helpers -----------------------------------------------------------------------
 
 
-def _int(value: Any) -> int:
-    if isinstance(value, bool):
-        return 0
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return 0
-
-
 def _ms(delta: timedelta) -> int:
     return int(delta.total_seconds() * 1000)
 
@@ -863,24 +510,8 @@ def _ms_epoch(when: datetime) -> int:
     return int(when.timestamp() * 1000)
 
 
-def _ms_time(value: Any) -> datetime | None:
-    ms = _int(value)
-    return datetime.fromtimestamp(ms / 1000, UTC) if ms > 0 else None
-
-
 def _stamp(when: datetime | None) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if when else ""
-
-
-def _human(delta: timedelta) -> str:
-    seconds = max(0, int(delta.total_seconds()))
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    if seconds < 172800:
-        return f"{seconds // 3600}h"
-    return f"{seconds // 86400}d"
 
 
 def _clock() -> float:
