@@ -641,3 +641,39 @@ def test_a_submitted_job_line_is_not_a_status() -> None:
     parts = parts_of("Job 'raysubmit_Zx9' submitted successfully\n")
     assert signals_of(parts) == []
     assert logs_of(parts) == ["Job 'raysubmit_Zx9' submitted successfully\n"]
+
+
+# -- fragments people paste -----------------------------------------------------------
+
+
+def _signals(text: str) -> list[Signal]:
+    return [p for p in parts_of(text) if isinstance(p, Signal)]
+
+
+def test_a_submitter_job_gives_one_ray_job_signal_per_failed_condition() -> None:
+    (signal,) = _signals(
+        "kind: Job\napiVersion: batch/v1\nmetadata:\n  name: rayjob-sample\n  namespace: ml\n"
+        "status:\n  conditions:\n"
+        "  - type: Complete\n    status: 'False'\n"
+        "  - type: Failed\n    status: 'True'\n    reason: BackoffLimitExceeded\n"
+        "    message: Job has reached the specified backoff limit\n  failed: 3\n"
+    )
+    assert signal.source is SourceKind.RAY_JOB
+    assert signal.reason == "BackoffLimitExceeded"
+    assert signal.obj is not None
+    assert signal.obj.kind == "Job"
+    assert signal.fields["message"] == "Job has reached the specified backoff limit"
+    assert signal.fields["failed"] == "3"
+    assert signal.text.startswith("Job rayjob-sample failed: BackoffLimitExceeded")
+
+
+def test_a_pod_describe_cut_before_its_containers_is_still_a_pod() -> None:
+    (signal,) = _signals(
+        "Name:             raycluster-kuberay-head-ldg9f\nNamespace:        default\n"
+        "Start Time:       Tue, 02 Jul 2024 22:16:22 +0800\nStatus:           Failed\n"
+        "Reason:           Evicted\n"
+        "Message:          The node was low on resource: memory.\nIP:               10.42.0.2\n"
+    )
+    assert (signal.source, signal.reason) == (SourceKind.POD_STATUS, "Evicted")
+    assert signal.obj is not None
+    assert signal.obj.name == "raycluster-kuberay-head-ldg9f"

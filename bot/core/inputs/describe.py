@@ -49,6 +49,8 @@ KNOWN_KEYS = frozenset(
         "Spec", "Selector", "Pod Template", "Replicas", "Parallelism", "Completions",
     }
 )  # fmt: skip
+# Keys only a pod's describe prints: a pod excerpt cut before `Containers:` still is a pod.
+_POD_KEYS = frozenset({"Start Time", "IP", "IPs", "QoS Class", "Controlled By", "Service Account"})
 # Keys after which a describe block may resume past column-0 lines of a multi-line value.
 _RESUME_KEYS = KNOWN_KEYS - {"Name"}
 _RESYNC_LINES = 200
@@ -192,7 +194,7 @@ def _parts(sections: list[Section], origin: str) -> Iterator[InputPart]:
 def _kind(top: Mapping[str, Section]) -> str:
     if "Kind" in top:
         return canonical_kind(top["Kind"].value)
-    if "Containers" in top:
+    if "Containers" in top or len(_POD_KEYS & top.keys()) >= 2:
         return "Pod"
     if "Roles" in top or "Taints" in top or "System Info" in top:
         return "Node"

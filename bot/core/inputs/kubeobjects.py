@@ -1,7 +1,8 @@
 """Kubernetes objects (parsed JSON/YAML) -> signals, by kind.
 
-Pod, Event (core/v1 and events.k8s.io/v1), Node, RayJob and RayCluster are
-understood, and pitcrew's own `Signal` objects (bot/core/inputs/signals.py);
+Pod, Event (core/v1 and events.k8s.io/v1), Node, Job (a RayJob's
+submitter), RayJob and RayCluster are understood, and pitcrew's own `Signal`
+objects (bot/core/inputs/signals.py);
 `List` and `<Kind>List` objects (and JSON arrays) are opened and their items
 read, with the item kind implied by the list kind. Other kinds are recognised
 as Kubernetes objects, so their text is not scanned as a log, but give no
@@ -16,6 +17,7 @@ from typing import Any
 
 from bot.core.inputs import InputPart
 from bot.core.inputs.events import event_signal
+from bot.core.inputs.jobs import job_signals
 from bot.core.inputs.kuberay import raycluster_parts, rayjob_parts
 from bot.core.inputs.nodes import node_signals
 from bot.core.inputs.pods import pod_signals
@@ -30,6 +32,7 @@ _HANDLERS: dict[str, Handler] = {
     "Pod": pod_signals,
     "Event": lambda event, origin: (event_signal(event, origin),),
     "Node": node_signals,
+    "Job": job_signals,
     "RayJob": rayjob_parts,
     "RayCluster": raycluster_parts,
     "Signal": signal_parts,
