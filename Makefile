@@ -1,10 +1,13 @@
 # The README's two commands (demo, test) and the checks; each sets up .venv itself.
+# requirements.lock is the one pinned set: the venv installs all of it (the runtime, the
+# demo's Ray and kmock, the test tools); the image installs only the runtime part, by
+# using the lock as a constraint on the wheel's own dependencies (see the Dockerfile).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check lint format bench clean prometheus
+.PHONY: demo test check lint format bench image image-test clean prometheus
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +35,18 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/classify.py
+	$(BIN)/python bench/startup.py
+
+# The container image, built by buildah (installed with apt-get when missing; vfs storage,
+# chroot isolation, no daemon). PYTHON_IMAGE=... picks the base; without it the Dockerfile's
+# default is pulled, or, where no registry answers, made with debootstrap (scripts/image.sh).
+image:
+	bash scripts/image.sh build
+
+# pitcrew version / diagnose (the seed files) / config check / playbooks test inside the
+# image, as uid 10001 with a read-only root; the venv, when there, says what the seed is.
+image-test:
+	bash scripts/image.sh test
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -9,15 +9,15 @@ import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+from typer.core import TyperGroup
+from typer.main import get_group
 
 from bot import __version__
 from bot.adapters.console.render import print_diagnosis
-from bot.app import commands
 from bot.core.diagnosis import Engine, to_json
 from bot.core.errors import PitcrewError
 from bot.core.examples import run_examples
@@ -25,7 +25,42 @@ from bot.core.inputs import InputPart
 from bot.core.inputs.reader import open_input, read_stream
 from bot.core.playbooks import builtin_dir, json_schema_text, load_builtin, load_library
 
+if TYPE_CHECKING:
+    from rich.progress import Progress
+    from typer import _click as click
+
+
+class _WithDaemonCommands(TyperGroup):
+    """The top-level command group. The daemon's commands (`bot.app.commands`: the store,
+    the settings, the adapters) are imported the first time one of them, or the list of
+    all, is asked for, so `pitcrew diagnose` and `playbooks` start without them."""
+
+    _daemon_loaded = False
+
+    def _load_daemon_commands(self) -> None:
+        if self._daemon_loaded:
+            return
+        from bot.app import commands
+
+        daemon = typer.Typer()
+        commands.register(daemon)
+        merged = {**self.commands, **get_group(daemon).commands}
+        order = sorted(merged, key=lambda name: isinstance(merged[name], TyperGroup))
+        self.commands = {name: merged[name] for name in order}  # commands, then groups
+        self._daemon_loaded = True
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            self._load_daemon_commands()
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._load_daemon_commands()
+        return super().list_commands(ctx)
+
+
 app = typer.Typer(
+    cls=_WithDaemonCommands,
     help="pitcrew: diagnoses Ray-on-Kubernetes failures and offers approved remediations.",
     no_args_is_help=True,
     add_completion=False,
@@ -170,6 +205,8 @@ def diagnose_command(
         with ExitStack() as stack:
             progress = None
             if show_progress:
+                from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
                 progress = stack.enter_context(
                     Progress(
                         *Progress.get_default_columns()[:1],
@@ -257,9 +294,6 @@ def playbooks_schema(
 def version() -> None:
     """Print pitcrew's version."""
     out.print(__version__)
-
-
-commands.register(app)
 
 
 def main() -> None:

@@ -127,6 +127,10 @@ def demo_command(
 ) -> None:
     """Show the whole loop: real failures on a local Ray (and the seed case on an emulated
     Kubernetes API), cards, approvals, remediation, a successful rerun."""
+    from bot.app.demo import unavailable
+
+    if problem := unavailable():
+        raise fail(problem)
     from bot.app.demo.runner import main  # Ray, kmock and the daemon's wiring: only here
 
     raise typer.Exit(main(yes=yes, verbose=verbose))

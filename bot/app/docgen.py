@@ -198,8 +198,9 @@ or as a number of seconds. In the Helm chart this file is the `config` value
 | variable | meaning |
 |---|---|
 | `{config.CONFIG_ENV}` | the config file, when `--config` is not given |
-{{secrets}}| `PITCREW_CACHE_DIR` | where compiled playbook patterns are cached \
-(default `$XDG_CACHE_HOME/pitcrew` or `~/.cache/pitcrew`) |
+{{secrets}}| `PITCREW_CACHE_DIR` | where compiled playbook patterns and the validated \
+playbooks are cached (default `$XDG_CACHE_HOME/pitcrew` or `~/.cache/pitcrew`; `off`: \
+no cache; safe to delete) |
 | `{HEADERS_ENV}` | a JSON object of extra HTTP headers for the Ray dashboards (auth proxies) |
 | `{TOKEN_ENV}` | Ray token authentication: \
 sent to the dashboards as `Authorization: Bearer <token>` |

@@ -76,12 +76,12 @@ class Classifier:
                 compiled.append(compile_signature(len(compiled), loaded, signature))
         self.signatures = compiled
         self._noise = AnyOf([n.regex for n in library.noise])
-        regex_sigs = [s for s in compiled if s.text_regex is not None]
+        regex_sigs = [s for s in compiled if s.has_regex]
         self._prefilter = Prefilter(regex_sigs, single_match=True)
         self.log_signatures = [s for s in regex_sigs if scans_logs(s)]
         self._log_prefilter = Prefilter(self.log_signatures, single_match=False)
         self._plain: dict[SourceKind, list[CompiledSignature]] = {
-            source: [s for s in compiled if s.text_regex is None and s.applies_to(source)]
+            source: [s for s in compiled if not s.has_regex and s.applies_to(source)]
             for source in SourceKind
         }
 

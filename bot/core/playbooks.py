@@ -8,6 +8,7 @@ guards, and examples that prove it. A bad playbook fails at load with
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -30,6 +31,7 @@ from pydantic import (
     model_validator,
 )
 
+from bot.core import cache
 from bot.core.actions.catalog import CATALOG, FACTS
 from bot.core.errors import PlaybookError
 from bot.core.model import SourceKind
@@ -43,7 +45,7 @@ _NAME = r"^[a-z0-9][a-z0-9_-]*$"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 def _check_regex(value: str) -> str:
@@ -451,7 +453,35 @@ def playbook_files(directory: Path) -> list[Path]:
 
 
 def load_library(directories: Iterable[Path]) -> Library:
-    """Every playbook of every directory, with unique ids; the first error stops the load."""
+    """Every playbook of every directory, with unique ids; the first error stops the load.
+    A library loaded before from the same files (and the same pitcrew) comes from the
+    user's cache instead of being parsed and validated again."""
+    directories = list(directories)
+    entry = cache.entry("library", key, ".pickle") if (key := _library_key(directories)) else None
+    library = cache.read_value(entry, Library)
+    if library is None:
+        library = _load_library(directories)
+        cache.write_value(entry, library)
+    return library
+
+
+def _library_key(directories: list[Path]) -> str | None:
+    """A hash of the files a load reads (paths and bytes) and of the code that reads them;
+    None if one cannot be read (the load then reports it)."""
+    digest = hashlib.sha256(cache.code_fingerprint())
+    try:
+        for directory in directories:
+            for path in [*playbook_files(directory), directory / NOISE_FILE]:
+                data = path.read_bytes() if path.name != NOISE_FILE or path.exists() else None
+                name = str(path).encode()
+                digest.update(b"%d:%s" % (len(name), name))
+                digest.update(b"-" if data is None else b"%d:%s" % (len(data), data))
+    except (OSError, PlaybookError):
+        return None
+    return digest.hexdigest()[:32]
+
+
+def _load_library(directories: list[Path]) -> Library:
     playbooks: list[LoadedPlaybook] = []
     noise: list[NoiseRule] = []
     seen: dict[str, str] = {}

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import re
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
+from bot.core import cache as user_cache
 from bot.core.signatures import CompiledSignature, hyperscan_pattern
 
 log = logging.getLogger(__name__)
@@ -188,16 +188,11 @@ _NEEDS_PREFILTER = re.compile(r"\(\?<?[=!]|\\[1-9]|\(\?P=|\(\?>|[*+?}]\+|\(\?\("
 def _cache_file(expressions: list[bytes], ids: list[int], flags: list[int]) -> Path | None:
     """Where a compiled database for exactly these patterns is kept between runs
     (compiling the library takes a second or two; loading it, milliseconds)."""
-    base = os.environ.get("PITCREW_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pitcrew"
-    )
-    if not base or base == "off":
-        return None
     digest = hashlib.sha256()
     digest.update(_hs_version().encode())
     for expression, pattern_id, flag in zip(expressions, ids, flags, strict=True):
         digest.update(b"%d\x00%d\x00%s\x00" % (pattern_id, flag, expression))
-    return Path(base) / f"hyperscan-{digest.hexdigest()[:32]}.db"
+    return user_cache.entry("hyperscan", digest.hexdigest()[:32], ".db")
 
 
 def _hs_version() -> str:
@@ -205,22 +200,15 @@ def _hs_version() -> str:
 
 
 def _load_cached(path: Path | None) -> Any:
-    if path is None or not path.is_file():
+    data = user_cache.read(path)
+    if data is None:
         return None
     try:
-        return _hs.loadb(path.read_bytes(), mode=_hs.HS_MODE_BLOCK)
-    except (OSError, _hs.error, TypeError, ValueError):
+        return _hs.loadb(data, mode=_hs.HS_MODE_BLOCK)
+    except (_hs.error, TypeError, ValueError):
         log.info("ignoring unreadable pattern cache %s", path)
         return None
 
 
 def _store_cached(path: Path | None, db: Any) -> None:
-    if path is None:
-        return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_bytes(_hs.dumpb(db))
-        partial.replace(path)
-    except OSError as error:
-        log.info("cannot cache compiled patterns in %s: %s", path, error)
+    user_cache.write(path, _hs.dumpb(db))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from bot.core.model import LOG_SOURCES, Signal, SourceKind
 from bot.core.normalize import anchors_lines, lenient_anchors
@@ -15,19 +16,47 @@ from bot.core.regexes import can_span_lines
 
 @dataclass(frozen=True, eq=False)
 class CompiledSignature:
-    """A signature ready to run: its regexes compiled for text and for bytes."""
+    """A signature ready to run: its regexes for text and for bytes, each compiled by `re`
+    on first use. Hyperscan rules most signatures out of a given text, so a short run
+    (`pitcrew diagnose` of a paste) compiles few of them, and a classifier builds fast."""
 
     id: int
     loaded: LoadedPlaybook
     signature: Signature
     sources: frozenset[SourceKind]
-    reason: re.Pattern[str] | None
-    fields: tuple[tuple[str, re.Pattern[str]], ...]
-    text_regex: re.Pattern[str] | None
-    bytes_regex: re.Pattern[bytes] | None
-    unless: tuple[re.Pattern[str], ...]
     anchored: bool = False
-    spans_lines: bool = True
+
+    @property
+    def has_regex(self) -> bool:
+        return bool(self.signature.regex)
+
+    @cached_property
+    def reason(self) -> re.Pattern[str] | None:
+        reason = self.signature.reason
+        return re.compile(reason) if reason is not None else None
+
+    @cached_property
+    def fields(self) -> tuple[tuple[str, re.Pattern[str]], ...]:
+        return tuple((k, re.compile(v)) for k, v in self.signature.fields.items())
+
+    @cached_property
+    def text_regex(self) -> re.Pattern[str] | None:
+        regex = self.signature.regex
+        return re.compile(regex, flags_of(self.signature)) if regex else None
+
+    @cached_property
+    def bytes_regex(self) -> re.Pattern[bytes] | None:
+        regex = self.signature.regex
+        return re.compile(regex.encode(), flags_of(self.signature)) if regex else None
+
+    @cached_property
+    def unless(self) -> tuple[re.Pattern[str], ...]:
+        patterns = [*self.signature.unless, *self.loaded.playbook.unless]
+        return tuple(re.compile(u, flags_of(self.signature)) for u in patterns)
+
+    @cached_property
+    def spans_lines(self) -> bool:
+        return can_span_lines(self.signature.regex or "", flags_of(self.signature))
 
     @property
     def playbook_id(self) -> str:
@@ -53,26 +82,18 @@ def flags_of(signature: Signature) -> int:
 def compile_signature(
     index: int, loaded: LoadedPlaybook, signature: Signature
 ) -> CompiledSignature:
-    flags = flags_of(signature)
-    unless = [*signature.unless, *loaded.playbook.unless]
     return CompiledSignature(
         id=index,
         loaded=loaded,
         signature=signature,
         sources=frozenset(signature.sources),
-        reason=re.compile(signature.reason) if signature.reason is not None else None,
-        fields=tuple((k, re.compile(v)) for k, v in signature.fields.items()),
-        text_regex=re.compile(signature.regex, flags) if signature.regex else None,
-        bytes_regex=re.compile(signature.regex.encode(), flags) if signature.regex else None,
-        unless=tuple(re.compile(u, flags) for u in unless),
         anchored=anchors_lines(signature.regex or ""),
-        spans_lines=can_span_lines(signature.regex or "", flags),
     )
 
 
 def scans_logs(sig: CompiledSignature) -> bool:
     """Log text has no reason or fields: only plain regex signatures that allow a log source."""
-    if sig.reason is not None or sig.fields:
+    if sig.signature.reason is not None or sig.signature.fields:
         return False
     return any(sig.applies_to(source) for source in LOG_SOURCES)
 

@@ -1,6 +1,7 @@
-"""The Dockerfile's structure (no Docker engine runs here): a pinned multi-stage build from
-the lock file, a non-root user matching the chart, `pitcrew run` as the entrypoint, and
-every file it copies present and not excluded by .dockerignore."""
+"""The Dockerfile's structure: a pinned multi-stage build from the lock file, a non-root
+user matching the chart, `pitcrew run` as the entrypoint, every file it copies present and
+not excluded by .dockerignore; and how CI builds and runs it for real (`make image`,
+`make image-test`: buildah, no container engine)."""
 
 from __future__ import annotations
 
@@ -122,8 +123,10 @@ def test_the_entrypoint_is_pitcrew_run():
 
 def test_installs_the_wheel_with_the_lock_file_versions():
     runs = " ".join(i.args for i in PARSED if i.keyword == "RUN")
-    assert re.search(r"pip install --constraint requirements\.lock \S*pitcrew-\*\.whl", runs)
-    assert "pip freeze" in runs
+    # The lock is a constraint, not the list: only the wheel's runtime dependencies go in.
+    assert re.search(r"\binstall --constraint requirements\.lock \S*pitcrew-\*\.whl", runs)
+    assert "-r requirements.lock" not in runs
+    assert "freeze --exclude pitcrew" in runs
     assert "requirements.lock" in runs
     assert "pitcrew playbooks test" in runs  # the built-in playbooks are in the wheel and load
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -247,3 +250,52 @@ def test_the_image_sets_the_cache_dir_the_chart_mounts():
     assert "PYTHONUNBUFFERED=1" in env
     workdir = [i.args for i in _final() if i.keyword == "WORKDIR"][-1]
     assert workdir == "/var/lib/pitcrew"  # persistence.mountPath: ./pitcrew.db is the store
+
+
+def test_the_runtime_has_no_pip_and_no_build_tools():
+    build, runtime = stages()[0], _final()
+    runs = " ".join(i.args for i in build if i.keyword == "RUN")
+    assert "-m venv --without-pip /opt/pitcrew" in runs
+    assert "--python /opt/pitcrew/bin/python" in runs  # the build's pip installs into it
+    assert all("/opt/tools" not in i.args for i in runtime)
+
+
+def test_a_proxy_ca_is_only_an_argument_of_the_build_stage():
+    build_args = [i.args for i in stages()[0] if i.keyword == "ARG"]
+    assert build_args == ["PIP_CERT"]  # no default: unset (pip's own CAs) unless given
+    assert all(i.keyword != "ARG" for i in _final())
+
+
+SCRIPT = (ROOT / "scripts" / "image.sh").read_text(encoding="utf-8")
+
+
+def test_ci_builds_and_tests_the_image_after_the_tests():
+    ci = [
+        line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.startswith("make")
+    ]
+    assert ci == ["make test", "make image", "make image-test"]
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert "\nimage:\n\tbash scripts/image.sh build\n" in makefile
+    assert "\nimage-test:\n\tbash scripts/image.sh test\n" in makefile
+
+
+def test_the_build_needs_no_daemon_and_names_no_mirror():
+    assert "STORAGE_DRIVER=vfs BUILDAH_ISOLATION=chroot" in SCRIPT
+    assert '--build-arg "PYTHON_IMAGE=$base"' in SCRIPT
+    # The Debian mirror is the one apt is configured with, read at build time.
+    assert "/etc/apt/sources.list" in SCRIPT
+    hosts = re.findall(r"(?:https?|ftp)://([^/\s\"']+)", SCRIPT)
+    assert hosts == ["ray-head.ml-train.svc:8265"]  # the test config's in-cluster dashboard
+
+
+def test_the_image_test_runs_pitcrews_checks_as_the_charts_user():
+    for command in (
+        "pitcrew version",
+        "pitcrew diagnose /seed",
+        "pitcrew config check",
+        "pitcrew playbooks test",
+    ):
+        assert f"-- {command}" in SCRIPT or f"-- \\\n    {command}" in SCRIPT, command
+    context = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
+    assert f"USER_ID={context['podSecurityContext']['runAsUser']}" in SCRIPT
+    assert "examples/seed:/seed:ro" in SCRIPT

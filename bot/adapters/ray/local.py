@@ -93,10 +93,15 @@ class LocalRayHead:
     def start(self, timeout: float = 90.0) -> str:
         """Start the head and wait until its Jobs API answers; returns the dashboard URL."""
         # A short path: Ray's unix sockets live below it and must stay under 107 bytes.
+        ray = str(Path(sys.executable).with_name("ray"))
+        if not os.access(ray, os.X_OK):
+            raise LocalRayError(
+                f"no `ray` command beside {sys.executable}: a local Ray head needs Ray, "
+                "which pitcrew's runtime does not install: pip install 'pitcrew[demo]'"
+            )
         self.temp_dir = tempfile.mkdtemp(prefix="pcray-", dir=self.temp_parent)
         self.ports = _free_ports(_PORT_NAMES)
         low = _free_range(_WORKER_PORTS)
-        ray = str(Path(sys.executable).with_name("ray"))
         args = [
             ray,
             "start",

@@ -1,0 +1,173 @@
+"""What makes a start fast stays correct: the validated library is cached by a hash of its
+files and of pitcrew's code, an edit or a new version never reuses an entry, a damaged or
+foreign entry is ignored, and `pitcrew diagnose` does not import the daemon's commands."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.core import cache
+from bot.core.errors import PlaybookError
+from bot.core.playbooks import Library, load_library
+
+PLAYBOOK = """\
+id: my-playbook
+title: My playbook
+category: cuda_oom
+severity: error
+match:
+  - name: one
+    regex: 'CUDA out of memory'
+diagnosis: 'GPU memory ran out.'
+examples:
+  - name: positive
+    input: "torch.OutOfMemoryError: CUDA out of memory.\\n"
+    expect: {match: true}
+"""
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path / "cache"
+    monkeypatch.setenv("PITCREW_CACHE_DIR", str(directory))
+    return directory
+
+
+def _playbooks(tmp_path: Path, text: str = PLAYBOOK) -> Path:
+    directory = tmp_path / "playbooks"
+    directory.mkdir(exist_ok=True)
+    (directory / "p.yaml").write_text(text)
+    return directory
+
+
+def _entries(cache_dir: Path) -> list[Path]:
+    return sorted(cache_dir.glob("library-*.pickle"))
+
+
+def test_a_library_loaded_again_from_the_same_files_comes_from_the_cache(
+    tmp_path: Path, cache_dir: Path
+) -> None:
+    directory = _playbooks(tmp_path)
+    first = load_library([directory])
+    (entry,) = _entries(cache_dir)
+    assert pickle.loads(entry.read_bytes()) == first
+    planted = Library(playbooks=())
+    entry.write_bytes(pickle.dumps(planted))  # the entry under the files' hash is used as is
+    assert load_library([directory]) == planted
+
+
+def test_an_edited_playbook_is_loaded_afresh(tmp_path: Path, cache_dir: Path) -> None:
+    directory = _playbooks(tmp_path)
+    load_library([directory])
+    _playbooks(tmp_path, PLAYBOOK.replace("title: My playbook", "title: Renamed"))
+    (loaded,) = load_library([directory]).playbooks
+    assert loaded.playbook.title == "Renamed"
+    assert len(_entries(cache_dir)) == 2
+
+
+def test_another_pitcrew_version_never_reads_the_entry(
+    tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = _playbooks(tmp_path)
+    load_library([directory])
+    monkeypatch.setattr("bot.__version__", "99.0.0")
+    cache.code_fingerprint.cache_clear()
+    try:
+        load_library([directory])
+    finally:
+        cache.code_fingerprint.cache_clear()
+    assert len(_entries(cache_dir)) == 2
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        (lambda entry: entry.write_bytes(b"not a pickle"), "unreadable"),
+        (lambda entry: entry.write_bytes(pickle.dumps({"not": "a library"})), "another type"),
+        (lambda entry: entry.chmod(0o666), "writable by others"),
+    ],
+)
+def test_an_entry_that_cannot_be_trusted_is_ignored_and_rebuilt(
+    tmp_path: Path, cache_dir: Path, damage: object, why: str
+) -> None:
+    directory = _playbooks(tmp_path)
+    load_library([directory])
+    (entry,) = _entries(cache_dir)
+    planted = Library(playbooks=())
+    entry.write_bytes(pickle.dumps(planted))
+    damage(entry)  # type: ignore[operator]
+    (loaded,) = load_library([directory]).playbooks
+    assert loaded.playbook.id == "my-playbook", why
+
+
+def test_a_bad_playbook_reports_its_error_and_caches_nothing(
+    tmp_path: Path, cache_dir: Path
+) -> None:
+    directory = _playbooks(tmp_path, PLAYBOOK.replace("severity: error", "severity: fatal"))
+    for _ in range(2):
+        with pytest.raises(PlaybookError, match=r"p\.yaml:4: severity: Input should be"):
+            load_library([directory])
+    assert _entries(cache_dir) == []
+
+
+def test_a_missing_directory_is_reported_as_without_the_cache(
+    tmp_path: Path, cache_dir: Path
+) -> None:
+    with pytest.raises(PlaybookError) as raised:
+        load_library([tmp_path / "nowhere"])
+    assert str(raised.value) == f"{tmp_path / 'nowhere'}: not a directory"
+
+
+def test_the_cache_can_be_switched_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PITCREW_CACHE_DIR", "off")
+    assert cache.cache_dir() is None
+    (loaded,) = load_library([_playbooks(tmp_path)]).playbooks
+    assert loaded.playbook.id == "my-playbook"
+
+
+def test_old_entries_of_a_kind_are_dropped(cache_dir: Path) -> None:
+    for n in range(cache.KEEP_PER_KIND + 3):
+        path = cache.entry("library", f"{n:032x}", ".pickle")
+        cache.write(path, b"x")
+        assert path is not None
+        os.utime(path, (n, n))
+    cache.write(cache.entry("library", "f" * 32, ".pickle"), b"x")
+    names = {p.name for p in _entries(cache_dir)}
+    assert len(names) == cache.KEEP_PER_KIND
+    assert f"library-{'0' * 32}.pickle" not in names
+    assert f"library-{'f' * 32}.pickle" in names
+    assert oct((cache_dir / f"library-{'f' * 32}.pickle").stat().st_mode & 0o777) == "0o600"
+
+
+def _modules_after(*argv: str, stdin: str = "") -> set[str]:
+    code = (
+        "import sys\n"
+        "from bot.app.cli import main\n"
+        f"sys.argv = ['pitcrew', *{list(argv)!r}]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('MODULES', *sorted(sys.modules), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], input=stdin, capture_output=True, text=True, check=True
+    )
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("MODULES ")]
+    return set(line.split()[1:])
+
+
+def test_diagnose_and_version_start_without_the_daemons_commands() -> None:
+    for argv in (("diagnose", "-"), ("version",)):
+        loaded = _modules_after(*argv, stdin="OOM!\n")
+        assert "bot.app.commands" not in loaded, argv
+        assert "bot.app.settings" not in loaded, argv
+        assert "rich.progress" not in loaded, argv
+
+
+def test_the_daemons_commands_load_when_asked_for() -> None:
+    assert "bot.app.commands" in _modules_after("status", "--help")
+    assert "bot.app.commands" in _modules_after("--help")
