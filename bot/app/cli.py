@@ -8,6 +8,8 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -28,6 +30,8 @@ from bot.core.playbooks import builtin_dir, json_schema_text, load_builtin, load
 if TYPE_CHECKING:
     from rich.progress import Progress
     from typer import _click as click
+
+    from bot.app.memory_evidence import Measurement
 
 
 class _WithDaemonCommands(TyperGroup):
@@ -133,30 +137,71 @@ def _diagnose_ray_job(
         print_diagnosis(live.diagnosis, out, title=f"pitcrew diagnose --ray-job {job}")
 
 
+@dataclass(frozen=True)
+class KubeRequest:
+    """`diagnose --kube NAMESPACE/KIND/NAME` and what goes with it."""
+
+    target: str
+    kubeconfig: Path | None
+    context: str | None
+    prometheus: str | None = None
+    chart: Path | None = None
+
+
 def _diagnose_kube(
-    target: str,
-    kubeconfig: Path | None,
-    context: str | None,
-    inputs: list[str] | None,
-    output: str,
-    playbooks: list[Path] | None,
+    request: KubeRequest, inputs: list[str] | None, output: str, playbooks: list[Path] | None
 ) -> None:
-    """`diagnose --kube NAMESPACE/KIND/NAME`: a live object, the same output as files."""
+    """A live object, the same output as files; with `--prometheus`, the killed pod's
+    memory before the kill, the bump sized from it, and `--chart FILE`."""
     from bot.adapters.kubernetes.live import diagnose_target
+    from bot.app.memory_evidence import measure
 
     if inputs:
         raise fail("--kube reads from the cluster; give no input files with it")
+    if request.chart is not None and not request.prometheus:
+        raise fail("--chart draws what --prometheus URL reads; give both")
     try:
         engine = Engine(load_builtin(playbooks or []))
         diagnosis = diagnose_target(
-            engine, target, str(kubeconfig) if kubeconfig else None, context
+            engine,
+            request.target,
+            str(request.kubeconfig) if request.kubeconfig else None,
+            request.context,
+        )
+        measured = (
+            measure(diagnosis, request.prometheus, datetime.now(UTC))
+            if request.prometheus
+            else None
         )
     except PitcrewError as error:
         raise fail(str(error)) from None
+    if measured is not None:
+        diagnosis = measured.diagnosis
     if output == "json":
-        sys.stdout.write(json.dumps(to_json(diagnosis), ensure_ascii=False) + "\n")
+        shown = to_json(diagnosis) | ({"memory": measured.line} if measured else {})
+        sys.stdout.write(json.dumps(shown, ensure_ascii=False) + "\n")
     else:
-        print_diagnosis(diagnosis, out, title=f"pitcrew diagnose --kube {target}")
+        print_diagnosis(diagnosis, out, title=f"pitcrew diagnose --kube {request.target}")
+        if measured is not None:
+            out.print(f"Memory: {measured.line}", markup=False)
+            if measured.spark:
+                out.print(f"  {measured.spark}", markup=False)
+    if request.chart is not None:
+        _save_chart(request.chart, measured)
+
+
+def _save_chart(path: Path, measured: Measurement | None) -> None:
+    from bot.app.memory_evidence import render
+
+    if measured is None:
+        raise fail("--chart: no finding names a pod killed for memory")
+    if measured.evidence is None or not measured.evidence.killed.samples:
+        raise fail(f"--chart: {measured.line}")
+    try:
+        path.write_bytes(render(measured.evidence))
+    except OSError as error:
+        raise fail(f"--chart: cannot write {path}: {error.strerror}") from None
+    err.print(f"chart: {path}")
 
 
 @app.command("diagnose")
@@ -188,6 +233,14 @@ def diagnose_command(
     context: Annotated[
         str | None, typer.Option("--context", help="kubeconfig context for --kube")
     ] = None,
+    prometheus: Annotated[
+        str | None,
+        typer.Option("--prometheus", help="with --kube: read the killed pod's memory here"),
+    ] = None,
+    chart: Annotated[
+        Path | None,
+        typer.Option("--chart", help="with --prometheus: save the memory chart (PNG) here"),
+    ] = None,
 ) -> None:
     """Diagnose logs, kubectl output, Kubernetes objects or Ray job info pasted together."""
     if output not in ("text", "json"):
@@ -196,7 +249,8 @@ def diagnose_command(
         _diagnose_ray_job(ray_address, ray_job, inputs, output, playbooks)
         return
     if kube is not None:
-        _diagnose_kube(kube, kubeconfig, context, inputs, output, playbooks)
+        request = KubeRequest(kube, kubeconfig, context, prometheus, chart)
+        _diagnose_kube(request, inputs, output, playbooks)
         return
     try:
         engine = Engine(load_builtin(playbooks or []))

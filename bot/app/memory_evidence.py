@@ -4,16 +4,23 @@ Why this exists: `sources.prometheus` turns on memory evidence for memory incide
 (the daemon's `bot.daemon.memory.MemoryWorker`) and for `pitcrew diagnose --kube`.
 This builds the fetch (the Prometheus adapter with the configured URL, headers and one
 timeout per fetch) and the chart writer (matplotlib, imported only when a chart is
-drawn), so neither the daemon nor the CLI knows the adapters.
+drawn), so the daemon knows neither adapter; and `measure`, the same evidence for
+`pitcrew diagnose --kube … --prometheus URL [--chart FILE]`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from bot.app.settings import Settings
+from bot.core import memory
+from bot.core.actions import tuning
+from bot.core.errors import PitcrewError
 from bot.core.memory import MemoryEvidence, MemoryTarget
+from bot.core.model import Diagnosis
 from bot.daemon.feed import Measured
 from bot.daemon.memory import Chart, Fetch, MemoryWorker
 
@@ -72,3 +79,40 @@ def memory_worker(settings: Settings, submit: Callable[[Measured], bool]) -> Mem
         headroom=settings.actions.bump_memory.headroom,
         chart=chart_writer(charts),
     )
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What `pitcrew diagnose --kube … --prometheus URL` adds: the memory line, a
+    sparkline, the bump sized from the evidence, and the evidence for a chart."""
+
+    diagnosis: Diagnosis
+    line: str
+    spark: str = ""
+    evidence: MemoryEvidence | None = None
+
+
+def measure(
+    diagnosis: Diagnosis, url: str, seen_at: datetime, timeout: float = 5.0, headroom: float = 1.25
+) -> Measurement | None:
+    """The memory evidence of a live diagnosis; None when no finding names a killed pod.
+    A Prometheus that does not answer is said in the line, and the factor applies."""
+    from bot.adapters.prometheus.client import PrometheusClient, PrometheusConfig
+    from bot.adapters.prometheus.memory import fetch_memory
+
+    target = memory.target_in(diagnosis, seen_at)
+    if target is None:
+        return None
+    client = PrometheusClient(PrometheusConfig(url, timeout=timeout))
+    try:
+        evidence = fetch_memory(client, target)
+    except PitcrewError as error:
+        problem = f"no memory metrics: {error}"
+        return Measurement(tuning.sized(diagnosis, None, headroom, problem), problem)
+    finally:
+        client.close()
+    found = memory.verdict(evidence)
+    sized = tuning.sized(diagnosis, evidence, headroom, found.line)
+    limit = f" (limit {memory.gib(found.limit)})" if found.limit else ""
+    spark = memory.sparkline(evidence.killed) + limit if evidence.killed.samples else ""
+    return Measurement(sized, found.line, spark, evidence)

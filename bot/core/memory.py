@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from bot.core.model import Finding, Incident
+from bot.core.model import Diagnosis, Finding, Incident
 from bot.core.taxonomy import Category
 
 GI = 2**30
@@ -272,22 +272,27 @@ def _for_memory(finding: Finding) -> bool:
 
 
 def target_of(incident: Incident) -> MemoryTarget | None:
-    """The pod whose memory explains the incident: the most causal memory finding that
-    names a pod (an OOM kill, a Ray memory-monitor kill, an eviction for memory)."""
-    kernel = any(r.finding.category in KERNEL_KILL for r in incident.diagnosis.findings)
-    for ranked in incident.diagnosis.findings:
+    """The pod whose memory explains the incident (see `target_in`)."""
+    return target_in(incident.diagnosis, incident.opened_at, incident.namespace)
+
+
+def target_in(diagnosis: Diagnosis, seen_at: datetime, namespace: str = "") -> MemoryTarget | None:
+    """The pod whose memory explains the diagnosis: the most causal memory finding that
+    names a pod (an OOM kill, a Ray memory-monitor kill, an eviction for memory), killed
+    when its signal says (else `seen_at`)."""
+    kernel = any(r.finding.category in KERNEL_KILL for r in diagnosis.findings)
+    for ranked in diagnosis.findings:
         finding = ranked.finding
         fields = finding.fields
-        pod = fields.get("pod", "") or (
-            finding.obj.name if finding.obj and finding.obj.kind == "Pod" else ""
-        )
-        namespace = fields.get("namespace", "") or incident.namespace
-        if not _for_memory(finding) or not pod or not namespace:
+        named = finding.obj.name if finding.obj and finding.obj.kind == "Pod" else ""
+        pod = fields.get("pod", "") or named
+        where = fields.get("namespace", "") or namespace
+        if not _for_memory(finding) or not pod or not where:
             continue
         return MemoryTarget(
-            namespace=namespace,
+            namespace=where,
             pod=pod,
-            killed_at=finding.time or incident.opened_at,
+            killed_at=finding.time or seen_at,
             container=fields.get("container", ""),
             group=fields.get("ray_group", ""),
             cluster=fields.get("ray_cluster", ""),

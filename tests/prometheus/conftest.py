@@ -19,6 +19,7 @@ from collections.abc import Iterator
 import pytest
 
 from bot.adapters.prometheus.local import LocalPrometheus, memory_lines, merged, openmetrics
+from tests.kube.conftest import emulator, kuberay  # noqa: F401  (the Kubernetes emulator)
 from tests.prometheus.series import (
     SEED_CLUSTER,
     SEED_KILLED_AT,
