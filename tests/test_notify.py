@@ -25,8 +25,8 @@ from bot.core.model import (
     frozen_map,
 )
 from bot.core.notify import (
-    Decision,
     Delivery,
+    DeliveryPlan,
     NotifyConfig,
     Route,
     decide,
@@ -55,7 +55,7 @@ def step(
     silences: Iterable[Silence] = (),
     config: NotifyConfig = CONFIG,
     urgent: bool = False,
-) -> Decision:
+) -> DeliveryPlan:
     return decide(incident, build_report(incident), delivery, silences, config, now, urgent=urgent)
 
 
@@ -231,7 +231,9 @@ def test_a_posted_card_says_when_the_incident_resolved() -> None:
     )
     assert update.report is not None
     assert update.report.status == "resolved: the workload is healthy again"
-    assert step(change.incident, final.delivery, at(600)) == Decision((), final.delivery, done=True)
+    assert step(change.incident, final.delivery, at(600)) == DeliveryPlan(
+        (), final.delivery, done=True
+    )
 
 
 # -- silences ---------------------------------------------------------------------------

@@ -178,7 +178,7 @@ class Delivery:
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
+class DeliveryPlan:
     """Notifications to enqueue now, the delivery record to keep, and when to ask again."""
 
     notifications: tuple[Notification, ...]
@@ -212,7 +212,7 @@ def decide(
     now: datetime,
     *,
     urgent: bool = False,
-) -> Decision:
+) -> DeliveryPlan:
     """What to send about `incident` at `now`.
 
     - Not posted yet: wait until `opened_at + group_wait`, then POST to the routed
@@ -224,59 +224,92 @@ def decide(
       muted incident never looks open forever) and still answers a person's click.
     """
     record = delivery or Delivery(incident.id)
-    resolved = incident.state is IncidentState.RESOLVED
-    current = digest(report)
     silence = silenced_by(incident, silences, now)
-
     if not record.posted:
-        if resolved:
-            return Decision((), record, done=True)
-        if silence is not None:
-            return Decision((), record, next_at=silence.ends_at, muted_by=silence)
-        due = incident.opened_at + config.group_wait
-        if now < due and not urgent:
-            return Decision((), record, next_at=due)
-        channel = route(incident, config)
-        posted = Notification(
-            incident.id, NotificationKind.POST, channel, report, _summary(incident), now
-        )
-        record = Delivery(incident.id, channel, now, now, current)
-        return Decision((posted,), record, next_at=_next(incident, record, config))
+        return _first_post(incident, report, record, silence, config, now, urgent)
+    if digest(report) != record.digest:
+        return _update(incident, report, record, silence, config, now, urgent)
+    if silence is not None:
+        resolved = incident.state is IncidentState.RESOLVED
+        return DeliveryPlan((), record, next_at=silence.ends_at, muted_by=silence, done=resolved)
+    return _reminder(incident, report, record, config, now)
 
-    changed = current != record.digest
-    if silence is not None and not ((resolved or urgent) and changed):
-        return Decision((), record, next_at=silence.ends_at, muted_by=silence, done=resolved)
-    if changed:
-        assert record.sent_at is not None
-        due = record.sent_at + config.group_interval
-        if now < due and not urgent:
-            return Decision((), record, next_at=due, muted_by=silence)
-        update = Notification(
-            incident.id, NotificationKind.UPDATE, record.channel, report, _summary(incident), now
-        )
-        record = dataclasses.replace(record, sent_at=now, digest=current)
-        return Decision(
-            (update,),
-            record,
-            next_at=None if resolved else _next(incident, record, config),
-            muted_by=silence,
-            done=resolved,
-        )
-    if resolved:
-        return Decision((), record, done=True)
+
+def _first_post(
+    incident: Incident,
+    report: Report,
+    record: Delivery,
+    silence: Silence | None,
+    config: NotifyConfig,
+    now: datetime,
+    urgent: bool,
+) -> DeliveryPlan:
+    """Post the card once `group_wait` has passed; drop an incident resolved unseen."""
+    if incident.state is IncidentState.RESOLVED:
+        return DeliveryPlan((), record, done=True)
+    if silence is not None:
+        return DeliveryPlan((), record, next_at=silence.ends_at, muted_by=silence)
+    due = incident.opened_at + config.group_wait
+    if now < due and not urgent:
+        return DeliveryPlan((), record, next_at=due)
+    channel = route(incident, config)
+    posted = Notification(
+        incident.id, NotificationKind.POST, channel, report, _summary(incident), now
+    )
+    record = Delivery(incident.id, channel, now, now, digest(report))
+    return DeliveryPlan((posted,), record, next_at=_next(incident, record, config))
+
+
+def _update(
+    incident: Incident,
+    report: Report,
+    record: Delivery,
+    silence: Silence | None,
+    config: NotifyConfig,
+    now: datetime,
+    urgent: bool,
+) -> DeliveryPlan:
+    """Update a posted card that would change, at most once per `group_interval`; a
+    silence holds it back unless the incident resolved or a person clicked."""
+    resolved = incident.state is IncidentState.RESOLVED
+    if silence is not None and not (resolved or urgent):
+        return DeliveryPlan((), record, next_at=silence.ends_at, muted_by=silence)
+    assert record.sent_at is not None
+    due = record.sent_at + config.group_interval
+    if now < due and not urgent:
+        return DeliveryPlan((), record, next_at=due, muted_by=silence)
+    update = Notification(
+        incident.id, NotificationKind.UPDATE, record.channel, report, _summary(incident), now
+    )
+    record = dataclasses.replace(record, sent_at=now, digest=digest(report))
+    return DeliveryPlan(
+        (update,),
+        record,
+        next_at=None if resolved else _next(incident, record, config),
+        muted_by=silence,
+        done=resolved,
+    )
+
+
+def _reminder(
+    incident: Incident, report: Report, record: Delivery, config: NotifyConfig, now: datetime
+) -> DeliveryPlan:
+    """An unchanged open card is brought up in its thread every `repeat_interval`."""
+    if incident.state is IncidentState.RESOLVED:
+        return DeliveryPlan((), record, done=True)
     remind_at = _remind_at(record, config)
-    if now >= remind_at:
-        reminder = Notification(
-            incident.id,
-            NotificationKind.REPLY,
-            record.channel,
-            report,
-            f"Still open: {_summary(incident)}",
-            now,
-        )
-        record = dataclasses.replace(record, reminded_at=now)
-        return Decision((reminder,), record, next_at=_next(incident, record, config))
-    return Decision((), record, next_at=remind_at)
+    if now < remind_at:
+        return DeliveryPlan((), record, next_at=remind_at)
+    reminder = Notification(
+        incident.id,
+        NotificationKind.REPLY,
+        record.channel,
+        report,
+        f"Still open: {_summary(incident)}",
+        now,
+    )
+    record = dataclasses.replace(record, reminded_at=now)
+    return DeliveryPlan((reminder,), record, next_at=_next(incident, record, config))
 
 
 def _remind_at(record: Delivery, config: NotifyConfig) -> datetime:

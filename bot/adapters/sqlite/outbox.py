@@ -28,7 +28,7 @@ class OutboxMessage:
     next_attempt_at: datetime | None = None
 
 
-class Status:
+class OutboxState:
     """Outbox row states: pending until delivered, or abandoned when it can never be."""
 
     PENDING = "pending"
@@ -94,14 +94,14 @@ class OutboxRecords(SharedConnection):
                                    AND h.channel = o.channel)
                      AND (o.next_attempt_at IS NULL OR o.next_attempt_at <= :now)
                    ORDER BY o.id LIMIT 1""",
-                {"pending": Status.PENDING, "now": encode_time(now)},
+                {"pending": OutboxState.PENDING, "now": encode_time(now)},
             ).fetchone()
         return None if row is None else self._outbox_message(row)
 
     def pending_notifications(self) -> int:
         with self._reading("count the outbox") as conn:
             row = conn.execute(
-                "SELECT COUNT(*) AS n FROM outbox WHERE status = ?", (Status.PENDING,)
+                "SELECT COUNT(*) AS n FROM outbox WHERE status = ?", (OutboxState.PENDING,)
             ).fetchone()
         return int(row["n"])
 
@@ -111,13 +111,13 @@ class OutboxRecords(SharedConnection):
         with self._writing(f"mark notification {message_id} delivered") as conn:
             row = conn.execute(
                 "SELECT incident_id, channel, kind FROM outbox WHERE id = ? AND status = ?",
-                (message_id, Status.PENDING),
+                (message_id, OutboxState.PENDING),
             ).fetchone()
             if row is None:
                 return False
             conn.execute(
                 "UPDATE outbox SET status = ?, chat_ref = ?, settled_at = ? WHERE id = ?",
-                (Status.DELIVERED, chat_ref, encode_time(at), message_id),
+                (OutboxState.DELIVERED, chat_ref, encode_time(at), message_id),
             )
             if row["kind"] == NotificationKind.POST.value:
                 _remember_chat_ref(conn, row["incident_id"], row["channel"], chat_ref, at)
@@ -130,7 +130,7 @@ class OutboxRecords(SharedConnection):
                 conn.execute(
                     """UPDATE outbox SET attempts = attempts + 1, last_error = ?,
                            next_attempt_at = ? WHERE id = ? AND status = ?""",
-                    (error, encode_time(next_attempt_at), message_id, Status.PENDING),
+                    (error, encode_time(next_attempt_at), message_id, OutboxState.PENDING),
                 ).rowcount
                 == 1
             )
@@ -142,7 +142,13 @@ class OutboxRecords(SharedConnection):
                 conn.execute(
                     """UPDATE outbox SET status = ?, attempts = attempts + 1, last_error = ?,
                            settled_at = ? WHERE id = ? AND status = ?""",
-                    (Status.ABANDONED, error, encode_time(at), message_id, Status.PENDING),
+                    (
+                        OutboxState.ABANDONED,
+                        error,
+                        encode_time(at),
+                        message_id,
+                        OutboxState.PENDING,
+                    ),
                 ).rowcount
                 == 1
             )

@@ -42,7 +42,7 @@ from bot.adapters.sqlite.connection import (
 )
 from bot.adapters.sqlite.incidents import DEFAULT_FINDINGS_PER_INCIDENT, IncidentRecords
 from bot.adapters.sqlite.ledger import INTERRUPTED_DETAIL, LedgerRecords
-from bot.adapters.sqlite.outbox import OutboxMessage, OutboxRecords, Status
+from bot.adapters.sqlite.outbox import OutboxMessage, OutboxRecords, OutboxState
 from bot.adapters.sqlite.proposals import Approval, ProposalRecords
 from bot.adapters.sqlite.schema import MIGRATIONS, SCHEMA_VERSION, Migration
 from bot.adapters.sqlite.silences import SilenceRecords
@@ -61,7 +61,7 @@ __all__ = [
     "Cleanup",
     "Migration",
     "OutboxMessage",
-    "Status",
+    "OutboxState",
     "Store",
     "default_path",
     "migrate",
@@ -121,7 +121,8 @@ class Store(
             conn.executemany("DELETE FROM chat_refs WHERE incident_id = ?", [(i,) for i in old])
             conn.executemany("DELETE FROM incidents WHERE id = ?", [(i,) for i in old])
             notifications = conn.execute(
-                "DELETE FROM outbox WHERE status <> ? AND settled_at < ?", (Status.PENDING, cutoff)
+                "DELETE FROM outbox WHERE status <> ? AND settled_at < ?",
+                (OutboxState.PENDING, cutoff),
             ).rowcount
             silences = conn.execute("DELETE FROM silences WHERE ends_at < ?", (cutoff,)).rowcount
         return Cleanup(incidents=len(old), notifications=notifications, silences=silences)

@@ -48,13 +48,12 @@ from bot.app.demo import memory as seed_memory
 from bot.app.demo import seed as seed_case
 from bot.app.demo.emulator import KubeEmulator
 from bot.app.demo.jobs import MISSING_MODULE, NAMESPACE, REGISTER_CENTER, Jobs, until
-from bot.app.demo.screen import Card, DemoChat, Outcome, Screen, summary
+from bot.app.demo.screen import Card, DemoChat, ScenarioRow, Screen, summary
 from bot.app.settings import Settings, SourceSettings
 from bot.core.errors import PitcrewError
 from bot.core.model import Incident, ObjectRef, Proposal, ProposalState
 from bot.daemon.ports import utcnow
-from bot.daemon.service import Outcome as Answered
-from bot.daemon.service import console_user
+from bot.daemon.service import Outcome, console_user
 
 log = logging.getLogger("pitcrew.demo")
 
@@ -121,7 +120,7 @@ class Demo:
 
     # -- 1 ------------------------------------------------------------------------------
 
-    def stale_actor(self, out: Outcome) -> None:
+    def stale_actor(self, out: ScenarioRow) -> None:
         jobs, screen = self.jobs, self.screen
         screen.heading(
             "1/3  A stale named actor — real jobs on the local Ray head",
@@ -169,7 +168,7 @@ class Demo:
 
     # -- 2 ------------------------------------------------------------------------------
 
-    def missing_dependency(self, out: Outcome) -> None:
+    def missing_dependency(self, out: ScenarioRow) -> None:
         self.screen.heading(
             "2/3  A missing dependency — a real job on the local Ray head",
             f"The code imports {MISSING_MODULE}, which the cluster's environment does not have. "
@@ -191,7 +190,7 @@ class Demo:
 
     # -- 3 ------------------------------------------------------------------------------
 
-    def seed(self, out: Outcome) -> None:
+    def seed(self, out: ScenarioRow) -> None:
         screen, emulator = self.screen, self.emulator
         screen.heading(
             "3/3  The seed case — on an EMULATED Kubernetes API (kmock), not a real cluster",
@@ -314,7 +313,7 @@ class Demo:
                 self.screen.say(f"{answer.outcome}: {answer.text}")
                 raise ScenarioFailedError(f"{proposal.action} was not approved")
         answer = service.approve(proposal.id, user, utcnow())
-        if answer.outcome is not Answered.APPROVED:
+        if answer.outcome is not Outcome.APPROVED:
             raise ScenarioFailedError(f"approving {proposal.action}: {answer.text}")
         self.screen.say(f"  {answer.text}")
         with self.screen.step(f"{proposal.action} running"):
@@ -412,9 +411,9 @@ def main(*, yes: bool, verbose: bool = False, console: Console | None = None) ->
         return 2
     _logging(verbose)
     outcomes = [
-        Outcome("stale named actor (Ray)"),
-        Outcome("missing dependency (Ray)"),
-        Outcome("the seed (EMULATED Kubernetes)"),
+        ScenarioRow("stale named actor (Ray)"),
+        ScenarioRow("missing dependency (Ray)"),
+        ScenarioRow("the seed (EMULATED Kubernetes)"),
     ]
     timings: list[str] = []
     code = 0
@@ -489,7 +488,7 @@ def main(*, yes: bool, verbose: bool = False, console: Console | None = None) ->
     return code
 
 
-def _run(scenario: Callable[[Outcome], None], outcome: Outcome, screen: Screen) -> None:
+def _run(scenario: Callable[[ScenarioRow], None], outcome: ScenarioRow, screen: Screen) -> None:
     try:
         scenario(outcome)
     except (ScenarioFailedError, TimeoutError, PitcrewError, RayApiError) as error:

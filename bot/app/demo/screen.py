@@ -134,7 +134,7 @@ class Screen:
 
 
 @dataclass
-class Outcome:
+class ScenarioRow:
     """One scenario's row of the summary."""
 
     scenario: str
@@ -145,7 +145,7 @@ class Outcome:
     ok: bool = False
 
 
-def summary(console: Console, outcomes: Sequence[Outcome], timings: Sequence[str]) -> None:
+def summary(console: Console, outcomes: Sequence[ScenarioRow], timings: Sequence[str]) -> None:
     table = Table(title="pitcrew demo: summary", show_lines=True)
     # Fixed widths that fit 100 columns, wrapped at words (a cause is never cut short).
     table.add_column("scenario", width=19, overflow="fold")
