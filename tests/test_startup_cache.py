@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from bot.core import cache
+from bot.core.engine import Classifier
 from bot.core.errors import PlaybookError
-from bot.core.playbooks import Library, load_library
+from bot.core.playbooks import Library, load_builtin, load_library
 
 PLAYBOOK = """\
 id: my-playbook
@@ -171,3 +172,16 @@ def test_diagnose_and_version_start_without_the_daemons_commands() -> None:
 def test_the_daemons_commands_load_when_asked_for() -> None:
     assert "bot.app.commands" in _modules_after("status", "--help")
     assert "bot.app.commands" in _modules_after("--help")
+
+
+def test_a_second_classifier_of_a_library_compiles_no_hyperscan_database(
+    cache_dir: Path,
+) -> None:
+    library = load_builtin()
+    assert library.noise, "the built-in library has benign-noise rules"
+    Classifier(library)
+    first = {p.name: p.stat().st_mtime_ns for p in cache_dir.glob("hyperscan-*.db")}
+    assert len(first) == 3  # event prefilter, log prefilter, noise
+    Classifier(library)
+    again = {p.name: p.stat().st_mtime_ns for p in cache_dir.glob("hyperscan-*.db")}
+    assert again == first  # loaded, not compiled and written again

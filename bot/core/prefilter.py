@@ -157,14 +157,19 @@ class AnyOf:
         self._db: Any = None
         if _hs is None or not patterns:
             return
-        try:
-            db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
-            flags = [_hs.HS_FLAG_SINGLEMATCH | _hs.HS_FLAG_ALLOWEMPTY] * len(patterns)
-            expressions = [p.encode() for p in patterns]
-            db.compile(expressions=expressions, ids=list(range(len(patterns))), flags=flags)
-        except _hs.error:
-            log.info("noise patterns run with Python re: Hyperscan rejects one")
-            return
+        flags = [_hs.HS_FLAG_SINGLEMATCH | _hs.HS_FLAG_ALLOWEMPTY] * len(patterns)
+        expressions = [p.encode() for p in patterns]
+        ids = list(range(len(patterns)))
+        cache = _cache_file(expressions, ids, flags)
+        db = _load_cached(cache)
+        if db is None:
+            try:
+                db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+                db.compile(expressions=expressions, ids=ids, flags=flags)
+            except _hs.error:
+                log.info("noise patterns run with Python re: Hyperscan rejects one")
+                return
+            _store_cached(cache, db)
         self._db = db
         self._scratch = _hs.Scratch(db)
 
