@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bot.adapters.kubernetes.api import StreamBrokenError, WatchStream
+from bot.adapters.kubernetes.api import StreamBrokenError, UnavailableError, WatchStream
 from bot.adapters.kubernetes.live import Target, parse_target
 from bot.adapters.kubernetes.owners import OwnerResolver
 from bot.adapters.kubernetes.state import Converter, Tracker, bounded, health_of, identity
@@ -125,7 +125,7 @@ def test_owner_lookups_are_cached_and_failures_retried() -> None:
     def fetch(kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
         calls.append((kind, namespace, name))
         if failing["on"]:
-            raise OSError("connection refused")
+            raise UnavailableError("MaxRetryError: connection refused")
         return replica_set
 
     now = {"t": 0.0}

@@ -189,14 +189,11 @@ class Diagnoser:
             )
         from bot.adapters.kubernetes.api import KubeApi
 
-        try:
-            return KubeApi.from_config(
-                str(kube.kubeconfig) if kube.kubeconfig else None,
-                kube.context or None,
-                in_cluster=kube.in_cluster or None,
-            )
-        except Exception as error:
-            raise PitcrewError(f"no Kubernetes configuration: {error}") from error
+        return KubeApi.from_config(
+            str(kube.kubeconfig) if kube.kubeconfig else None,
+            kube.context or None,
+            in_cluster=kube.in_cluster or None,
+        )
 
     # -- the pipeline ---------------------------------------------------------------------
 

@@ -336,14 +336,16 @@ def _store_ok(store: Store) -> bool:
 def _chat_ok(chat: Chat) -> bool:
     try:
         return bool(chat.healthy())
-    except Exception:
+    except Exception as error:  # a probe answers unhealthy rather than failing the request
+        log.warning("the %s chat's health check failed: %s", chat.name, error)
         return False
 
 
 def _source_ok(source: Source) -> bool:
     try:
         return bool(source.healthy())
-    except Exception:
+    except Exception as error:  # a probe answers unhealthy rather than failing the request
+        log.warning("the %s source's health check failed: %s", source.name, error)
         return False
 
 

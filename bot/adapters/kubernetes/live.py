@@ -33,6 +33,7 @@ from bot.adapters.kubernetes.api import (
     RAY_CLUSTERS,
     RAY_JOBS,
     KubeApi,
+    KubeApiError,
     Resource,
     reason_of,
 )
@@ -227,7 +228,7 @@ class Collector:
                 for p in self.api.list_all(PODS, namespace, label_selector=f"ray.io/cluster={name}")
                 if text_at(p, "metadata", "labels", "ray.io/cluster") == name
             ]
-        except Exception as error:
+        except KubeApiError as error:
             log.warning("cannot list the pods of RayCluster %s: %s", name, reason_of(error))
             return []
         pods.sort(key=lambda p: not self.converter.keyed("Pod", p))
@@ -247,7 +248,7 @@ class Collector:
                 key = (text_at(involved, "kind"), text_at(involved, "name"))
                 if key in names:
                     per_object.setdefault(key, []).append(event)
-        except Exception as error:
+        except KubeApiError as error:
             log.warning("cannot list events in %s: %s", namespace, reason_of(error))
             return []
         parts: list[InputPart] = []
@@ -265,7 +266,7 @@ class Collector:
     def _get(self, resource: Resource, namespace: str, name: str) -> dict[str, Any] | None:
         try:
             return self.api.get(resource, namespace, name)
-        except Exception as error:
+        except KubeApiError as error:
             raise PitcrewError(
                 f"cannot read {resource.kind} {namespace}/{name} from {self.api.host}: "
                 f"{reason_of(error)}"
@@ -303,7 +304,7 @@ def live_checks(
             continue
         try:
             results[index] = checker.check(offer.params)
-        except Exception as error:
+        except (PitcrewError, ValueError) as error:  # refused, unreadable, or bad params
             log.warning("live check of %s failed: %s", offer.action, reason_of(error))
     return results
 
@@ -400,10 +401,7 @@ def diagnose_target(
 ) -> Diagnosis:
     """What `pitcrew diagnose --kube TARGET` prints."""
     parsed = parse_target(target)
-    try:
-        api = KubeApi.from_config(kubeconfig, context)
-    except Exception as error:
-        raise PitcrewError(f"no Kubernetes configuration: {error}") from error
+    api = KubeApi.from_config(kubeconfig, context)
     from bot.adapters.kubernetes.executors import executors
 
     return diagnose_live(engine, api, parsed, executors(api))

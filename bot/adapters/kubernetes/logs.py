@@ -13,7 +13,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
-from bot.adapters.kubernetes.api import PODS, KubeApi, reason_of
+from bot.adapters.kubernetes.api import PODS, KubeApi, KubeApiError, reason_of
 from bot.adapters.kubernetes.state import (
     submitter_pods,
 )
@@ -77,7 +77,7 @@ def log_tail(
             tail_lines=lines,
             limit_bytes=limit_bytes,
         )
-    except Exception as error:
+    except KubeApiError as error:
         log.info("no log tail for %s [%s]: %s", pod, container, reason_of(error))
         return None
     if not data.strip() or data.lstrip().startswith(b'{"apiVersion"'):
@@ -106,7 +106,7 @@ def driver_logs(
                 label_selector=f"batch.kubernetes.io/job-name={rayjob.name}",
             )
         )
-    except Exception as error:
+    except KubeApiError as error:
         log.info("no submitter pods for %s: %s", rayjob, reason_of(error))
         return []
     found: list[InputPart] = []

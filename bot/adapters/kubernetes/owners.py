@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bot.adapters.kubernetes.api import KubeApiError
 from bot.core.inputs.owners import RAY_CLUSTER_LABEL, WORKLOAD_KINDS, canonical_kind, workload_of
 from bot.core.inputs.values import as_list, as_map, text_at
 from bot.core.model import ObjectRef
@@ -140,7 +141,7 @@ class OwnerResolver:
         self.lookups += 1
         try:
             obj = self._fetch(kind, namespace, name)
-        except Exception:
+        except KubeApiError:
             self.failures += 1
             return None  # not cached: the next signal tries again
         meta = meta_of(kind, obj) if obj is not None else None

@@ -54,6 +54,7 @@ from bot.adapters.kubernetes.api import (
     RAY_CLUSTERS,
     RAY_JOBS,
     KubeApi,
+    KubeApiError,
     RbacRule,
     Resource,
     reason_of,
@@ -272,7 +273,7 @@ class KubernetesSource:
             served = served or self.api.served(
                 RAY_CLUSTERS.group, RAY_CLUSTERS.version, RAY_CLUSTERS.plural
             )
-        except Exception as error:  # discovery forbidden or failing: let the watches find out
+        except KubeApiError as error:  # discovery forbidden or failing: the watches will tell
             self.kuberay = f"discovery failed ({reason_of(error)}); watching anyway"
             return True
         if not served:

@@ -69,6 +69,7 @@ from bot.adapters.ray.signals import (
     ms_time,
     stale_signal,
 )
+from bot.core.errors import PitcrewError
 from bot.core.inputs import InputPart
 from bot.core.model import ObjectRef, Signal, SourceKind, frozen_map
 from bot.daemon.feed import Context, Sink, observe
@@ -290,7 +291,7 @@ class _Cluster:
                 self.bookmarks.set(jobs_key(self.config.name), ledger.dump())
             self.ledger, self.ledger_unsaved = ledger, False
             out.extend(result.batches)
-        except Exception:
+        except (PitcrewError, OSError):  # the store refused: found again next poll
             log.exception("Ray cluster %s: cannot save the jobs bookmark", self.config.name)
         if result.stale_ids is not None:
             try:
@@ -300,7 +301,7 @@ class _Cluster:
                 self.stale_reported = result.stale_ids
                 self.last_stale_scan = now
                 out.extend(result.stale_batches)
-            except Exception:
+            except (PitcrewError, OSError):
                 log.exception("Ray cluster %s: cannot save the stale bookmark", self.config.name)
         status = self.status
         status.polls += 1
