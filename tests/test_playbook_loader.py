@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.core.actions.catalog import CATALOG, FACTS
 from bot.core.errors import PlaybookError
 from bot.core.playbooks import builtin_dir, json_schema_text, load_builtin, load_library
 
@@ -89,8 +90,7 @@ def test_schema_errors_name_file_line_field_and_reason(
         (
             ACTION.replace("ray.kill_actor", "ray.explode") + "      - primary: true\n",
             "p.yaml:14: actions[0].action: unknown action 'ray.explode'; known: "
-            "k8s.bump_memory, k8s.delete_pod, k8s.reschedule_gpu_pool, ray.kill_actor, "
-            "ray.resubmit_job, ray.stop_job",
+            + ", ".join(sorted(CATALOG)),
         ),
         (
             ACTION.replace("namespace: x", "namespace: x, colour: red") + "      - primary: true\n",
@@ -115,8 +115,7 @@ def test_schema_errors_name_file_line_field_and_reason(
         (
             ACTION + "      - {fact: ray.moon_phase}\n",
             "p.yaml:17: actions[0].guards[0].fact: unknown fact 'ray.moon_phase'; known: "
-            "k8s.gpu_pool_has_capacity, k8s.pod_failed, k8s.within_quota, ray.actor_stale, "
-            "ray.job_running, ray.job_terminal, ray.namespace_idle, ray.not_live_verl, ray.resubmits_below_cap",
+            + ", ".join(sorted(FACTS)),
         ),
         (
             ACTION.replace("'{{ captures.name }}'", "'{{ captures.name'")

@@ -260,7 +260,14 @@ def test_the_daemon_registry_builds_the_kubernetes_executor(
         }
     )
     built = build_registry(settings)
-    assert built.actions() == ("k8s.bump_memory", "k8s.delete_pod", "k8s.reschedule_gpu_pool")
+    assert built.actions() == (
+        "k8s.add_shm",
+        "k8s.bump_memory",
+        "k8s.cordon_node",
+        "k8s.delete_pod",
+        "k8s.reschedule_gpu_pool",
+        "k8s.scale_worker_group",
+    )
     executor = built.get("k8s.delete_pod")
     assert isinstance(executor, KubernetesExecutor)
     install_seed(kuberay)

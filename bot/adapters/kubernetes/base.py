@@ -116,6 +116,15 @@ class KubeExecutor(ABC):
         namespace = text_at(rayjob, "metadata", "namespace")
         return self.api.get(RAY_CLUSTERS, namespace, name) if name else None
 
+    def _twins(self, kind: str, obj: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+        """The object and the other copy of its template, the live one first: a RayJob's
+        RayCluster then the RayJob, a RayCluster then the RayJob that owns it."""
+        if kind == "RayJob":
+            live = self._live_cluster(obj)
+            return [*([("RayCluster", live)] if live is not None else []), ("RayJob", obj)]
+        owner = self._owner_rayjob(obj) if kind == "RayCluster" else None
+        return [(kind, obj), *([("RayJob", owner)] if owner is not None else [])]
+
     def dry_run_honoured(self, site: Site) -> bool:
         """Whether the API server honours `dryRun=All`, probed once per server with an
         annotation on the target: a server that ignores dryRun (an emulator) applies the
@@ -209,6 +218,8 @@ def record_event(
     """A `PitcrewRemediation` Event on the target (once per proposal and target)."""
     metadata = as_map(obj.get("metadata"))
     namespace, name = text_at(metadata, "namespace"), text_at(metadata, "name")
+    involved = namespace
+    namespace = namespace or "default"  # a Node's Events live in `default`
     digest = hashlib.sha1(f"{action}\x1f{proposal_id}\x1f{kind}/{name}".encode()).hexdigest()[:10]
     message = f"{action} approved by {approver or 'unknown'} (proposal {proposal_id}): {what}"
     now = now_text()
@@ -220,7 +231,7 @@ def record_event(
             "apiVersion": BY_KIND[kind].api_version,
             "kind": kind,
             "name": name,
-            "namespace": namespace,
+            "namespace": involved,
             "uid": text_at(metadata, "uid"),
             "resourceVersion": text_at(metadata, "resourceVersion"),
         },

@@ -14,7 +14,8 @@ steps:
   remembers the proposal id in an annotation). Records a `PitcrewRemediation` Event.
 - `verify(params) -> bool`: whether the change is in place.
 
-The actions live in their own modules (`bump`, `reschedule`); every executor declares
+The actions live in their own modules (`bump`, `reschedule`, `shm`, `scale`,
+`cordon`); every executor declares
 the RBAC it needs (`RBAC`, docs/rbac.md).
 """
 
@@ -41,7 +42,10 @@ from bot.adapters.kubernetes.base import (
 )
 from bot.adapters.kubernetes.bump import BumpMemoryExecutor, BumpPlan
 from bot.adapters.kubernetes.capacity import quantity_text, same_bytes
+from bot.adapters.kubernetes.cordon import CordonNodeExecutor
 from bot.adapters.kubernetes.reschedule import RescheduleGpuPoolExecutor, ReschedulePlan
+from bot.adapters.kubernetes.scale import ScaleWorkerGroupExecutor
+from bot.adapters.kubernetes.shm import AddShmExecutor
 from bot.adapters.kubernetes.templates import (
     PROPOSAL_ANNOTATION,
     Site,
@@ -66,14 +70,17 @@ __all__ = [
     "RBAC",
     "ActionFailedError",
     "ActionRefusedError",
+    "AddShmExecutor",
     "BumpMemoryExecutor",
     "BumpPlan",
+    "CordonNodeExecutor",
     "DeletePodExecutor",
     "KubeActionConfig",
     "KubeExecutor",
     "KubernetesExecutor",
     "RescheduleGpuPoolExecutor",
     "ReschedulePlan",
+    "ScaleWorkerGroupExecutor",
     "Site",
     "executors",
     "locate",
@@ -157,6 +164,9 @@ EXECUTORS: Mapping[str, type[KubeExecutor]] = {
     BumpMemoryExecutor.action: BumpMemoryExecutor,
     RescheduleGpuPoolExecutor.action: RescheduleGpuPoolExecutor,
     DeletePodExecutor.action: DeletePodExecutor,
+    AddShmExecutor.action: AddShmExecutor,
+    ScaleWorkerGroupExecutor.action: ScaleWorkerGroupExecutor,
+    CordonNodeExecutor.action: CordonNodeExecutor,
 }
 
 
@@ -166,7 +176,7 @@ def executors(api: KubeApi, config: KubeActionConfig | None = None) -> dict[str,
 
 
 class KubernetesExecutor:
-    """`bot.daemon.runner.Executor` for the three Kubernetes actions (select it with
+    """`bot.daemon.runner.Executor` for the Kubernetes actions (select it with
     `actions.executors: {"k8s.*": kubernetes}`)."""
 
     def __init__(self, api: KubeApi, config: KubeActionConfig | None = None) -> None:

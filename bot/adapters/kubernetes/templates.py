@@ -55,7 +55,8 @@ class Site:
         return f"{self.label}.containers[{self.container_name}]"
 
     def describe(self) -> str:
-        return f"{self.kind} {self.namespace}/{self.name}"
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"{self.kind} {where}"
 
 
 def locate(kind: str, obj: Mapping[str, Any], group: str, container: str = "") -> Site | None:

@@ -51,6 +51,34 @@ class RescheduleGpuPool(ActionParams):
     label_value: str = "NVIDIA-A100-SXM4-80GB"
 
 
+class AddShm(ActionParams):
+    namespace: str = Field(pattern=_K8S_NAME)
+    kind: Literal["RayCluster", "RayJob"]
+    name: str = Field(pattern=_K8S_NAME)
+    group: str = Field(min_length=1, description="worker group name, or `head`")
+    container: str = ""
+    size: str = Field(default="", description="sizeLimit; empty: half the memory limit")
+
+    @field_validator("size")
+    @classmethod
+    def _is_quantity(cls, value: str) -> str:
+        if value:
+            quantity.parse_bytes(value)
+        return value
+
+
+class ScaleWorkerGroup(ActionParams):
+    namespace: str = Field(pattern=_K8S_NAME)
+    kind: Literal["RayCluster", "RayJob"]
+    name: str = Field(pattern=_K8S_NAME)
+    group: str = Field(min_length=1)
+    add: int = Field(default=1, ge=1, le=64, description="workers to add, within maxReplicas")
+
+
+class CordonNode(ActionParams):
+    name: str = Field(pattern=_K8S_NAME)
+
+
 class DeletePod(ActionParams):
     namespace: str = Field(pattern=_K8S_NAME)
     name: str = Field(pattern=_K8S_NAME)
@@ -99,6 +127,26 @@ def _bump_preview(p: BumpMemory) -> str:
     return f"{p.kind} {p.namespace}/{p.name} {path}.{container}.resources.limits.memory: {change}"
 
 
+def _group_path(kind: str, group: str) -> str:
+    path = "headGroupSpec" if group == "head" else f"workerGroupSpecs[{group}]"
+    return f"rayClusterSpec.{path}" if kind == "RayJob" else path
+
+
+def _shm_preview(p: AddShm) -> str:
+    size = p.size or "half the memory limit"
+    return (
+        f"{p.kind} {p.namespace}/{p.name} {_group_path(p.kind, p.group)}: /dev/shm as an "
+        f"emptyDir (medium: Memory, sizeLimit {size})"
+    )
+
+
+def _scale_preview(p: ScaleWorkerGroup) -> str:
+    return (
+        f"{p.kind} {p.namespace}/{p.name} workerGroupSpecs[{p.group}]: {p.add} more "
+        "worker(s), within maxReplicas"
+    )
+
+
 def _reschedule_preview(p: RescheduleGpuPool) -> str:
     return (
         f"{p.kind} {p.namespace}/{p.name} workerGroupSpecs[{p.group}] nodeSelector "
@@ -122,6 +170,27 @@ CATALOG: Mapping[str, ActionSpec] = {
             RescheduleGpuPool,
             "The group's pending pods are deleted and recreated on the target pool.",
             _reschedule_preview,
+        ),
+        ActionSpec(
+            "k8s.add_shm",
+            "Give a group's pods a memory-backed /dev/shm (or a larger one)",
+            AddShm,
+            "New pods are needed: the group's pods get the volume when they are recreated.",
+            _shm_preview,
+        ),
+        ActionSpec(
+            "k8s.scale_worker_group",
+            "Add workers to a group (replicas/minReplicas) within its maxReplicas",
+            ScaleWorkerGroup,
+            "KubeRay creates the extra worker pods; they take resources from the cluster.",
+            _scale_preview,
+        ),
+        ActionSpec(
+            "k8s.cordon_node",
+            "Cordon a node that reports a GPU fault (no drain)",
+            CordonNode,
+            "No new pods are scheduled on the node; pods running there keep running.",
+            lambda p: f"cordon node {p.name} (spec.unschedulable: true); nothing is drained",
         ),
         ActionSpec(
             "k8s.delete_pod",
@@ -168,4 +237,7 @@ FACTS: Mapping[str, str] = {
     "k8s.gpu_pool_has_capacity": "the target GPU pool has free allocatable nvidia.com/gpu",
     "k8s.within_quota": "the new limit fits node allocatable and the namespace quota",
     "k8s.pod_failed": "the pod is still Failed or Evicted",
+    "k8s.shm_can_grow": "the group's /dev/shm can be added or made larger",
+    "k8s.within_max_replicas": "the worker group can grow within its maxReplicas",
+    "k8s.node_schedulable": "the node exists and is not cordoned yet",
 }

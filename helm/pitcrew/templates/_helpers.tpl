@@ -195,5 +195,12 @@ actions switch, the extra playbooks directory. Rendered as YAML for bot/settings
 {{- define "pitcrew.rules.cluster" -}}
 - apiGroups: [""]
   resources: [nodes]
-  verbs: [list, watch]
+  verbs: [list, watch, get]
+{{- end -}}
+
+{{/* Cluster-scoped writes of the executors (only with actions.enabled): cordon a node. */}}
+{{- define "pitcrew.rules.clusterWrite" -}}
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [patch]
 {{- end -}}
