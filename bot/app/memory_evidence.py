@@ -115,4 +115,4 @@ def measure(
     sized = tuning.sized(diagnosis, evidence, headroom, found.line)
     limit = f" (limit {memory.gib(found.limit)})" if found.limit else ""
     spark = memory.sparkline(evidence.killed) + limit if evidence.killed.samples else ""
-    return Measurement(sized, found.line, spark, evidence)
+    return Measurement(sized, memory.explain(evidence, diagnosis), spark, evidence)

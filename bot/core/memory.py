@@ -143,6 +143,31 @@ def verdict(evidence: MemoryEvidence) -> MemoryVerdict:
     return MemoryVerdict(shape, line, peak, limit, group_peak, at_limit, far_below)
 
 
+def explain(evidence: MemoryEvidence, diagnosis: Diagnosis) -> str:
+    """The memory line for the card, with what the series says about the findings: a
+    working set at the limit confirms the kernel's OOM kill; one far below it, with Ray's
+    memory-monitor line, says Ray killed the worker, not the kernel at the pod limit."""
+    found = verdict(evidence)
+    if found.shape is Shape.NO_DATA or found.limit is None:
+        return found.line
+    categories = {r.finding.category for r in diagnosis.findings}
+    primary = diagnosis.primary
+    limit = gib(found.limit)
+    if found.at_limit and primary is not None and primary.category in KERNEL_KILL:
+        return f"{found.line}. At the {limit} limit before the kill: the kernel's OOM kill"
+    if found.far_below and Category.RAY_MEMORY_MONITOR_OOM in categories:
+        return (
+            f"{found.line}. Far below the {limit} limit: Ray's memory monitor killed the "
+            "worker (ray_memory_monitor_oom), not the kernel at the pod limit"
+        )
+    if found.far_below and primary is not None and primary.category in KERNEL_KILL:
+        return (
+            f"{found.line}. Far below the {limit} limit at the last sample: the rise was "
+            "faster than the scrape interval, or the node ran out of memory"
+        )
+    return found.line
+
+
 def _group_clause(evidence: MemoryEvidence, group_peak: int) -> str:
     others = [p for p in evidence.group if p.samples]
     if not others:

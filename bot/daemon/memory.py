@@ -86,8 +86,11 @@ class MemoryWorker:
     def annotate(self, incident: Incident, measured: Measured) -> Incident:
         """The incident with its memory line and its bump sized from the evidence."""
         evidence = measured.evidence
-        line = memory.verdict(evidence).line if evidence is not None else measured.problem
-        unmeasured = measured.problem or line
+        if evidence is None:
+            line = unmeasured = measured.problem
+        else:
+            line = memory.explain(evidence, incident.diagnosis)
+            unmeasured = memory.verdict(evidence).line
         diagnosis = tuning.sized(incident.diagnosis, evidence, self.headroom, unmeasured)
         if diagnosis is incident.diagnosis and incident.memory == line:
             return incident

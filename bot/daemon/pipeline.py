@@ -170,6 +170,9 @@ class Pipeline:
         for incident in open_incidents:
             self._due[incident.id] = now
         self._recover_interrupted(now)
+        if self._memory is not None:  # the evidence is asked for again, off this thread
+            for incident in open_incidents:
+                self._memory.ask(incident)
         self._metrics.open_incidents.set(len(self._correlator))
         log.info(
             "restored %d open incidents and %d unfinished cards",
@@ -286,10 +289,11 @@ class Pipeline:
         incident = self._correlator.get(measured.incident_id)
         if incident is None or self._memory is None:
             return
+        charted = bool(incident.memory)  # restored: its chart is in the thread already
         self._measured[incident.id] = measured
         incident = self._annotated(incident)
         self._store.upsert_incident(incident)
-        if measured.chart:
+        if measured.chart and not charted:
             self._charts[incident.id] = measured
         self._follow_up(incident, True, now)
 

@@ -25,7 +25,7 @@ from bot.daemon.feed import Item, Measured, Tick
 from bot.daemon.memory import MemoryWorker
 from bot.daemon.outbox import Backoff, Outbox
 from bot.daemon.pipeline import Pipeline
-from tests.daemon_support import DESCRIBE, RAYCLUSTER, Clock, engine, seed
+from tests.daemon_support import DESCRIBE, RAYCLUSTER, Clock, RecordingChat, engine, seed
 from tests.slack.conftest import CHANNEL, slack_config
 from tests.slack.emulator import SlackEmulator
 
@@ -118,4 +118,62 @@ def test_the_chart_goes_into_the_cards_thread(prometheus: LocalPrometheus, tmp_p
         worker.close()
         chat.stop()
         emulator.stop()
+        store.close()
+
+
+def test_after_a_restart_the_evidence_is_asked_again_and_the_chart_not_reposted(
+    prometheus: LocalPrometheus, tmp_path: Path
+) -> None:
+    config = settings(prometheus.url, tmp_path / "pitcrew.db")
+    fetch = fetcher(config)
+    assert fetch is not None
+    clock = Clock()
+    base = assessor(engine().library)
+    values = ActionSettings().overrides()
+
+    def start(answers: Answers) -> tuple[Pipeline, MemoryWorker, Store]:
+        worker = MemoryWorker(fetch, answers.submit, headroom=1.25, chart=chart_writer(tmp_path))
+        store = Store(tmp_path / "pitcrew.db")
+        pipeline = Pipeline(
+            engine=engine(),
+            correlator=Correlator(lambda f: tuning.tune(base(f), values)),
+            store=store,
+            notify=config.notify,
+            clock=clock,
+            memory=worker,
+        )
+        pipeline.restore()
+        return pipeline, worker, store
+
+    first = Answers()
+    pipeline, worker, store = start(first)
+    pipeline.process(seed(DESCRIBE, RAYCLUSTER))
+    assert first.arrived.wait(20)
+    pipeline.process(first.items[0])
+    worker.close()
+    store.close()
+
+    again = Answers()
+    pipeline, worker, store = start(again)
+    try:
+        assert again.arrived.wait(20), "the restored incident was not measured again"
+        (measured,) = again.items
+        pipeline.process(measured)
+        incident = store.incident(measured.incident_id)
+        assert incident is not None
+        assert incident.memory.startswith("peak 15.9Gi of 16Gi, rising 0.8Gi/min")
+        offered = [
+            p
+            for p in store.proposals_for_incident(measured.incident_id)
+            if p.state is ProposalState.OFFERED
+        ]
+        assert [p.preview.split(": ", 1)[1] for p in offered] == [SIZED]
+        clock.advance(NotifyConfig().group_interval.total_seconds() + 1)
+        pipeline.process(Tick())
+        chat = RecordingChat()
+        Outbox(store, chat, clock=clock, backoff=Backoff(jitter=0.0)).deliver_due()
+        assert chat.kinds().count("attach") == 1  # the first run's chart, not a second
+        assert chat.kinds()[0] == "post"
+    finally:
+        worker.close()
         store.close()
