@@ -8,10 +8,11 @@ plain dicts. The official client's typed models reject malformed objects (a
 asks for the undecoded response (`_preload_content=False`) and parses JSON
 itself; the bot's parsers (`bot.core.inputs`) are built to read any shape.
 
-Errors are translated here: a call fails with one of this module's `KubeApiError`s
+Errors are translated here: a call fails with one of the adapter's `KubeApiError`s
 (`NotFoundError`, `ConflictError`, `GoneError`, `ForbiddenError`, `InvalidError`,
-`UnavailableError`), never with the client's `ApiException` or a urllib3 error, so callers
-say what they expect (`except NotFoundError`) instead of comparing HTTP statuses.
+`UnavailableError`, defined in `errors.py` and importable from here), never with the
+client's `ApiException` or a urllib3 error, so callers say what they expect (`except
+NotFoundError`) instead of comparing HTTP statuses.
 
 Resources map onto the typed API classes (`CoreV1Api.list_namespaced_pod`,
 `AppsV1Api.patch_namespaced_deployment` …) by a naming rule, and onto
@@ -32,10 +33,19 @@ from typing import Any
 
 import urllib3
 from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
 
 from bot import __version__
-from bot.core.errors import PitcrewError
+from bot.adapters.kubernetes.errors import ConflictError as ConflictError
+from bot.adapters.kubernetes.errors import ForbiddenError as ForbiddenError
+from bot.adapters.kubernetes.errors import GoneError as GoneError
+from bot.adapters.kubernetes.errors import InvalidError as InvalidError
+from bot.adapters.kubernetes.errors import KubeApiError as KubeApiError
+from bot.adapters.kubernetes.errors import KubeConfigError as KubeConfigError
+from bot.adapters.kubernetes.errors import NotFoundError as NotFoundError
+from bot.adapters.kubernetes.errors import UnavailableError as UnavailableError
+from bot.adapters.kubernetes.errors import error_for as error_for
+from bot.adapters.kubernetes.errors import reason_of as reason_of
+from bot.adapters.kubernetes.errors import translating
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -117,84 +127,6 @@ class StreamBrokenError(Exception):
 class WatchEvent:
     type: str  # ADDED, MODIFIED, DELETED, BOOKMARK, ERROR
     object: Mapping[str, Any]
-
-
-class KubeApiError(PitcrewError):
-    """A Kubernetes API call failed; the message is the status and the server's reason."""
-
-
-class KubeConfigError(PitcrewError):
-    """No usable Kubernetes configuration: no kubeconfig, a bad one, or no service account."""
-
-
-class NotFoundError(KubeApiError):
-    """404: no such object, or the resource is not served (a CRD that is not installed)."""
-
-
-class ConflictError(KubeApiError):
-    """409: a concurrent change, a failed precondition (uid) or a name already taken."""
-
-
-class GoneError(KubeApiError):
-    """410 Gone: the resourceVersion or continue token is too old; list again."""
-
-
-class ForbiddenError(KubeApiError):
-    """401 or 403: the credentials are refused or RBAC does not allow the verb."""
-
-
-class InvalidError(KubeApiError):
-    """400 or 422: the server refused the request's content (a JSON patch `test` failed)."""
-
-
-class UnavailableError(KubeApiError):
-    """The server could not be reached or could not serve the request (a transport error,
-    a timeout, 429 or a 5xx): try again later."""
-
-
-_BY_STATUS: Mapping[int, type[KubeApiError]] = {
-    400: InvalidError,
-    401: ForbiddenError,
-    403: ForbiddenError,
-    404: NotFoundError,
-    409: ConflictError,
-    410: GoneError,
-    422: InvalidError,
-    429: UnavailableError,
-}
-
-
-def error_for(status: int, message: str) -> KubeApiError:
-    """The error of an HTTP status (and a watch ERROR event's `code`), with its message."""
-    kind = _BY_STATUS.get(status) or (UnavailableError if status >= 500 else KubeApiError)
-    return kind(f"{status} {message}".strip())
-
-
-def _translated(error: ApiException) -> KubeApiError:
-    try:
-        body = json.loads(error.body or "{}")
-    except (TypeError, ValueError):
-        body = {}
-    message = body.get("message") if isinstance(body, dict) else None
-    return error_for(int(error.status or 0), str(message or error.reason or ""))
-
-
-@contextlib.contextmanager
-def _translating() -> Iterator[None]:
-    """Turn the client's errors into this module's own."""
-    try:
-        yield
-    except ApiException as error:
-        raise _translated(error) from error
-    except (urllib3.exceptions.HTTPError, OSError) as error:
-        raise UnavailableError(f"{type(error).__name__}: {error}") from error
-
-
-def reason_of(error: BaseException) -> str:
-    """A one-line reason: an API error's message, else the error's type and text."""
-    if isinstance(error, KubeApiError):
-        return str(error)
-    return f"{type(error).__name__}: {error}"
 
 
 class WatchStream:
@@ -316,7 +248,7 @@ class KubeApi:
             options["limit"] = limit
         if continue_token:
             options["_continue"] = continue_token
-        with _translating():  # the body is read here
+        with translating():  # the body is read here
             return _json_object(self._list_call(resource, namespace, options))
 
     def list_all(
@@ -370,7 +302,7 @@ class KubeApi:
     def get(self, resource: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
         """The object, or None when it does not exist."""
         try:
-            with _translating():
+            with translating():
                 response = self._get_call(resource, namespace, name)
         except NotFoundError:
             return None
@@ -406,7 +338,7 @@ class KubeApi:
         }
         if container:
             options["container"] = container
-        with _translating():
+        with translating():
             response: Any = self._core.read_namespaced_pod_log(name, namespace, **options)
             try:
                 data = response.read(limit_bytes)  # a server that ignores limitBytes: no more
@@ -417,7 +349,7 @@ class KubeApi:
     def served(self, group: str, version: str, plural: str) -> bool:
         """Whether the API server serves `plural` in `group/version` (discovery)."""
         try:
-            with _translating():
+            with translating():
                 response = self._custom.get_api_resources(
                     group, version, _preload_content=False, _request_timeout=self.timeout
                 )
@@ -448,7 +380,7 @@ class KubeApi:
         }
         if dry_run:
             options["dry_run"] = "All"
-        with _translating():
+        with translating():
             if not resource.snake:
                 response = self._custom_call("patch", resource, namespace, name, payload, **options)
             elif resource.namespaced:
@@ -475,7 +407,7 @@ class KubeApi:
             propagation_policy=propagation,
             preconditions=client.V1Preconditions(uid=uid) if uid else None,
         )
-        with _translating():
+        with translating():
             self._delete_call(resource, namespace, name, options)
 
     def _delete_call(self, resource: Resource, namespace: str, name: str, options: Any) -> None:
@@ -498,7 +430,7 @@ class KubeApi:
     def create(self, resource: Resource, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """Create an object from a raw manifest (posted as is, not through a typed model,
         with the same authentication as every typed call)."""
-        with _translating():
+        with translating():
             status, data = self._post(_collection_path(resource, namespace), body)
         if not 200 <= status < 300:
             raise error_for(status, _status_message(data))
@@ -527,7 +459,7 @@ class KubeApi:
     # -- plumbing ---------------------------------------------------------------------
 
     def _list_call(self, resource: Resource, namespace: str | None, options: dict[str, Any]) -> Any:
-        with _translating():
+        with translating():
             return self._list_request(resource, namespace, options)
 
     def _list_request(
