@@ -123,6 +123,8 @@ def test_the_motivating_case_reads_as_one_card(motivating: tuple[Incident, Propo
             "2026-11-03 10:00:45 root cause is now pod_oom_killed (was named_actor_conflict)",
             "2026-11-03 10:01:30 k8s.bump_memory offered",
         ),
+        incident_id=incident.id,
+        opened_at=T0,
     )
 
 

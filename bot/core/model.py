@@ -283,6 +283,10 @@ class Report:
     withheld: tuple[str, ...] = ()
     history: tuple[str, ...] = ()
     memory: str = ""
+    # Which incident the card is for, and since when: a chat can find a card it may
+    # already have posted (an answer lost to a timeout or a crash) before posting again.
+    incident_id: str = ""
+    opened_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

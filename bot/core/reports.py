@@ -234,4 +234,6 @@ def build_report(
         withheld=tuple(withheld),
         history=_history(incident, mine, max_history),
         memory=incident.memory,
+        incident_id=incident.id,
+        opened_at=incident.opened_at,
     )

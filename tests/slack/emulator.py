@@ -15,6 +15,7 @@ A test can script failures per method: 429 with Retry-After, 500, or a Slack err
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import threading
@@ -84,6 +85,7 @@ class Posted:
     blocks: list[dict[str, Any]]
     thread_ts: str | None = None
     updates: int = 0
+    metadata: dict[str, Any] | None = None
 
 
 @dataclass
@@ -211,6 +213,7 @@ class SlackEmulator:
         self.socket_url: str | None = None
         self.files: dict[str, Uploaded] = {}
         self._failures: dict[str, deque[Failure]] = {}
+        self._slow: dict[str, deque[float]] = {}
         self._lock = threading.Condition()
         self._ts = itertools.count(1)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -261,6 +264,12 @@ class SlackEmulator:
         with self._lock:
             queue = self._failures.setdefault(method, deque())
             queue.extend(Failure(status, error, retry_after) for _ in range(times))
+
+    def slow(self, method: str, seconds: float, times: int = 1) -> None:
+        """The next `times` calls of `method` are carried out, then answered only after
+        `seconds` (a client with a shorter timeout never hears that they worked)."""
+        with self._lock:
+            self._slow.setdefault(method, deque()).extend([seconds] * times)
 
     # -- reading what happened -----------------------------------------------------------
 
@@ -334,6 +343,11 @@ class SlackEmulator:
             return self._upload_url(params)
         if method == "files.completeUploadExternal":
             return self._complete_upload(params)
+        if method == "conversations.history":
+            return self._history(params)
+        if method == "conversations.list":
+            channels = [{"id": i, "name": n} for n, i in self.channels.items()]
+            return {"ok": True, "channels": channels, "response_metadata": {"next_cursor": ""}}
         if method == "usergroups.users.list":
             members = self.usergroups.get(str(params.get("usergroup", "")))
             if members is None:
@@ -385,6 +399,25 @@ class SlackEmulator:
             return {"ok": False, "error": "invalid_arguments"}
         return {"ok": True, "files": done}
 
+    def _history(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Top-level messages of a channel (by id), newest first, since `oldest`; their
+        metadata only with `include_all_metadata`, as Slack does."""
+        channel = str(params.get("channel", ""))
+        if not channel.startswith(("C", "G", "D")):
+            return {"ok": False, "error": "channel_not_found"}
+        oldest = float(params.get("oldest") or 0)
+        with_metadata = str(params.get("include_all_metadata", "")).lower() in ("1", "true")
+        found = []
+        for posted in reversed(list(self.messages.values())):
+            if posted.channel != channel or posted.thread_ts or float(posted.ts) < oldest:
+                continue
+            message: dict[str, Any] = {"type": "message", "ts": posted.ts, "text": posted.text}
+            message["user"] = BOT_USER
+            if with_metadata and posted.metadata:
+                message["metadata"] = posted.metadata
+            found.append(message)
+        return {"ok": True, "messages": found, "has_more": False}
+
     def shared_files(self) -> list[Uploaded]:
         with self._lock:
             return [f for f in self.files.values() if f.shared]
@@ -419,11 +452,13 @@ class SlackEmulator:
             posted.blocks = blocks
             posted.updates += 1
             return {"ok": True, "channel": channel, "ts": posted.ts, "text": text}
-        ts = f"1700000000.{next(self._ts):06d}"
+        ts = f"{int(time.time())}.{next(self._ts):06d}"
         thread_ts = params.get("thread_ts")
         if thread_ts is not None and (channel, str(thread_ts)) not in self.messages:
             return {"ok": False, "error": "thread_not_found"}
         posted = Posted(channel, ts, text, blocks, str(thread_ts) if thread_ts else None)
+        found = params.get("metadata")
+        posted.metadata = json.loads(found) if isinstance(found, str) else found
         self.messages[(channel, ts)] = posted
         return {"ok": True, "channel": channel, "ts": ts, "message": {"text": text}}
 
@@ -477,7 +512,11 @@ class SlackEmulator:
                     queue = emulator._failures.get(method)
                     failure = queue.popleft() if queue else None
                     answer = None if failure else emulator._answer(method, params, token)
+                    slow = emulator._slow.get(method)
+                    delay = slow.popleft() if slow else 0.0
                     emulator._lock.notify_all()
+                if delay:
+                    time.sleep(delay)
                 if failure is not None:
                     headers = {}
                     if failure.retry_after is not None:
@@ -495,12 +534,13 @@ class SlackEmulator:
                 content_type: str,
                 headers: dict[str, str] | None = None,
             ) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                for key, value in (headers or {}).items():
-                    self.send_header(key, value)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self.send_response(status)  # a client that timed out has gone
+                    self.send_header("Content-Type", content_type)
+                    for key, value in (headers or {}).items():
+                        self.send_header(key, value)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
 
         return Handler

@@ -116,14 +116,16 @@ def test_a_429_storm_through_the_outbox_delivers_every_card_once(
     outbox = Outbox(store, chat, clock=clock.now, backoff=Backoff(rng=random.Random(7)))
     cards = 6
     for i in range(cards):
-        report = dataclasses.replace(seed_report, title=f"incident {i}")
+        report = dataclasses.replace(seed_report, title=f"incident {i}", incident_id=f"inc-{i}")
         store.enqueue(Notification(f"inc-{i}", NotificationKind.POST, "pitcrew", report))
     store.enqueue(
         Notification(
             "inc-0",
             NotificationKind.UPDATE,
             "pitcrew",
-            dataclasses.replace(seed_report, title="incident 0", status="approved by @U0ALICE"),
+            dataclasses.replace(
+                seed_report, title="incident 0", status="approved by @U0ALICE", incident_id="inc-0"
+            ),
         )
     )
     store.enqueue(Notification("inc-1", NotificationKind.REPLY, "pitcrew", None, text="hello"))

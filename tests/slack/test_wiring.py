@@ -120,15 +120,24 @@ def test_the_manifest_asks_for_exactly_the_scopes_the_code_uses() -> None:
         "chat_postEphemeral": "chat:write",
         "usergroups_users_list": "usergroups:read",
         "files_upload_v2": "files:write",
+        "conversations_history": ("channels:history", "groups:history"),
+        "conversations_list": ("channels:read", "groups:read"),
         "auth_test": None,
     }
     code = "".join(p.read_text() for p in (ROOT / "bot" / "adapters" / "slack").glob("*.py"))
     called = set(
         re.findall(
-            r"\.(chat_\w+|usergroups_\w+|users_\w+|reactions_\w+|files_\w+|auth_test|views_\w+)\(",
+            r"\.(chat_\w+|usergroups_\w+|users_\w+|reactions_\w+|files_\w+|auth_test|views_\w+"
+            r"|conversations_\w+)\(",
             code,
         )
     )
     assert called <= set(scope_of), f"a Web API method without a known scope: {called}"
-    needed = {scope_of[m] for m in called} - {None} | {"commands"}
+    needed = {
+        scope
+        for method in called
+        for scope in (
+            scope_of[method] if isinstance(scope_of[method], tuple) else (scope_of[method],)
+        )
+    } - {None} | {"commands"}
     assert set(manifest["oauth_config"]["scopes"]["bot"]) == needed

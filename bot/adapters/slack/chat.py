@@ -28,9 +28,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
@@ -43,6 +43,8 @@ from slack_sdk.web import SlackResponse
 from bot.adapters.slack.app import Diagnoser, SlackApp, SlackConfig, SlackService
 from bot.adapters.slack.blocks import CardOptions, Message, card, minimal_card, text_message
 from bot.adapters.slack.commands import describe_duration
+from bot.adapters.slack.history import CardFinder, metadata
+from bot.adapters.slack.history import retry_after as _retry_after
 from bot.core.errors import PitcrewError
 from bot.core.model import Report
 from bot.daemon.chat import ChatRejectedError, ChatUnavailableError
@@ -68,7 +70,6 @@ __all__ = [
 
 log = logging.getLogger("pitcrew.slack")
 
-DEFAULT_RETRY_AFTER = 30.0  # Slack always sends Retry-After with a 429; this is a fallback
 # Errors that say "not now" rather than "never".
 TRANSIENT = frozenset(
     {
@@ -102,17 +103,6 @@ def parse_ref(ref: str) -> tuple[str, str]:
     if not sep or not channel or not ts:
         raise ValueError(f"not a Slack card reference: {ref!r}")
     return channel, ts
-
-
-def _retry_after(headers: Mapping[str, Any] | None) -> float:
-    for key, value in (headers or {}).items():
-        if key.lower() == "retry-after":
-            raw = value[0] if isinstance(value, list | tuple) else value
-            try:
-                return max(float(raw), 0.0)
-            except (TypeError, ValueError):
-                break
-    return DEFAULT_RETRY_AFTER
 
 
 def _error_code(response: SlackResponse) -> str:
@@ -186,13 +176,15 @@ class SlackChat:
     ) -> None:
         self.config = config
         self.metrics = metrics or Metrics()
-        # Delivery: 429s go back to the outbox (it retries when Slack says), never a sleep.
+        # Delivery: 429s go back to the outbox (it retries when Slack says), never a sleep,
+        # and no silent resend after a dropped connection: Slack may have taken the post.
         self.web = WebClient(
             token=config.bot_token,
             base_url=config.api_url,
             timeout=config.timeout,
-            retry_handlers=[ConnectionErrorRetryHandler()],
+            retry_handlers=[],
         )
+        self.finder = CardFinder(self.web)
         # Listeners' calls (ephemerals, user groups) run off the ack path: short retries are fine.
         self.listener_web = WebClient(
             token=config.bot_token,
@@ -298,6 +290,15 @@ class SlackChat:
     # -- the Chat interface --------------------------------------------------------------
 
     def post(self, channel: str, report: Report) -> str:
+        """Post the card, unless the channel already has it (an earlier answer lost to a
+        timeout or a crash): the card's metadata names its incident (see `history`)."""
+        key = report.incident_id
+        self._not_blocked(channel, "chat.postMessage")
+        found = self.finder.find(channel, key, report.opened_at) if key else None
+        if found is not None:
+            log.info("Slack already has the card of %s (%s); not posting it again", key, found)
+            return found
+
         def send(message: Message) -> SlackResponse:
             return self.web.chat_postMessage(
                 channel=channel,
@@ -305,11 +306,23 @@ class SlackChat:
                 blocks=message.blocks,
                 unfurl_links=False,
                 unfurl_media=False,
+                metadata=metadata(key) if key else None,
             )
 
-        response = self._send(channel, "chat.postMessage", send, card(report, self.options), report)
+        try:
+            response = self._send(
+                channel, "chat.postMessage", send, card(report, self.options), report
+            )
+        except ChatUnavailableError as error:
+            if key and error.retry_after is None:  # no answer: Slack may have it all the same
+                found = self.finder.find(channel, key, report.opened_at)
+                if found is not None:
+                    log.info("Slack took the card of %s although it did not say so", key)
+                    return found
+            raise
         channel_id = str(response["channel"])
         self.pacer.alias(channel, channel_id)
+        self.finder.learn(channel, channel_id)
         return f"{channel_id}:{response['ts']}"
 
     def update(self, ref: str, report: Report) -> None:
@@ -365,11 +378,7 @@ class SlackChat:
         message: Message,
         report: Report | None,
     ) -> SlackResponse:
-        waiting = self.pacer.blocked_for(channel)
-        if waiting > 0:
-            raise ChatUnavailableError(
-                f"{method}: Slack asked to wait {waiting:.1f}s", retry_after=waiting
-            )
+        self._not_blocked(channel, method)
         self.pacer.wait(channel)
         try:
             return send(message)
@@ -381,6 +390,13 @@ class SlackChat:
             raise self._translate(channel, method, error) from None
         except (SlackClientError, OSError) as error:
             raise ChatUnavailableError(f"{method}: {error}") from None
+
+    def _not_blocked(self, channel: str, method: str) -> None:
+        waiting = self.pacer.blocked_for(channel)
+        if waiting > 0:
+            raise ChatUnavailableError(
+                f"{method}: Slack asked to wait {waiting:.1f}s", retry_after=waiting
+            )
 
     def _translate(self, channel: str, method: str, error: SlackApiError) -> Exception:
         status = error.response.status_code
