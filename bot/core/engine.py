@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from bot.core.model import ObjectRef, Signal, SourceKind
 from bot.core.normalize import (
+    COLOUR_MARK,
     colour_spans,
     without_dedup,
     without_prefixes,
@@ -79,7 +80,7 @@ class Classifier:
         regex_sigs = [s for s in compiled if s.has_regex]
         self._prefilter = Prefilter(regex_sigs, single_match=True)
         self.log_signatures = [s for s in regex_sigs if scans_logs(s)]
-        self._log_prefilter = Prefilter(self.log_signatures, single_match=False)
+        self._log_prefilter = Prefilter(self.log_signatures, single_match=False, marker=COLOUR_MARK)
         self._plain: dict[SourceKind, list[CompiledSignature]] = {
             source: [s for s in compiled if not s.has_regex and s.applies_to(source)]
             for source in SourceKind
@@ -156,13 +157,16 @@ class Classifier:
         for signatures that span lines), and record each new match once. Colour codes
         are removed first when the window has any; line prefixes are removed from the
         lines being re-checked for signatures anchored at a line start."""
-        view = _View(window)
+        candidates, coloured = self._log_prefilter.line_candidates(window)
+        view = _View(window, coloured)
+        if coloured:
+            candidates, _ = self._log_prefilter.line_candidates(view.scan)
         scan = view.scan
         fresh = view.scan_offset(fresh_from)
         lines = _LineCounter(scan, first_line)
         done_until: dict[int, int] = {}
         exact = self._log_prefilter.exact
-        for sig, end in self._log_prefilter.line_candidates(scan):
+        for sig, end in candidates:
             if not sig.applies_to(source):
                 continue
             hit = state.hits.get(sig.id)
@@ -257,9 +261,9 @@ def _nth_line_start(data: bytes, n: int) -> int:
 class _View:
     """A window as scanned (colour codes removed, when it had any) and as the user wrote it."""
 
-    def __init__(self, window: bytes) -> None:
+    def __init__(self, window: bytes, coloured: bool) -> None:
         self.window = window
-        spans = colour_spans(window)
+        spans = colour_spans(window) if coloured else []
         self.scan = without_spans(window, spans)
         # For each removed code: where it was in `scan`, and the bytes removed up to it.
         self._at: list[int] = []
@@ -345,15 +349,16 @@ def _windows(chunks: Iterable[bytes]) -> Iterator[tuple[bytes, int, int]]:
     for chunk in chunks:
         if not chunk:
             continue
-        buffer = carry + chunk if carry else chunk
-        cut = buffer.rfind(b"\n")
-        if cut == -1 and len(buffer) < MAX_LINE_BYTES:
-            carry = buffer
+        cut = chunk.rfind(b"\n")
+        if cut == -1 and len(carry) + len(chunk) < MAX_LINE_BYTES:
+            carry += chunk
             continue
-        if cut == -1:
-            cut = len(buffer) - 1
-        complete, carry = buffer[: cut + 1], buffer[cut + 1 :]
-        window = overlap + complete
+        if cut == -1:  # a line too long to wait for its end: cut it here
+            window = b"".join((overlap, carry, chunk))
+            carry = b""
+        else:  # one copy: the overlap, the carried start of a line, the chunk's full lines
+            window = b"".join((overlap, carry, memoryview(chunk)[: cut + 1]))
+            carry = chunk[cut + 1 :]
         yield window, overlap_line, len(overlap)
         overlap, overlap_line = _tail_lines(window, overlap_line)
     if carry:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 
+COLOUR_MARK = rb"\x1b\[|#033\["
+"""Where a colour code may start (a pattern for the prefilter's scan)."""
 _COLOUR = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]|#033\[[0-9;]*[A-Za-z]")
 _COLOUR_MARKS = (b"\x1b[", b"#033[")
 

@@ -30,8 +30,17 @@ except ImportError:  # pragma: no cover - exercised only where no wheel exists
 class Prefilter:
     """Which regex signatures may match a buffer, from one scan of it."""
 
-    def __init__(self, signatures: list[CompiledSignature], single_match: bool) -> None:
+    def __init__(
+        self,
+        signatures: list[CompiledSignature],
+        single_match: bool,
+        marker: bytes | None = None,
+    ) -> None:
+        """`marker`: a regex whose presence `line_candidates` reports too, found in the
+        same scan (the classifier uses it for colour codes)."""
         self._single_match = single_match
+        self._marker = marker
+        self._marker_id = max((s.id for s in signatures), default=-1) + 1
         self._always: list[CompiledSignature] = []
         self.exact: set[int] = set()
         """Signatures whose Hyperscan matches are their regex's own (no approximation)."""
@@ -75,11 +84,15 @@ class Prefilter:
         expressions = [hyperscan_pattern(s) for s, _ in entries]
         ids = [s.id for s, _ in entries]
         flags = [f for _, f in entries]
+        if self._marker is not None:
+            expressions.append(self._marker)
+            ids.append(self._marker_id)
+            flags.append(_hs.HS_FLAG_SINGLEMATCH)
         cache = _cache_file(expressions, ids, flags)
         db = _load_cached(cache)
         if db is None:
             db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
-            db.compile(expressions=expressions, ids=ids, elements=len(entries), flags=flags)
+            db.compile(expressions=expressions, ids=ids, elements=len(ids), flags=flags)
             _store_cached(cache, db)
         self._scratch = _hs.Scratch(db)
         return db
@@ -127,17 +140,24 @@ class Prefilter:
         found.extend(self._by_id[i] for i in sorted(ids))
         return found
 
-    def line_candidates(self, data: bytes) -> list[tuple[CompiledSignature, int]]:
+    def line_candidates(self, data: bytes) -> tuple[list[tuple[CompiledSignature, int]], bool]:
         """(signature, offset where a match may end) at most once per signature and line,
-        in order; signatures Hyperscan cannot take are reported with offset -1."""
+        in order (signatures Hyperscan cannot take are reported with offset -1), and
+        whether the marker occurs in `data`."""
         found: list[tuple[CompiledSignature, int]] = [(s, -1) for s in self._always]
         if self._db is None or not data:
-            return found
+            marked = self._marker is not None and re.search(self._marker, data) is not None
+            return found, marked
         line_end_of: dict[int, int] = {}
         by_id = self._by_id
         find = data.find
+        marker_id = self._marker_id
+        marks: list[int] = []
 
         def on_match(pattern_id: int, start: int, end: int, flags: int, ctx: Any) -> None:
+            if pattern_id == marker_id:
+                marks.append(end)
+                return
             if end <= line_end_of.get(pattern_id, -1):
                 return
             line_end = find(b"\n", end)
@@ -145,7 +165,7 @@ class Prefilter:
             found.append((by_id[pattern_id], end))
 
         self._db.scan(data, match_event_handler=on_match, scratch=self._scratch)
-        return found
+        return found, bool(marks)
 
 
 class AnyOf:
