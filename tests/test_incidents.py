@@ -361,7 +361,7 @@ def test_a_more_causal_finding_takes_over_and_the_card_is_updated(
             True,
             "Raise the memory limit and request of the owning template (pod_oom_killed)",
             f"RayCluster {NS}/{CLUSTER} workerGroupSpecs[gpu-group].containers[*]"
-            ".resources.limits.memory: 16Gi → 24Gi",
+            ".resources.limits.memory: 16Gi → 24Gi (× 1.5: no memory metrics)",
         ),
         (
             "ray.kill_actor",
