@@ -81,6 +81,14 @@ PlaybookDirs = Annotated[
     typer.Option("--playbooks", "-p", help="extra playbook directory (repeatable)"),
 ]
 
+PrometheusUrl = Annotated[
+    str | None, typer.Option("--prometheus", help="with --kube: read the killed pod's memory here")
+]
+ChartFile = Annotated[
+    Path | None,
+    typer.Option("--chart", help="with --prometheus: save the memory chart (PNG) here"),
+]
+
 
 def fail(message: str) -> typer.Exit:
     sys.stderr.write(f"pitcrew: {message}\n")
@@ -233,14 +241,8 @@ def diagnose_command(
     context: Annotated[
         str | None, typer.Option("--context", help="kubeconfig context for --kube")
     ] = None,
-    prometheus: Annotated[
-        str | None,
-        typer.Option("--prometheus", help="with --kube: read the killed pod's memory here"),
-    ] = None,
-    chart: Annotated[
-        Path | None,
-        typer.Option("--chart", help="with --prometheus: save the memory chart (PNG) here"),
-    ] = None,
+    prometheus: PrometheusUrl = None,
+    chart: ChartFile = None,
 ) -> None:
     """Diagnose logs, kubectl output, Kubernetes objects or Ray job info pasted together."""
     if output not in ("text", "json"):
@@ -252,6 +254,11 @@ def diagnose_command(
         request = KubeRequest(kube, kubeconfig, context, prometheus, chart)
         _diagnose_kube(request, inputs, output, playbooks)
         return
+    _diagnose_files(inputs, output, playbooks)
+
+
+def _diagnose_files(inputs: list[str] | None, output: str, playbooks: list[Path] | None) -> None:
+    """Files, directories or standard input, with a progress bar on a terminal."""
     try:
         engine = Engine(load_builtin(playbooks or []))
         names = _expand(inputs or ["-"])
