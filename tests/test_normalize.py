@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from bot.core.engine import Classifier
-from bot.core.normalize import lenient_anchors, without_colour, without_dedup, without_prefixes
+from bot.core.normalize import (
+    lenient_anchors,
+    unwrap,
+    without_colour,
+    without_dedup,
+    without_prefixes,
+)
 from bot.core.playbooks import load_library
 from bot.core.regexes import can_span_lines
 from tests.helpers import playbook, write_library
@@ -132,3 +138,45 @@ def test_only_real_line_anchors_become_lenient(pattern: str, lenient: str) -> No
 )
 def test_which_regexes_can_match_across_lines(pattern: str, spans: bool) -> None:
     assert can_span_lines(pattern) is spans
+
+
+MESSAGE = (
+    "ValueError: The name qwAKMv_register_center (namespace=None) is already taken. "
+    "Please use a different name or get the existing actor using ray.get_actor()"
+)
+
+
+def test_a_message_a_reporter_broke_at_a_space_is_joined_again(tmp_path: Path) -> None:
+    first, second = MESSAGE[:71], MESSAGE[72:]
+    assert first.endswith("already")
+    assert second.startswith("taken.")
+    (hit,) = _classifier(tmp_path).scan_log([f"Seen:\n{first}\n{second}\n".encode()])
+    assert hit.captures == {"name": "qwAKMv_register_center", "ns": "None"}
+    assert hit.evidence == [(f"{first}\n{second}", 2)]
+
+
+def test_a_message_a_terminal_cut_inside_a_word_is_joined_without_a_space(
+    tmp_path: Path,
+) -> None:
+    width = 70
+    filler = "(raylet) " + "x" * (width - 9)
+    cut = [MESSAGE[i : i + width] for i in range(0, len(MESSAGE), width)]
+    assert not cut[0].endswith(" ")
+    assert len(cut[0]) == width
+    text = "\n".join([filler, *cut]) + "\n"
+    (hit,) = _classifier(tmp_path).scan_log([text.encode()])
+    assert hit.captures["name"] == "qwAKMv_register_center"
+    assert hit.evidence[0][1] == 2
+
+
+def test_lines_that_start_records_of_their_own_are_never_joined() -> None:
+    long = "x" * 80
+    for second in (
+        "  indented",
+        "(raylet) next",
+        "2025-01-01 10:00 next",
+        "ERROR next",
+        'File "a.py"',
+    ):
+        assert unwrap(f"{long}\n{second}\n".encode()) is None
+    assert unwrap(b"short line\ncontinued\n") is None

@@ -20,6 +20,8 @@ from bot.core.model import ObjectRef, Signal, SourceKind
 from bot.core.normalize import (
     COLOUR_MARK,
     colour_spans,
+    unwrap,
+    without_colour,
     without_dedup,
     without_prefixes,
     without_spans,
@@ -35,6 +37,9 @@ OVERLAP_LINES = 12
 OVERLAP_MAX_BYTES = 64 << 10
 MAX_LINE_BYTES = 8 << 20
 EVIDENCE_CHARS = 500
+# Hard wraps come from pastes (a terminal, a chat, an issue), not from log files:
+# only inputs up to this size are also read with their wrapped lines joined.
+UNWRAP_MAX_BYTES = 256 << 10
 
 
 @dataclass
@@ -140,9 +145,41 @@ class Classifier:
         """Hits of log signatures in a byte stream, one per signature, in first-seen order."""
         state = _LogState()
         template = Signal(source=source, text="", origin=origin, obj=obj, workload=workload)
+        pasted: list[bytes] | None = []
+        size = 0
         for window, first_line, fresh_from in _windows(chunks):
             self._scan_window(window, first_line, fresh_from, source, template, state)
+            if pasted is not None:
+                size += len(window) - fresh_from
+                pasted = [*pasted, window[fresh_from:]] if size <= UNWRAP_MAX_BYTES else None
+        if pasted:
+            self._scan_unwrapped(b"".join(pasted), source, template, state)
         return list(state.hits.values())
+
+    def _scan_unwrapped(
+        self, data: bytes, source: SourceKind, template: Signal, state: _LogState
+    ) -> None:
+        """A paste's hard-wrapped lines joined again, scanned for the signatures the
+        lines as written did not show; evidence is the user's lines, with their numbers."""
+        unwrapped = unwrap(without_colour(data))
+        if unwrapped is None:
+            return
+        text, firsts = unwrapped
+        original = data.decode("utf-8", "replace").split("\n")
+        candidates, _ = self._log_prefilter.line_candidates(text)
+        lines = _LineCounter(text, 0)
+        for sig, end in candidates:
+            if not sig.applies_to(source) or sig.id in state.hits:
+                continue
+            region = (0, len(text)) if end == -1 else _region_before(text, end, 0)
+            for start, stop, match in _confirm(sig, text, region):
+                first, last = lines.at(start), lines.at(max(stop - 1, start))
+                upto = firsts[last + 1] if last + 1 < len(firsts) else len(original)
+                shown = "\n".join(original[firsts[first] : upto]).rstrip("\r")
+                bounds = _line_bounds(text, start, stop)
+                evidence = text[bounds[0] : bounds[1]].decode("utf-8", "replace")
+                self._record(sig, match, evidence, shown, firsts[first] + 1, template, state)
+                break
 
     def _scan_window(
         self,

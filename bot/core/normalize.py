@@ -114,3 +114,56 @@ def lenient_anchors(pattern: str) -> str:
 def anchors_lines(pattern: str) -> bool:
     """True when `pattern` has a line-start anchor outside a character class."""
     return lenient_anchors(pattern) != pattern
+
+
+UNWRAP_MIN_WIDTH = 60
+"""A line shorter than this was not wrapped."""
+# A line that starts a record of its own: indented, a prefix, a timestamp or level,
+# a traceback line, an exception name, a list item or table rule.
+_STARTS_RECORD = re.compile(
+    rb"[ \t(\[<>{}|#*=+-]|\d{1,4}[-/:. ]|[A-Z]{3,}\b"
+    rb"|(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b|File \"|Traceback|During handling"
+)
+
+
+def unwrap(data: bytes) -> tuple[bytes, list[int]] | None:
+    """`data` with hard-wrapped lines joined again, and for each joined line the index
+    of its first original line; None when no line looks wrapped.
+
+    A line is a wrap's first half when it is long and the next line does not start
+    a record of its own. A line exactly as long as the paste's most common long
+    width was cut by a terminal, possibly inside a word, so it is joined without a
+    space; a shorter one was broken at a space, which is put back."""
+    lines = [line.removesuffix(b"\r") for line in data.split(b"\n")]
+    width = _terminal_width(lines)
+    joined: list[bytes] = []
+    firsts: list[int] = []
+    previous = b""
+    for index, line in enumerate(lines):
+        if joined and _continues(previous, line):
+            cut = previous.endswith((b" ", b"\t")) or len(previous) == width
+            joined[-1] += (b"" if cut else b" ") + line
+        else:
+            joined.append(line)
+            firsts.append(index)
+        previous = line
+    if len(joined) == len(lines):
+        return None
+    return b"\n".join(joined), firsts
+
+
+def _terminal_width(lines: list[bytes]) -> int:
+    counts: dict[int, int] = {}
+    for line in lines:
+        if len(line) >= UNWRAP_MIN_WIDTH:
+            counts[len(line)] = counts.get(len(line), 0) + 1
+    width, seen = max(counts.items(), key=lambda item: item[1], default=(0, 0))
+    return width if seen >= 2 else -1
+
+
+def _continues(previous: bytes, line: bytes) -> bool:
+    if len(previous) < UNWRAP_MIN_WIDTH or not line.strip():
+        return False
+    if previous.rstrip().endswith(b":"):
+        return False
+    return _STARTS_RECORD.match(line) is None
