@@ -29,12 +29,17 @@ buildah() { command buildah --storage-driver "$STORAGE_DRIVER" "$@"; }
 
 say() { printf '== %s\n' "$*" >&2; }
 
-need() {  # need COMMAND PACKAGE: install Debian's package when the command is missing
-  command -v "$1" >/dev/null && return
-  say "installing $2 (apt-get)"
-  if [ "$(id -u)" != 0 ]; then echo "image.sh: $1 is missing; install $2 (as root)" >&2; exit 2; fi
+need() {  # need COMMAND PACKAGE...: install Debian's packages when the command is missing
+  local command=$1
+  shift
+  command -v "$command" >/dev/null && return
+  say "installing $* (apt-get)"
+  if [ "$(id -u)" != 0 ]; then
+    echo "image.sh: $command is missing; install $* (as root)" >&2
+    exit 2
+  fi
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$2" >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
 }
 
 mirror() {  # the Debian mirror apt uses for $SUITE, from /etc/apt/sources.list*
@@ -69,7 +74,7 @@ debootstrap_base() {  # prints the name of the local base image, making it if ne
   if buildah inspect --type image "$name" >/dev/null 2>&1; then echo "$name"; return; fi
   tarball=$CACHE/$SUITE-python3-$key.tar
   if [ ! -s "$tarball" ]; then
-    need debootstrap debootstrap
+    need debootstrap debootstrap debian-archive-keyring
     root=$(mktemp -d /tmp/pitcrew-base-XXXXXX)
     say "debootstrap $SUITE + python3 from $url into $root"
     debootstrap --variant=minbase --include="$BASE_PACKAGES" "$SUITE" "$root" "$url" \
@@ -98,22 +103,31 @@ trim_root() {  # what an image never uses: downloaded packages, apt lists, docs,
 
 base_image() {
   if [ -n "${PYTHON_IMAGE:-}" ]; then echo "$PYTHON_IMAGE"; return; fi
-  if buildah pull --quiet "$DEFAULT_BASE" >/dev/null 2>&1; then echo "$DEFAULT_BASE"; return; fi
+  if timeout 120 buildah --storage-driver "$STORAGE_DRIVER" pull --quiet "$DEFAULT_BASE" \
+    >/dev/null 2>&1; then
+    echo "$DEFAULT_BASE"
+    return
+  fi
   say "no registry answers for $DEFAULT_BASE: making the base with debootstrap"
   debootstrap_base
 }
 
 build() {
   need buildah buildah
-  local base start ca_args=()
+  local base start previous current ca_args=()
   start=$(date +%s)
   base=$(base_image)
   if [ -s "$CA_BUNDLE" ]; then
     ca_args=(--volume "$CA_BUNDLE:$CA_BUNDLE:ro" --build-arg "PIP_CERT=$CA_BUNDLE")
   fi
   say "building $IMAGE from $base"
-  buildah bud --isolation chroot --layers=false --pull-never --build-arg "PYTHON_IMAGE=$base" "${ca_args[@]}" \
-    --tag "$IMAGE" --file Dockerfile .
+  previous=$(buildah inspect --type image --format '{{.FromImageID}}' "$IMAGE" 2>/dev/null || true)
+  buildah bud --isolation chroot --layers=false --pull-never --build-arg "PYTHON_IMAGE=$base" \
+    "${ca_args[@]}" --tag "$IMAGE" --file Dockerfile .
+  current=$(buildah inspect --type image --format '{{.FromImageID}}' "$IMAGE")
+  if [ -n "$previous" ] && [ "$previous" != "$current" ]; then  # the one it replaced
+    buildah rmi "$previous" >/dev/null 2>&1 || true
+  fi
   say "built $IMAGE in $(($(date +%s) - start))s; $(size)"
 }
 
