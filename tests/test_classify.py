@@ -3,12 +3,14 @@ with exact line numbers and captures, and keeps benign lines quiet."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
 from bot.core import engine as classify
 from bot.core.engine import Classifier
+from bot.core.errors import PlaybookError
 from bot.core.model import Signal, SourceKind
 from bot.core.playbooks import load_library
 from tests.helpers import playbook, write_library
@@ -57,11 +59,6 @@ def _library(tmp_path: Path) -> Classifier:
             "spill",
             "object_store_full",
             [{"name": "spill", "regex": r"Spilled (?P<mib>\d+) MiB"}],
-        ),
-        playbook(
-            "lookahead",
-            "gpu_fault",
-            [{"name": "xid", "regex": r"Xid (?P<xid>\d+)(?=, pid)"}],
         ),
         playbook(
             "oom-status",
@@ -140,12 +137,39 @@ def test_noise_lines_never_fire(tmp_path: Path) -> None:
     assert hits == []
 
 
-def test_a_signature_hyperscan_cannot_compile_exactly_still_matches(tmp_path: Path) -> None:
-    classifier = _library(tmp_path)
-    hits = classifier.scan_log(
-        [b"NVRM: Xid (PCI:0000:3b:00): 79\nNVRM: Xid 79, pid=1234, GPU has fallen off the bus\n"]
+@pytest.mark.parametrize(
+    ("regex", "why"),
+    [
+        (r"Xid (?P<xid>\d+)(?=, pid)", "invalid perl operator: (?="),
+        (r"(?<!\d)0 Workers", "invalid perl operator: (?<!"),
+        (r"(?P<q>['\"]).*(?P=q)", "invalid perl operator: (?P"),
+        (r"(a)\1", "invalid escape sequence: \\1"),
+    ],
+)
+def test_a_regex_that_needs_backtracking_is_refused_at_load_with_file_and_line(
+    tmp_path: Path, regex: str, why: str
+) -> None:
+    directory = write_library(
+        tmp_path / "pb", playbook("slow", "gpu_fault", [{"name": "s", "regex": regex}])
     )
-    assert _summary(hits) == [("lookahead", 2, {"xid": "79"}, 1)]
+    with pytest.raises(PlaybookError) as refused:
+        load_library([directory])
+    assert str(refused.value) == (
+        f"{directory / 'slow.yaml'}:7: match[0].regex: regex {regex!r}: RE2 cannot run it "
+        f"({why}): lookarounds and backreferences need a backtracking engine, which a log "
+        "line can stall; rewrite it, for example with `unless` for what must not match"
+    )
+
+
+def test_an_exponential_pattern_for_python_re_runs_in_linear_time(tmp_path: Path) -> None:
+    """`(a+)+$` took Python's `re` 16 s on 28 characters; RE2 answers at once."""
+    directory = write_library(
+        tmp_path / "pb", playbook("nested", "gpu_fault", [{"name": "n", "regex": "(a+)+$"}])
+    )
+    classifier = Classifier(load_library([directory]))
+    started = time.monotonic()
+    assert classifier.scan_log([b"a" * 10_000 + b"!\n"] * 20) == []
+    assert time.monotonic() - started < 5
 
 
 def test_invalid_utf8_inside_a_log_is_replaced_not_fatal(tmp_path: Path) -> None:

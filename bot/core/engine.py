@@ -11,11 +11,11 @@ not lost at chunk borders), so a 1 GB file never sits in memory.
 from __future__ import annotations
 
 import logging
-import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from bot.core.linear import Found
 from bot.core.model import ObjectRef, Signal, SourceKind
 from bot.core.normalize import (
     COLOUR_MARK,
@@ -238,7 +238,7 @@ class Classifier:
     def _record(
         self,
         sig: CompiledSignature,
-        match: re.Match[bytes],
+        match: Found[bytes],
         evidence: str,
         shown: str,
         line: int,
@@ -263,8 +263,9 @@ class Classifier:
 
 def _confirm(
     sig: CompiledSignature, scan: bytes, region: tuple[int, int]
-) -> Iterator[tuple[int, int, re.Match[bytes]]]:
-    """(start, end, match) of the signature's matches in `scan[region]`. A signature
+) -> Iterator[tuple[int, int, Found[bytes]]]:
+    """(start, end, match) of the signature's matches in `scan[region]`, found by RE2
+    (`bot.core.linear`: no backtracking, so no line can stall the scan). A signature
     anchored at line starts is run over the region's lines without their prefixes;
     its start and end are then those of the lines it matched in `scan`."""
     assert sig.bytes_regex is not None

@@ -31,7 +31,7 @@ from pydantic import (
     model_validator,
 )
 
-from bot.core import cache
+from bot.core import cache, linear
 from bot.core.actions.catalog import CATALOG, FACTS
 from bot.core.errors import PlaybookError
 from bot.core.model import SourceKind
@@ -53,6 +53,10 @@ def _check_regex(value: str) -> str:
         re.compile(value)
     except re.error as error:
         raise ValueError(f"regex does not compile: {error}") from None
+    try:
+        linear.check(value)
+    except linear.LinearError as error:
+        raise ValueError(f"regex {value!r}: {error}") from None
     return value
 
 
@@ -65,6 +69,9 @@ class Signature(_Strict):
     )
     reason: str | None = Field(
         default=None, description="regex that must match the whole signal reason"
+    )
+    not_reason: str | None = Field(
+        default=None, description="regex that must not match the whole signal reason"
     )
     fields: dict[str, str] = Field(
         default_factory=dict, description="field name -> regex matching the whole value"
@@ -88,7 +95,7 @@ class Signature(_Strict):
         default_factory=list, description="dropped when any of these categories is found too"
     )
 
-    @field_validator("reason", "regex")
+    @field_validator("reason", "not_reason", "regex")
     @classmethod
     def _regex_compiles(cls, value: str | None) -> str | None:
         return None if value is None else _check_regex(value)

@@ -1,4 +1,5 @@
-"""A playbook signature compiled for the classifier: its regexes for text and for bytes,
+"""A playbook signature compiled for the classifier: its regexes (RE2, `bot.core.linear`)
+for text and for bytes,
 and what the scan needs to know about its regex (anchored at line starts, able to
 span lines)."""
 
@@ -8,6 +9,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
+from bot.core.linear import Linear
 from bot.core.model import LOG_SOURCES, Signal, SourceKind
 from bot.core.normalize import anchors_lines, lenient_anchors
 from bot.core.playbooks import LoadedPlaybook, Signature
@@ -16,7 +18,7 @@ from bot.core.regexes import can_span_lines
 
 @dataclass(frozen=True, eq=False)
 class CompiledSignature:
-    """A signature ready to run: its regexes for text and for bytes, each compiled by `re`
+    """A signature ready to run: its regexes for text and for bytes, each compiled by RE2
     on first use. Hyperscan rules most signatures out of a given text, so a short run
     (`pitcrew diagnose` of a paste) compiles few of them, and a classifier builds fast."""
 
@@ -31,28 +33,33 @@ class CompiledSignature:
         return bool(self.signature.regex)
 
     @cached_property
-    def reason(self) -> re.Pattern[str] | None:
+    def reason(self) -> Linear[str] | None:
         reason = self.signature.reason
-        return re.compile(reason) if reason is not None else None
+        return Linear(reason) if reason is not None else None
 
     @cached_property
-    def fields(self) -> tuple[tuple[str, re.Pattern[str]], ...]:
-        return tuple((k, re.compile(v)) for k, v in self.signature.fields.items())
+    def not_reason(self) -> Linear[str] | None:
+        reason = self.signature.not_reason
+        return Linear(reason) if reason is not None else None
 
     @cached_property
-    def text_regex(self) -> re.Pattern[str] | None:
+    def fields(self) -> tuple[tuple[str, Linear[str]], ...]:
+        return tuple((k, Linear(v)) for k, v in self.signature.fields.items())
+
+    @cached_property
+    def text_regex(self) -> Linear[str] | None:
         regex = self.signature.regex
-        return re.compile(regex, flags_of(self.signature)) if regex else None
+        return Linear(regex, ignore_case=self.signature.ignore_case) if regex else None
 
     @cached_property
-    def bytes_regex(self) -> re.Pattern[bytes] | None:
+    def bytes_regex(self) -> Linear[bytes] | None:
         regex = self.signature.regex
-        return re.compile(regex.encode(), flags_of(self.signature)) if regex else None
+        return Linear(regex.encode(), ignore_case=self.signature.ignore_case) if regex else None
 
     @cached_property
-    def unless(self) -> tuple[re.Pattern[str], ...]:
+    def unless(self) -> tuple[Linear[str], ...]:
         patterns = [*self.signature.unless, *self.loaded.playbook.unless]
-        return tuple(re.compile(u, flags_of(self.signature)) for u in patterns)
+        return tuple(Linear(u, ignore_case=self.signature.ignore_case) for u in patterns)
 
     @cached_property
     def spans_lines(self) -> bool:
@@ -67,6 +74,8 @@ class CompiledSignature:
 
     def structured_match(self, signal: Signal) -> bool:
         if self.reason is not None and not self.reason.fullmatch(signal.reason):
+            return False
+        if self.not_reason is not None and self.not_reason.fullmatch(signal.reason):
             return False
         for name, pattern in self.fields:
             value = signal.fields.get(name)
