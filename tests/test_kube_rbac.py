@@ -7,10 +7,14 @@ from pathlib import Path
 
 import yaml
 
-from bot.adapters.kubernetes.executors import EXECUTORS
-from bot.adapters.kubernetes.executors import RBAC as ACTIONS
+from bot.adapters.kuberay.rerun import RBAC as KUBERAY_ACTIONS
+from bot.adapters.kuberay.rerun import RERUN_EXECUTORS
+from bot.adapters.kubernetes.executors import EXECUTORS as K8S_EXECUTORS
+from bot.adapters.kubernetes.executors import RBAC as K8S_ACTIONS
 from bot.adapters.kubernetes.source import RBAC as SOURCE
 
+ACTIONS = (*K8S_ACTIONS, *KUBERAY_ACTIONS)
+EXECUTORS = {**K8S_EXECUTORS, **RERUN_EXECUTORS}
 DOC = Path(__file__).resolve().parent.parent / "docs" / "rbac.md"
 
 

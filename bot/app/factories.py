@@ -158,6 +158,12 @@ def kubernetes_executor(settings: Settings, bookmarks: Bookmarks | None = None) 
     return KubernetesExecutor(kube_api(settings), config)
 
 
+def kuberay_executor(settings: Settings, bookmarks: Bookmarks | None = None) -> Executor:
+    from bot.adapters.kuberay.rerun import kuberay_executor as build_kuberay
+
+    return build_kuberay(kube_api(settings))
+
+
 def ray_executor(settings: Settings, bookmarks: Bookmarks | None = None) -> RayActionExecutor:
     """The executor kind `ray` for the clusters of `sources.ray` and, when RayCluster
     discovery runs, the clusters it found (read from `bookmarks` at each lookup). Pass the
@@ -186,6 +192,7 @@ SOURCE_KINDS: dict[str, SourceFactory] = {
 EXECUTOR_KINDS: dict[str, ExecutorFactory] = {
     "echo": echo_executor,
     "kubernetes": kubernetes_executor,
+    "kuberay": kuberay_executor,
     "ray": ray_executor,
 }
 

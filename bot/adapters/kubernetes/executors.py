@@ -179,8 +179,14 @@ class KubernetesExecutor:
     """`bot.daemon.runner.Executor` for the Kubernetes actions (select it with
     `actions.executors: {"k8s.*": kubernetes}`)."""
 
-    def __init__(self, api: KubeApi, config: KubeActionConfig | None = None) -> None:
-        self.executors = executors(api, config)
+    def __init__(
+        self,
+        api: KubeApi,
+        config: KubeActionConfig | None = None,
+        classes: Mapping[str, type[KubeExecutor]] | None = None,
+    ) -> None:
+        kinds = EXECUTORS if classes is None else classes
+        self.executors = {action: cls(api, config) for action, cls in kinds.items()}
 
     def _for(self, proposal: Proposal) -> KubeExecutor:
         executor = self.executors.get(proposal.action)

@@ -21,6 +21,7 @@ from bot.adapters.kubernetes.state import (
     identity,
     problems,
 )
+from bot.adapters.kubernetes.templates import RERUN_ANNOTATION
 from bot.adapters.kubernetes.watch import NotServedError, WatchLoop
 from bot.core.inputs.values import as_map, text_at
 from bot.core.model import ObjectRef
@@ -39,6 +40,8 @@ def deleted_workload(kind: str, obj: Mapping[str, Any]) -> ObjectRef | None:
     if kind not in KUBERAY_KINDS:
         return None
     metadata = as_map(obj.get("metadata"))
+    if text_at(metadata, "annotations", RERUN_ANNOTATION):
+        return None  # deleted to be created again: the incident follows the rerun
     if kind == "RayCluster":
         owners = metadata.get("ownerReferences")
         owned = (

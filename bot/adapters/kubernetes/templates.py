@@ -17,6 +17,7 @@ from bot.adapters.kubernetes.api import BY_KIND, Resource
 from bot.core.inputs.values import as_list, as_map, text_at
 
 PROPOSAL_ANNOTATION = "pitcrew.io/last-proposal"
+RERUN_ANNOTATION = "pitcrew.io/rerun-by"  # on a RayJob deleted to be created again
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ from bot.adapters.ray.client import (
 from bot.adapters.ray.jobs import job_parts
 from bot.adapters.ray.signals import DEFAULT_RAYJOB_KEYS
 from bot.core.actions.catalog import ActionParams, KillActor, ResubmitJob, StopJob
+from bot.core.actions.entrypoint import with_override
 from bot.core.approvals import LiveCheck
 from bot.core.diagnosis import Engine
 from bot.core.errors import ActionFailedError, ActionRefusedError
@@ -499,7 +500,7 @@ class ResubmitJobExecutor(RayExecutor):
         resources = entrypoint_resources(client, p.submission_id)
         parts = job_parts(client, old, config, rayjob_keys=self.rayjob_keys)
         blocked = self.categories(parts) & NOT_RESUBMITTABLE
-        return _Plan(old, root, len(earlier), resources, blocked, "")
+        return _Plan(old, root, len(earlier), resources, blocked, "", config.rayjob)
 
     def check(self, params: Mapping[str, Any] | ActionParams) -> tuple[Facts, str]:
         p = self.params(params)
@@ -513,10 +514,12 @@ class ResubmitJobExecutor(RayExecutor):
             "ray.job_terminal": status in TERMINAL,
             "ray.job_running": status in ACTIVE,
             "ray.resubmits_below_cap": plan.attempts < self.cap(p),
+            "ray.not_rayjob_owned": not config.rayjob,
         }
+        entrypoint = with_override(str(plan.old.get("entrypoint") or ""), p.override)
         preview = (
             f"[{config.name}] resubmit Ray job {p.submission_id} ({status}) as a new submission: "
-            f"entrypoint {_clip(str(plan.old.get('entrypoint') or ''))}; "
+            f"entrypoint {_clip(entrypoint)}; "
             f"runtime_env keys {sorted(_mapping(plan.old.get('runtime_env')))}; "
             f"metadata kept, plus {RESUBMIT_OF_KEY}={p.submission_id}; "
             f"entrypoint resources {plan.resources_text()}; "
@@ -533,6 +536,11 @@ class ResubmitJobExecutor(RayExecutor):
         status = str(plan.old.get("status") or "")
         if status not in TERMINAL:
             return f"the job is still {status}: stop it first"
+        if plan.rayjob:
+            return (
+                f"the job belongs to RayJob {plan.rayjob}: a Jobs API resubmission "
+                "would leave the RayJob Failed; rerun it with kuberay.recreate_rayjob"
+            )
         if plan.attempts >= self.cap(p):
             return f"already resubmitted {plan.attempts} time(s), the cap is {self.cap(p)}"
         if plan.blocked:
@@ -566,7 +574,7 @@ class ResubmitJobExecutor(RayExecutor):
                 ACTION_KEY: self.action,
             }
             client.submit_job(
-                str(old.get("entrypoint") or ""),
+                with_override(str(old.get("entrypoint") or ""), p.override),
                 submission_id=submission,
                 runtime_env=_mapping(old.get("runtime_env")) or None,
                 metadata=metadata,
@@ -607,6 +615,7 @@ class _Plan:
     resources: dict[str, Any]
     blocked: set[str]
     problem: str
+    rayjob: str = ""  # the RayJob the job's cluster runs for, if any
 
     def resources_text(self) -> str:
         if not self.resources:

@@ -34,18 +34,21 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from rich.console import Console
 
-from bot.adapters.kubernetes.api import RAY_CLUSTERS
+from bot.adapters.kuberay.rerun import RECREATED_FROM
+from bot.adapters.kubernetes.api import RAY_CLUSTERS, RAY_JOBS
 from bot.adapters.ray.client import RayApiError
 from bot.adapters.ray.local import LocalRayHead
 from bot.app import wiring as app
 from bot.app.demo import memory as seed_memory
 from bot.app.demo import seed as seed_case
+from bot.app.demo.controller import RayJobController
 from bot.app.demo.emulator import KubeEmulator
 from bot.app.demo.jobs import MISSING_MODULE, NAMESPACE, REGISTER_CENTER, Jobs, until
 from bot.app.demo.screen import Card, DemoChat, ScenarioRow, Screen, summary
@@ -90,7 +93,9 @@ def settings_for(directory: Path, ray_url: str, kubeconfig: Path) -> Settings:
             "chat": {"kind": "console"},
             "notify": {"group_wait": 1, "group_interval": 1},
             "approvals": {"approvers": [{"users": [console_user(APPROVER).id]}]},
-            "actions": {"executors": {"ray.*": "ray", "k8s.*": "kubernetes"}},
+            "actions": {
+                "executors": {"ray.*": "ray", "k8s.*": "kubernetes", "kuberay.*": "kuberay"}
+            },
             "sources": sources,
             "scheduler": {"tick": 0.2, "approved": 0.5, "outbox": 0.5, "expiry": 5},
             "pipeline": {"drain_timeout": 5, "flush_timeout": 5},
@@ -200,30 +205,8 @@ class Demo:
             "was OOMKilled at 16Gi, and a driver log ending in "
             "`qwAKMv_register_center (namespace=None) is already taken`.",
         )
-        started = time.time()
-        with screen.step("EMULATED: creating the seed's RayJob, RayCluster, pods, nodes, quota"):
-            objects = seed_case.install(emulator)
-        cluster_name = str(objects["cluster"]["metadata"]["name"])
-        screen.done("EMULATED: the seed's objects exist; the worker pod shows OOMKilled")
-        card = self.chat.wait_for(
-            lambda c: c.report.where.get("workload") == f"RayJob {SEED_RAYJOB.name}",
-            CARD_TIMEOUT,
-            f"pitcrew's card for {SEED_RAYJOB}",
-        )
-        out.to_card = card.posted_at - started
-        screen.say(f"card {card.ref} posted {out.to_card:.1f} s after the failure appeared")
-        incident = self._incident(
-            lambda i: (
-                i.workload == SEED_RAYJOB
-                and "named_actor_conflict" in {str(f.category) for f in i.diagnosis.secondary}
-            ),
-            "the clash in the driver log to join the incident",
-        )
-        out.cause = f"{_cause(incident)} (+ named_actor_conflict)"
-        if _cause(incident) != "pod_oom_killed":
-            raise ScenarioFailedError(f"the card's root cause is {_cause(incident)}")
+        card, incident, cluster_name = self._seed_card(out)
         ours = _of(incident)
-
         bump = self._proposal(ours, "k8s.bump_memory", {S.OFFERED}, CARD_TIMEOUT)
         self._approve_and_run(bump, card)
         out.action = "k8s.bump_memory"
@@ -235,13 +218,47 @@ class Demo:
             f"read back from the emulator: RayCluster {cluster_name} group gpu-group "
             f"memory limit {limit}"
         )
+        self._seed_checks(incident, card, cluster_name)
+        self._seed_rerun(ours, card)
+        out.action = "k8s.bump_memory, kuberay.recreate_rayjob"
+        out.result = "one card; 24Gi read back; RayJob recreated with 24Gi; the kill not offered"
+        out.ok = True
 
+    def _seed_card(self, out: ScenarioRow) -> tuple[Card, Incident, str]:
+        """The seed's objects created; its one card, and the incident with the clash."""
+        started = time.time()
+        with self.screen.step(
+            "EMULATED: creating the seed's RayJob, RayCluster, pods, nodes, quota"
+        ):
+            objects = seed_case.install(self.emulator)
+        self.screen.done("EMULATED: the seed's objects exist; the worker pod shows OOMKilled")
+        card = self.chat.wait_for(
+            lambda c: c.report.where.get("workload") == f"RayJob {SEED_RAYJOB.name}",
+            CARD_TIMEOUT,
+            f"pitcrew's card for {SEED_RAYJOB}",
+        )
+        out.to_card = card.posted_at - started
+        self.screen.say(f"card {card.ref} posted {out.to_card:.1f} s after the failure appeared")
+        incident = self._incident(
+            lambda i: (
+                i.workload == SEED_RAYJOB
+                and "named_actor_conflict" in {str(f.category) for f in i.diagnosis.secondary}
+            ),
+            "the clash in the driver log to join the incident",
+        )
+        out.cause = f"{_cause(incident)} (+ named_actor_conflict)"
+        if _cause(incident) != "pod_oom_killed":
+            raise ScenarioFailedError(f"the card's root cause is {_cause(incident)}")
+        return card, incident, str(objects["cluster"]["metadata"]["name"])
+
+    def _seed_checks(self, incident: Incident, card: Card, cluster_name: str) -> None:
+        """The kill is not offered for the live register center; one card for the RayJob."""
         kill = next((a for a in incident.diagnosis.actions if a.action == "ray.kill_actor"), None)
         proposals = self.daemon.store.proposals_for_incident(incident.id)
         if kill is None or kill.offered or any(p.action == "ray.kill_actor" for p in proposals):
             raise ScenarioFailedError("ray.kill_actor was offered for the live register center")
-        screen.done(f"ray.kill_actor not offered: {kill.reason}")
-        seed_memory.show(screen, incident, cluster_name)  # with Prometheus, if installed
+        self.screen.done(f"ray.kill_actor not offered: {kill.reason}")
+        seed_memory.show(self.screen, incident, cluster_name)  # with Prometheus, if installed
         posts = [
             c
             for c in self.chat.cards()
@@ -250,8 +267,30 @@ class Demo:
         if len(posts) != 1:
             raise ScenarioFailedError(f"{len(posts)} cards for {SEED_RAYJOB}, not one")
         self._show_when(card, "applied and verified: k8s.bump_memory")
-        out.result = "one card; 24Gi read back; the kill not offered"
-        out.ok = True
+
+    def _seed_rerun(self, ours: Callable[[Proposal], bool], card: Card) -> None:
+        """The RayJob run again as a RayJob, with the bumped memory in its spec."""
+        rerun = self._proposal(ours, "kuberay.recreate_rayjob", {S.OFFERED}, CARD_TIMEOUT)
+        self.screen.say(
+            "EMULATED: kmock runs no KubeRay controller; the demo sets the recreated "
+            "RayJob Running, as KubeRay would"
+        )
+        with RayJobController(self.emulator.api, seed_case.NS):
+            self._approve_and_run(rerun, card)
+        again = self.emulator.api.get(RAY_JOBS, seed_case.NS, SEED_RAYJOB.name) or {}
+        limit = _worker_limit(
+            {"spec": again.get("spec", {}).get("rayClusterSpec", {})}, "gpu-group"
+        )
+        recreated = (again.get("metadata", {}).get("annotations") or {}).get(RECREATED_FROM)
+        if not recreated or limit != "24Gi":
+            raise ScenarioFailedError(
+                f"the recreated RayJob reads back with {limit or 'no'} memory limit"
+            )
+        self.screen.done(
+            f"read back from the emulator: RayJob {SEED_RAYJOB.name} recreated (from uid "
+            f"{recreated}), group gpu-group memory limit {limit}, "
+            f"{again.get('status', {}).get('jobDeploymentStatus')}"
+        )
 
     # -- steps ------------------------------------------------------------------------------
 
@@ -416,43 +455,37 @@ def main(*, yes: bool, verbose: bool = False, console: Console | None = None) ->
         ScenarioRow("the seed (EMULATED Kubernetes)"),
     ]
     timings: list[str] = []
-    code = 0
     began = time.monotonic()
-    directory = Path(tempfile.mkdtemp(prefix="pitcrew-demo-"))
-    head = LocalRayHead(num_cpus=2)
+    code, survivors = _everything(screen, outcomes, timings, yes=yes, verbose=verbose)
+    timings.append(f"total: {time.monotonic() - began:.0f} s")
+    if code == 130:
+        return code
+    summary(console, outcomes, timings)
+    return _exit_code(screen, outcomes, survivors, code)
+
+
+@dataclass
+class _Parts:
+    """What the demo started, to stop whatever happens."""
+
+    head: LocalRayHead
     emulator: KubeEmulator | None = None
     daemon: app.Daemon | None = None
     jobs: Jobs | None = None
+
+
+def _everything(
+    screen: Screen, outcomes: list[ScenarioRow], timings: list[str], *, yes: bool, verbose: bool
+) -> tuple[int, list[int]]:
+    """Start, run the scenarios, stop; the exit status so far and surviving Ray pids."""
+    began = time.monotonic()
+    directory = Path(tempfile.mkdtemp(prefix="pitcrew-demo-"))
+    parts = _Parts(LocalRayHead(num_cpus=2))
+    code = 0
     with _signals():
         try:
-            screen.heading(
-                "pitcrew demo",
-                "Real failures on a local Ray, pitcrew's diagnosis on cards, approvals, "
-                "remediation, verification. Approver: "
-                f"{console_user(APPROVER).id}" + (" (--yes approves everything)" if yes else ""),
-            )
-            with screen.step("Starting a local Ray head on 127.0.0.1 (its own temp dir)"):
-                head.start()
-            screen.done(f"Ray head up in {time.monotonic() - began:.0f} s: dashboard {head.url}")
-            screen.say(f"  process group {head.pid}, temp dir {head.temp_dir}")
-            with screen.step("Starting kmock's Kubernetes API emulator (EMULATED Kubernetes)"):
-                emulator = KubeEmulator()
-                emulator.install_kuberay()
-                kubeconfig = emulator.write_kubeconfig(directory / "kubeconfig")
-            screen.done(f"EMULATED Kubernetes API at {emulator.url} (kmock, in this process)")
-            with screen.step("Starting pitcrew (playbooks, store, sources, executors)"):
-                chat = DemoChat(console)
-                daemon = app.build(settings_for(directory, head.url, kubeconfig), chat=chat)
-                daemon.start()
-                jobs = Jobs(head.url, directory / "jobs")
-                _quiet(verbose)  # importing Ray set its loggers' levels again
-            screen.done(f"pitcrew running in this process: console chat, store {daemon.store.path}")
-            screen.say(
-                f"  sources: Ray (polls {head.url} every 1 s), Kubernetes (watches "
-                f"{seed_case.NS} on the emulator); executors: ray.* ray, k8s.* kubernetes"
-            )
+            demo = _start(screen, parts, directory, yes=yes, verbose=verbose)
             timings.append(f"set-up: {time.monotonic() - began:.0f} s")
-            demo = Demo(screen, chat, daemon, jobs, emulator, yes=yes)
             scenarios = (demo.stale_actor, demo.missing_dependency, demo.seed)
             for outcome, scenario in zip(outcomes, scenarios, strict=True):
                 started = time.monotonic()
@@ -467,13 +500,47 @@ def main(*, yes: bool, verbose: bool = False, console: Console | None = None) ->
             code = 1
         finally:
             stopping = time.monotonic()
-            survivors = _stop(daemon, jobs, emulator, head, screen)
+            survivors = _stop(parts.daemon, parts.jobs, parts.emulator, parts.head, screen)
             shutil.rmtree(directory, ignore_errors=True)
             timings.append(f"stop: {time.monotonic() - stopping:.0f} s")
-    timings.append(f"total: {time.monotonic() - began:.0f} s")
-    if code == 130:
-        return code
-    summary(console, outcomes, timings)
+    return code, survivors
+
+
+def _start(screen: Screen, parts: _Parts, directory: Path, *, yes: bool, verbose: bool) -> Demo:
+    """The Ray head, the emulator and the daemon, each said on screen as it comes up."""
+    began = time.monotonic()
+    screen.heading(
+        "pitcrew demo",
+        "Real failures on a local Ray, pitcrew's diagnosis on cards, approvals, "
+        "remediation, verification. Approver: "
+        f"{console_user(APPROVER).id}" + (" (--yes approves everything)" if yes else ""),
+    )
+    head = parts.head
+    with screen.step("Starting a local Ray head on 127.0.0.1 (its own temp dir)"):
+        head.start()
+    screen.done(f"Ray head up in {time.monotonic() - began:.0f} s: dashboard {head.url}")
+    screen.say(f"  process group {head.pid}, temp dir {head.temp_dir}")
+    with screen.step("Starting kmock's Kubernetes API emulator (EMULATED Kubernetes)"):
+        emulator = parts.emulator = KubeEmulator()
+        emulator.install_kuberay()
+        kubeconfig = emulator.write_kubeconfig(directory / "kubeconfig")
+    screen.done(f"EMULATED Kubernetes API at {emulator.url} (kmock, in this process)")
+    with screen.step("Starting pitcrew (playbooks, store, sources, executors)"):
+        chat = DemoChat(screen.console)
+        daemon = parts.daemon = app.build(settings_for(directory, head.url, kubeconfig), chat=chat)
+        daemon.start()
+        jobs = parts.jobs = Jobs(head.url, directory / "jobs")
+        _quiet(verbose)  # importing Ray set its loggers' levels again
+    screen.done(f"pitcrew running in this process: console chat, store {daemon.store.path}")
+    screen.say(
+        f"  sources: Ray (polls {head.url} every 1 s), Kubernetes (watches "
+        f"{seed_case.NS} on the emulator); executors: ray.* ray, k8s.* kubernetes, "
+        "kuberay.* kuberay"
+    )
+    return Demo(screen, chat, daemon, jobs, emulator, yes=yes)
+
+
+def _exit_code(screen: Screen, outcomes: list[ScenarioRow], survivors: list[int], code: int) -> int:
     if survivors:
         screen.problem(f"Ray processes survived the stop: {survivors}")
         code = code or 1

@@ -166,14 +166,18 @@ def oomkilled(container: str, finished: str, restarts: int = 1) -> list[dict[str
 
 def submitter(rayjob: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The K8s Job KubeRay runs `ray job submit` in, and its pod."""
+    return submitter_job(rayjob), submitter_pod(rayjob)
+
+
+def submitter_job(rayjob: dict[str, Any]) -> dict[str, Any]:
+    """The K8s Job KubeRay runs `ray job submit` in, owned by the RayJob; it failed."""
     name = rayjob["metadata"]["name"]
-    ns = rayjob["metadata"]["namespace"]
-    job = {
+    return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
             "name": name,
-            "namespace": ns,
+            "namespace": rayjob["metadata"]["namespace"],
             "uid": f"uid-job-{name}",
             "ownerReferences": [
                 {
@@ -196,12 +200,18 @@ def submitter(rayjob: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         },
         "status": {"failed": 1},
     }
-    pod = {
+
+
+def submitter_pod(rayjob: dict[str, Any]) -> dict[str, Any]:
+    """The submitter Job's pod, whose log is the driver's; it exited 1."""
+    name = rayjob["metadata"]["name"]
+    terminated = {"reason": "Error", "exitCode": 1, "finishedAt": "2025-11-03T10:14:21Z"}
+    return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
             "name": f"{name}-x9z2k",
-            "namespace": ns,
+            "namespace": rayjob["metadata"]["namespace"],
             "uid": f"uid-submitter-{name}",
             "creationTimestamp": "2025-11-03T09:40:40Z",
             "labels": {"batch.kubernetes.io/job-name": name, "job-name": name},
@@ -225,18 +235,11 @@ def submitter(rayjob: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
                 {
                     "name": "ray-job-submitter",
                     "restartCount": 0,
-                    "state": {
-                        "terminated": {
-                            "reason": "Error",
-                            "exitCode": 1,
-                            "finishedAt": "2025-11-03T10:14:21Z",
-                        }
-                    },
+                    "state": {"terminated": terminated},
                 }
             ],
         },
     }
-    return job, pod
 
 
 def node(

@@ -11,7 +11,7 @@ import re
 from datetime import timedelta
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator
 
@@ -42,6 +42,14 @@ class GpuPoolSettings(Closed):
 
 class ResubmitSettings(Closed):
     max_retries: int = Field(default=2, ge=1, le=10)
+
+
+class RecreateRayJobSettings(Closed):
+    naming: Literal["same", "retry"] = Field(
+        default="same",
+        description="same: the rerun takes the failed RayJob's name (it is deleted first); "
+        "retry: the failed one stays and the rerun is `<name>-retry-N`",
+    )
 
 
 class EchoSettings(Closed):
@@ -76,6 +84,7 @@ class ActionSettings(Closed):
     bump_memory: BumpMemorySettings = BumpMemorySettings()
     gpu_pool: GpuPoolSettings = GpuPoolSettings()
     resubmit: ResubmitSettings = ResubmitSettings()
+    recreate_rayjob: RecreateRayJobSettings = RecreateRayJobSettings()
     echo: EchoSettings = EchoSettings()
 
     def overrides(self) -> Overrides:
@@ -87,6 +96,7 @@ class ActionSettings(Closed):
                 "label_value": self.gpu_pool.label_value,
             },
             "ray.resubmit_job": {"max_retries": self.resubmit.max_retries},
+            "kuberay.recreate_rayjob": {"naming": self.recreate_rayjob.naming},
         }
 
     def executor_for(self, action: str) -> str | None:

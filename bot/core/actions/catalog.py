@@ -79,6 +79,17 @@ class CordonNode(ActionParams):
     name: str = Field(pattern=_K8S_NAME)
 
 
+class RecreateRayJob(ActionParams):
+    namespace: str = Field(pattern=_K8S_NAME)
+    name: str = Field(pattern=_K8S_NAME)
+    naming: Literal["same", "retry"] = Field(
+        default="same",
+        description="same: delete, then create under the same name; "
+        "retry: keep the old one, create `<name>-retry-N`",
+    )
+    override: str = Field(default="", description="an entrypoint argument `key=value` to set")
+
+
 class DeletePod(ActionParams):
     namespace: str = Field(pattern=_K8S_NAME)
     name: str = Field(pattern=_K8S_NAME)
@@ -99,6 +110,7 @@ class ResubmitJob(ActionParams):
     submission_id: str = Field(min_length=1)
     cluster: str = ""
     max_retries: int = Field(default=2, ge=1, le=10)
+    override: str = Field(default="", description="an entrypoint argument `key=value` to set")
 
 
 @dataclass(frozen=True)
@@ -145,6 +157,15 @@ def _scale_preview(p: ScaleWorkerGroup) -> str:
         f"{p.kind} {p.namespace}/{p.name} workerGroupSpecs[{p.group}]: {p.add} more "
         "worker(s), within maxReplicas"
     )
+
+
+def _recreate_preview(p: RecreateRayJob) -> str:
+    how = (
+        f"delete RayJob {p.namespace}/{p.name}, then create it again with the same spec"
+        if p.naming == "same"
+        else f"create RayJob {p.namespace}/{p.name}-retry-N with the same spec"
+    )
+    return how + (f", entrypoint argument {p.override}" if p.override else "")
 
 
 def _reschedule_preview(p: RescheduleGpuPool) -> str:
@@ -200,6 +221,13 @@ CATALOG: Mapping[str, ActionSpec] = {
             lambda p: f"delete pod {p.namespace}/{p.name}",
         ),
         ActionSpec(
+            "kuberay.recreate_rayjob",
+            "Run a failed RayJob again: the same spec, a new RayJob",
+            RecreateRayJob,
+            "KubeRay creates a new RayCluster (or uses the selected one) and submits again.",
+            _recreate_preview,
+        ),
+        ActionSpec(
             "ray.kill_actor",
             "Kill a stale named actor",
             KillActor,
@@ -218,7 +246,10 @@ CATALOG: Mapping[str, ActionSpec] = {
             "Resubmit a failed Ray job with the same entrypoint and runtime_env",
             ResubmitJob,
             "A new submission runs the same entrypoint; the old job stays as it is.",
-            lambda p: f"resubmit Ray job {p.submission_id} (new submission id)",
+            lambda p: (
+                f"resubmit Ray job {p.submission_id} (new submission id)"
+                + (f", entrypoint argument {p.override}" if p.override else "")
+            ),
         ),
     )
 }
@@ -234,10 +265,15 @@ FACTS: Mapping[str, str] = {
     "ray.job_terminal": "the Ray job has finished",
     "ray.job_running": "the Ray job is still RUNNING or PENDING on the cluster",
     "ray.resubmits_below_cap": "the job has been resubmitted fewer times than allowed",
+    "ray.not_rayjob_owned": (
+        "the job runs straight on a long-lived RayCluster, not for a RayJob "
+        "(a RayJob's job is rerun with kuberay.recreate_rayjob)"
+    ),
     "k8s.gpu_pool_has_capacity": "the target GPU pool has free allocatable nvidia.com/gpu",
     "k8s.within_quota": "the new limit fits node allocatable and the namespace quota",
     "k8s.pod_failed": "the pod is still Failed or Evicted",
     "k8s.shm_can_grow": "the group's /dev/shm can be added or made larger",
     "k8s.within_max_replicas": "the worker group can grow within its maxReplicas",
     "k8s.node_schedulable": "the node exists and is not cordoned yet",
+    "kuberay.rayjob_finished": "the RayJob has finished (Failed or Complete) and is not rerun yet",
 }
