@@ -128,8 +128,8 @@ scheduler: {tick: 500ms}
             "actions:\n  executors:\n    k8s.bump_memory: echo\n    k8s.bump-memory: echo\n",
             "F:4: actions.executors.k8s.bump-memory: 'k8s.bump-memory' names no action "
             "(known: k8s.add_shm, k8s.bump_memory, k8s.cordon_node, k8s.delete_pod, "
-            "k8s.reschedule_gpu_pool, k8s.scale_worker_group, ray.kill_actor, ray.resubmit_job, "
-            "ray.stop_job)",
+            "k8s.reschedule_gpu_pool, k8s.scale_worker_group, kuberay.recreate_rayjob, "
+            "ray.kill_actor, ray.resubmit_job, ray.stop_job)",
         ),
         (
             "actions:\n  bump_memory:\n    cap: lots\n",
