@@ -38,7 +38,7 @@ from bot.core.playbooks import (
     PrimaryGuard,
 )
 from bot.core.taxonomy import Category, rank
-from bot.core.templating import compile_template, render
+from bot.core.templating import compile_template, render, render_or
 
 Facts = Mapping[str, bool]
 LIVE_CHECK = "needs a live check"
@@ -290,6 +290,8 @@ def _render_params(rule: ActionRule, context: dict[str, Any]) -> tuple[dict[str,
             params[key] = render(compile_template(value), context)
         except jinja2.UndefinedError:
             problem = problem or f"the evidence does not name the {key} to act on"
+        except Exception as error:  # a template that fails or runs over its budget
+            problem = problem or f"the {key} could not be rendered: {error}"
     return params, problem
 
 
@@ -371,7 +373,10 @@ def _finding_text(
     if loaded is None:
         return finding.title
     context = template_context(finding, shared, primary) | {"role": str(item.role)}
-    try:
-        return render(compile_template(loaded.playbook.diagnosis), context)
-    except jinja2.UndefinedError as error:
-        return f"{finding.title} ({error.message})"
+
+    def plain(error: Exception) -> str:
+        if isinstance(error, jinja2.UndefinedError):
+            return f"{finding.title} ({error.message})"
+        return f"{finding.title} (the playbook's text could not be rendered: {error})"
+
+    return render_or(compile_template(loaded.playbook.diagnosis), context, plain)

@@ -1,20 +1,78 @@
-"""The one Jinja2 environment for playbook text: sandboxed, strict about missing names."""
+"""The one Jinja2 environment for playbook text: sandboxed, strict about missing names,
+and every render within a budget of time and size.
+
+Why the budget: a playbook's template runs on the pipeline's thread for every
+finding. The sandbox stops escapes but not work: two nested `range(100000)`
+loops ran 10^10 times and froze the pipeline while memory grew past 3 GB. So a
+render may take at most `TIME_BUDGET` seconds (checked at each step of a
+`range` and at each piece of output) and produce at most `SIZE_BUDGET`
+characters, and a string or list multiplied past that size is refused;
+beyond either the render raises `RenderBudgetError`. Callers turn any failed
+render into the finding's plain text (`render_or`), so one bad template never
+costs the other findings, and `failures()` counts them.
+"""
 
 from __future__ import annotations
 
+import operator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import Any
 
 from jinja2 import StrictUndefined, Template
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.sandbox import MAX_RANGE, ImmutableSandboxedEnvironment
+
+TIME_BUDGET = 0.5  # seconds per render
+SIZE_BUDGET = 20_000  # characters of output, and of any string or list built on the way
+
+_state = threading.local()
+_failures = 0
+_failures_lock = threading.Lock()
+
+
+class RenderBudgetError(RuntimeError):
+    """A render took longer, or grew larger, than its budget."""
+
+
+class _BudgetedEnvironment(ImmutableSandboxedEnvironment):
+    intercepted_binops = frozenset(["*", "**"])
+
+    def call_binop(self, context: Any, operator_: str, left: Any, right: Any) -> Any:
+        if operator_ == "**":
+            if isinstance(right, int) and abs(right) > 64:
+                raise RenderBudgetError("an exponent over 64")
+            return operator.pow(left, right)
+        for sequence, times in ((left, right), (right, left)):
+            sized = isinstance(sequence, str | list | tuple) and isinstance(times, int)
+            if sized and len(sequence) * times > SIZE_BUDGET:
+                raise RenderBudgetError(f"a value over {SIZE_BUDGET} characters")
+        return operator.mul(left, right)
+
+
+def _budgeted_range(*args: int) -> Iterator[int]:
+    numbers = range(*args)
+    if len(numbers) > MAX_RANGE:
+        raise RenderBudgetError(f"a range over {MAX_RANGE} items")
+    for number in numbers:
+        _check_time()
+        yield number
+
+
+def _check_time() -> None:
+    deadline = getattr(_state, "deadline", None)
+    if deadline is not None and time.monotonic() > deadline:
+        raise RenderBudgetError(f"rendering took over {TIME_BUDGET:g}s")
 
 
 @lru_cache(maxsize=1)
 def environment() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(
+    env = _BudgetedEnvironment(
         undefined=StrictUndefined, autoescape=False, keep_trailing_newline=False
     )
     env.filters["plural"] = lambda n, word: word if n == 1 else word + "s"
+    env.globals["range"] = _budgeted_range
     return env
 
 
@@ -24,4 +82,36 @@ def compile_template(source: str) -> Template:
 
 
 def render(template: Template, context: dict[str, Any]) -> str:
-    return template.render(**context).strip()
+    """The rendered text; raises RenderBudgetError past the budget, or what the template
+    itself raised (jinja2.UndefinedError for a missing name, and so on)."""
+    _state.deadline = time.monotonic() + TIME_BUDGET
+    try:
+        pieces: list[str] = []
+        size = 0
+        for piece in template.generate(**context):
+            size += len(piece)
+            if size > SIZE_BUDGET:
+                raise RenderBudgetError(f"the text grew over {SIZE_BUDGET} characters")
+            _check_time()
+            pieces.append(piece)
+        return "".join(pieces).strip()
+    finally:
+        _state.deadline = None
+
+
+def render_or(
+    template: Template, context: dict[str, Any], fallback: Callable[[Exception], str]
+) -> str:
+    """`render`, or `fallback(error)` when the render fails in any way (counted)."""
+    try:
+        return render(template, context)
+    except Exception as error:
+        global _failures
+        with _failures_lock:
+            _failures += 1
+        return fallback(error)
+
+
+def failures() -> int:
+    """Renders that failed or went over budget in this process."""
+    return _failures

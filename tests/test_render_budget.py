@@ -1,0 +1,65 @@
+"""A playbook's template renders within a budget of time and size, and one that fails
+or runs over becomes that finding's plain text: the other findings keep theirs.
+
+Each bad template sits in a playbook that matches the same log as an ordinary
+failure (`ModuleNotFoundError`, whose own playbook renders as usual)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from bot.core import templating
+from bot.core.analysis import diagnose
+from bot.core.inputs import LogText
+from tests.helpers import engine_for, playbook
+
+LOG = b"BadThing happened here\nModuleNotFoundError: No module named 'vllm'\n"
+NESTED = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}x"
+
+
+@pytest.mark.parametrize(
+    ("template", "why"),
+    [
+        (NESTED, "rendering took over 0.5s"),
+        ("{% for i in range(10**9) %}{{ i }}{% endfor %}", "a range over 100000 items"),
+        (
+            "{% for i in range(99999) %}{{ 'word ' }}{% endfor %}",
+            "the text grew over 20000 characters",
+        ),
+        ("{{ 'x' * 1000000 }}", "a value over 20000 characters"),
+        ("{{ 1 // 0 }}", "integer division or modulo by zero"),
+        (
+            "{{ ''.__class__.__mro__ }}",
+            "access to attribute '__class__' of 'str' object is unsafe.",
+        ),
+    ],
+    ids=["nested-loops", "huge-range", "huge-output", "huge-string", "raises", "escape"],
+)
+def test_a_bad_template_costs_only_its_own_finding(tmp_path: Path, template: str, why: str) -> None:
+    bad = playbook(
+        "bad-template",
+        "application_error",
+        [{"name": "bad", "regex": "BadThing happened"}],
+        diagnosis=template,
+    )
+    missing = playbook(
+        "missing-module",
+        "dependency_runtime_env",
+        [{"name": "mnf", "regex": r"ModuleNotFoundError: No module named '(?P<module>[^']+)'"}],
+        diagnosis="the image lacks {{ captures.module }}",
+    )
+    engine = engine_for(tmp_path, bad, missing)
+    failed_before = templating.failures()
+    started = time.monotonic()
+    diagnosis = diagnose(engine.hits([LogText([LOG])]), engine.library)
+    assert time.monotonic() - started < 5
+    lines = diagnosis.text.splitlines()
+    assert "Root cause: the image lacks vllm" in lines
+    assert (
+        f"Also seen: Playbook bad-template (the playbook's text could not be rendered: {why})"
+        in lines
+    )
+    assert templating.failures() == failed_before + 1
