@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 import time
 from collections.abc import Iterator
 
@@ -170,7 +171,15 @@ def event_signals(count: int, seed: int = 11) -> list[Signal]:
 
 
 def naive_mb_s(classifier: Classifier, data: bytes) -> float:
-    patterns = [s.text_regex for s in classifier.log_signatures if s.text_regex is not None]
+    """The loop a first version would write: Python's `re` (the baseline every ratio
+    here has been measured against), each signature's regex over each line."""
+    patterns = [
+        re.compile(
+            s.signature.regex, re.MULTILINE | (re.IGNORECASE if s.signature.ignore_case else 0)
+        )
+        for s in classifier.log_signatures
+        if s.signature.regex
+    ]
     lines = data.decode("utf-8", "replace").split("\n")
     started = time.perf_counter()
     found = 0

@@ -194,9 +194,9 @@ class Classifier:
         for signatures that span lines), and record each new match once. Colour codes
         are removed first when the window has any; line prefixes are removed from the
         lines being re-checked for signatures anchored at a line start."""
-        candidates, coloured = self._log_prefilter.line_candidates(window)
-        view = _View(window, coloured)
-        if coloured:
+        candidates, marks = self._log_prefilter.line_candidates(window)
+        view = _View(window, marks)
+        if marks:
             candidates, _ = self._log_prefilter.line_candidates(view.scan)
         scan = view.scan
         fresh = view.scan_offset(fresh_from)
@@ -207,7 +207,8 @@ class Classifier:
             if not sig.applies_to(source):
                 continue
             hit = state.hits.get(sig.id)
-            if hit is not None and hit.full and sig.id in exact:
+            full = hit is not None and hit.full
+            if hit is not None and full and sig.id in exact:
                 if end > max(fresh, done_until.get(sig.id, -1)):
                     done_until[sig.id] = end
                     self._count(sig, hit, _bytes_line_around(scan, end - 1, end))
@@ -222,9 +223,12 @@ class Classifier:
                 if stop <= max(fresh, done_until.get(sig.id, -1)):
                     continue
                 done_until[sig.id] = stop
-                line = lines.at(start)
                 first, last = _line_bounds(scan, start, stop)
                 evidence = scan[first:last].decode("utf-8", "replace").rstrip("\r")
+                if full and hit is not None:  # confirmed; nothing more to keep but the count
+                    self._count(sig, hit, evidence)
+                    continue
+                line = lines.at(start)
                 shown = view.original_lines(first, last, evidence)
                 self._record(sig, match, evidence, shown, line, template, state)
 
@@ -299,9 +303,10 @@ def _nth_line_start(data: bytes, n: int) -> int:
 class _View:
     """A window as scanned (colour codes removed, when it had any) and as the user wrote it."""
 
-    def __init__(self, window: bytes, coloured: bool) -> None:
+    def __init__(self, window: bytes, marks: list[int]) -> None:
+        """`marks`: where the prefilter saw colour codes begin (the end of their `ESC[`)."""
         self.window = window
-        spans = colour_spans(window) if coloured else []
+        spans = colour_spans(window, marks) if marks else []
         self.scan = without_spans(window, spans)
         # For each removed code: where it was in `scan`, and the bytes removed up to it.
         self._at: list[int] = []

@@ -16,7 +16,7 @@ import re
 COLOUR_MARK = rb"\x1b\[|#033\["
 """Where a colour code may start (a pattern for the prefilter's scan)."""
 _COLOUR = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]|#033\[[0-9;]*[A-Za-z]")
-_COLOUR_MARKS = (b"\x1b[", b"#033[")
+_COLOUR_MARK = re.compile(COLOUR_MARK)
 
 # `(Name pid=N, ip=X) `, `(pid=runtime_env, ip=X) `, `(raylet) `, `(raylet, ip=X) `,
 # `(autoscaler +8m46s) `, `(scheduler +2h13m57s, ip=xx) `, optionally after a
@@ -34,23 +34,19 @@ _DEDUP = re.compile(
 )
 
 
-def has_colour(data: bytes) -> bool:
-    """True when `data` holds a colour code in either form (a cheap substring test)."""
-    return any(mark in data for mark in _COLOUR_MARKS)
-
-
-def colour_spans(data: bytes) -> list[tuple[int, int]]:
-    """(start, end) of each colour code in `data`, in order. Codes are found by
-    substring search, so the cost follows the number of codes, not the size of `data`."""
+def colour_spans(data: bytes, marks: list[int] | None = None) -> list[tuple[int, int]]:
+    """(start, end) of each colour code in `data`, in order. `marks`, where known, are
+    the offsets just after each code's `ESC[` / `#033[` (the prefilter reports them);
+    else the codes are looked for."""
+    if marks is None:
+        marks = [m.end() for m in _COLOUR_MARK.finditer(data)]
     spans: list[tuple[int, int]] = []
-    for mark in _COLOUR_MARKS:
-        found = data.find(mark)
-        while found != -1:
-            code = _COLOUR.match(data, found)
-            if code is not None:
-                spans.append((found, code.end()))
-            found = data.find(mark, found + 1)
-    return sorted(spans)
+    for mark in marks:
+        start = mark - 2 if data[mark - 2 : mark] == b"\x1b[" else mark - 5
+        code = _COLOUR.match(data, start)
+        if code is not None and (not spans or start >= spans[-1][1]):
+            spans.append((start, code.end()))
+    return spans
 
 
 def without_spans(data: bytes, spans: list[tuple[int, int]]) -> bytes:

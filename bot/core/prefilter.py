@@ -87,7 +87,7 @@ class Prefilter:
         if self._marker is not None:
             expressions.append(self._marker)
             ids.append(self._marker_id)
-            flags.append(_hs.HS_FLAG_SINGLEMATCH)
+            flags.append(0)  # every occurrence: the caller wants where they are
         cache = _cache_file(expressions, ids, flags)
         db = _load_cached(cache)
         if db is None:
@@ -140,14 +140,15 @@ class Prefilter:
         found.extend(self._by_id[i] for i in sorted(ids))
         return found
 
-    def line_candidates(self, data: bytes) -> tuple[list[tuple[CompiledSignature, int]], bool]:
+    def line_candidates(self, data: bytes) -> tuple[list[tuple[CompiledSignature, int]], list[int]]:
         """(signature, offset where a match may end) at most once per signature and line,
         in order (signatures Hyperscan cannot take are reported with offset -1), and
-        whether the marker occurs in `data`."""
+        the offsets where the marker's occurrences end."""
         found: list[tuple[CompiledSignature, int]] = [(s, -1) for s in self._always]
         if self._db is None or not data:
-            marked = self._marker is not None and re.search(self._marker, data) is not None
-            return found, marked
+            if self._marker is None:
+                return found, []
+            return found, [m.end() for m in re.finditer(self._marker, data)]
         line_end_of: dict[int, int] = {}
         by_id = self._by_id
         find = data.find
@@ -165,7 +166,7 @@ class Prefilter:
             found.append((by_id[pattern_id], end))
 
         self._db.scan(data, match_event_handler=on_match, scratch=self._scratch)
-        return found, bool(marks)
+        return found, marks
 
 
 class AnyOf:
