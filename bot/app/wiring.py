@@ -219,7 +219,7 @@ def build(
         lock=lock,
     )
     if settings.http.ingest:
-        daemon.http.mount(INGEST_PATH, ingest_route(pipeline), private=True)
+        daemon.http.mount(INGEST_PATH, ingest_route(pipeline, store.write_failure), private=True)
     bind = getattr(chat, "bind", None)
     if callable(bind):  # a chat that takes clicks and commands (Slack) answers through the service
         diagnoser = Diagnoser(settings, engine.library, pipeline)  # /pitcrew diagnose
@@ -326,11 +326,12 @@ def _lifecycle(chat: Chat, step: str) -> None:
 
 
 def _store_ok(store: Store) -> bool:
+    """Readable, and its last write was not refused by the disk."""
     try:
         store.ping()
     except StoreError:
         return False
-    return True
+    return store.write_failure() is None
 
 
 def _chat_ok(chat: Chat) -> bool:

@@ -415,3 +415,19 @@ def test_each_malformed_slack_request_gets_its_own_4xx(
     assert [r.getMessage().endswith(f"{status} {error}") for r in told] == [True]
     assert all("U0ALICE" not in r.getMessage() for r in caplog.records)
     assert http.emulator.calls_to("chat.postEphemeral") == []
+
+
+def test_a_click_the_store_cannot_record_is_answered_not_recorded(http: Http) -> None:
+    http.daemon.store._conn.execute("PRAGMA query_only = ON")  # the disk refuses writes
+    try:
+        http.click(blocks.APPROVE_ACTION)
+        (told,) = http.ephemerals(1)
+    finally:
+        http.daemon.store._conn.execute("PRAGMA query_only = OFF")
+    assert told["text"] == (
+        ":warning: Not recorded, try again: pitcrew cannot write its state right now."
+    )
+    assert http.daemon.executed == []
+    http.click(blocks.APPROVE_ACTION)  # once the store writes again, the click counts
+    assert "approved by U0ALICE; it runs now" in http.ephemerals(2)[1]["text"]
+    assert http.daemon.executed == [http.daemon.proposal.id]

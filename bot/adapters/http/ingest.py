@@ -15,6 +15,7 @@ findings that do not name their own are attached to it, so a driver log and a
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from io import BytesIO
 from urllib.parse import parse_qs, urlsplit
 
@@ -55,12 +56,16 @@ def observation(body: bytes, target: str) -> Observation:
     return observe(read_stream(BytesIO(body), origin), context)
 
 
-def route(sink: Sink) -> Route:
-    """The HTTP route: 202 when queued, 400 for bad input, 503 when the queue is full."""
+def route(sink: Sink, store_failure: Callable[[], str | None] = lambda: None) -> Route:
+    """The HTTP route: 202 when queued, 400 for bad input, 503 when the queue is full or
+    the store cannot be written (`store_failure` says why), so the sender keeps it."""
 
     def handle(
         target: str, headers: dict[str, str], body: bytes
     ) -> tuple[int, dict[str, str], bytes]:
+        failure = store_failure()
+        if failure is not None:
+            return _reply(503, {"error": f"the store cannot be written ({failure}); retry later"})
         try:
             item = observation(body, target)
         except InputError as error:

@@ -66,11 +66,14 @@ from bot.adapters.slack.commands import (
 )
 from bot.adapters.slack.events import Gate, Refusal, ReplayGuard, Replays
 from bot.core.approvals import ApprovalPolicy, ChatUser
+from bot.core.errors import StoreError
 from bot.core.model import Silence
 from bot.daemon.metrics import Metrics
 from bot.daemon.ports import Clock, utcnow
 
 log = logging.getLogger("pitcrew.slack")
+
+NOT_RECORDED = ":warning: Not recorded, try again: pitcrew cannot write its state right now."
 
 EVENTS_PATH = "/slack/events"
 _PROPOSAL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
@@ -424,10 +427,15 @@ class SlackApp:
         groups = {g for rule in self.config.policy.approvers for g in rule.groups}
         user = ChatUser(user_id, self.groups.groups_of(user_id, groups), user_team or team)
         now = self.clock()
-        if kind == "approve":
-            answer = service.approve(value, user, now)
-        else:
-            answer = service.reject(value, user, now, f"rejected by {user_id} in Slack")
+        try:
+            if kind == "approve":
+                answer = service.approve(value, user, now)
+            else:
+                answer = service.reject(value, user, now, f"rejected by {user_id} in Slack")
+        except StoreError as error:
+            log.error("%s of %s by %s not recorded: %s", kind, value, user_id, error)
+            self._tell(body, respond, NOT_RECORDED)
+            return
         level = logging.INFO if answer.ok else logging.WARNING
         log.log(level, "%s of %s by %s: %s (%s)", kind, value, user_id, answer.outcome, answer.text)
         self._tell(body, respond, _answer_text(answer))

@@ -47,6 +47,7 @@ class SharedConnection:
         self.path = _display_path(path)
         self.busy_timeout = busy_timeout
         self._lock = threading.RLock()
+        self._write_failure: str | None = None
         self._conn = _connect(self.path, busy_timeout, init)
 
     def close(self) -> None:
@@ -83,9 +84,21 @@ class SharedConnection:
     @contextmanager
     def _writing(self, what: str) -> Iterator[sqlite3.Connection]:
         """A write transaction that holds SQLite's write lock from its first statement, so
-        a read-then-write inside it cannot be overtaken by another process."""
-        with self._lock, self._translated(what), transaction(self._conn, "BEGIN IMMEDIATE"):
-            yield self._conn
+        a read-then-write inside it cannot be overtaken by another process. A write the
+        disk refuses (full, I/O error, read-only) is remembered until one succeeds."""
+        with self._lock, self._translated(what):
+            try:
+                with transaction(self._conn, "BEGIN IMMEDIATE"):
+                    yield self._conn
+            except sqlite3.Error as exc:
+                if _disk_refused(exc):
+                    self._write_failure = problem(exc, self.busy_timeout)
+                raise
+            self._write_failure = None
+
+    def write_failure(self) -> str | None:
+        """Why the last write failed when the disk refused it (None: writes work)."""
+        return self._write_failure
 
     @contextmanager
     def _translated(self, what: str) -> Iterator[None]:
@@ -263,7 +276,14 @@ _PROBLEMS = (
         "the file is read-only: pitcrew needs write access to the file and its directory",
     ),
     ("disk i/o error", "disk I/O error"),
+    ("database or disk is full", "the disk (or the database's size limit) is full"),
 )
+_DISK_REFUSALS = ("database or disk is full", "disk i/o error", "readonly database")
+
+
+def _disk_refused(exc: sqlite3.Error) -> bool:
+    lowered = str(exc).lower()
+    return any(fragment in lowered for fragment in _DISK_REFUSALS)
 
 
 def problem(exc: sqlite3.Error, busy_timeout: float) -> str:
