@@ -49,6 +49,7 @@ from bot.core.model import (
     Transition,
     frozen_map,
 )
+from bot.daemon.service import console_user
 
 T0 = datetime(2026, 11, 3, 10, 0, tzinfo=UTC)
 S = ProposalState
@@ -364,6 +365,27 @@ PER_SCOPE = ApprovalPolicy(
             NS,
             "ray.stop_job",
             "",
+        ),
+        (
+            ApprovalPolicy(approvers=(ApproverRule(users=("console:ops",)),), teams=("T_OURS",)),
+            console_user("ops"),
+            NS,
+            "ray.stop_job",
+            "",
+        ),
+        (
+            ApprovalPolicy(approvers=(ApproverRule(users=("console:ops",)),), teams=("T_OURS",)),
+            ChatUser("console:ops"),  # a chat user of that name is still from no workspace
+            NS,
+            "ray.stop_job",
+            "clicks from workspace (unknown) are not accepted",
+        ),
+        (
+            ApprovalPolicy(approvers=(ApproverRule(users=("console:ops",)),), teams=("T_OURS",)),
+            console_user("mallory"),
+            NS,
+            "ray.stop_job",
+            "console:mallory is not an approver for ray.stop_job in ml-train",
         ),
     ],
 )

@@ -318,5 +318,6 @@ class Service:
 
 
 def console_user(name: str) -> ChatUser:
-    """The identity of a person at the command line, as approval rules name it."""
-    return ChatUser(id=f"console:{name}")
+    """The identity of a person at the command line, as approval rules name it; the
+    chat workspaces of `approvals.teams` do not apply to it."""
+    return ChatUser(id=f"console:{name}", console=True)
