@@ -31,7 +31,7 @@ from bot.adapters.sqlite.store import Store
 from bot.app.settings import ActionSettings
 from bot.core.actions import tuning
 from bot.core.diagnosis import Engine
-from bot.core.incidents import Correlator, assessor
+from bot.core.incidents import Correlator, adjusted, assessor
 from bot.core.inputs import LogText
 from bot.core.model import ObjectRef, Report, Signal, SourceKind, frozen_map
 from bot.core.notify import NotifyConfig
@@ -193,7 +193,7 @@ def main() -> None:
         outbox = Outbox(store, chat, clock=clock, metrics=metrics)
         pipeline = Pipeline(
             engine=engine,
-            correlator=Correlator(lambda f: tuning.tune(base(f), values)),
+            correlator=Correlator(adjusted(base, lambda d: tuning.tune(d, values))),
             store=store,
             notify=NotifyConfig(),
             clock=clock,

@@ -16,7 +16,7 @@ from bot.adapters.sqlite.store import Store
 from bot.app.settings import ActionSettings
 from bot.core.actions import tuning
 from bot.core.diagnosis import Engine
-from bot.core.incidents import CorrelationConfig, Correlator, assessor
+from bot.core.incidents import CorrelationConfig, Correlator, adjusted, assessor
 from bot.core.inputs.reader import read_stream
 from bot.core.model import ObjectRef, Report
 from bot.core.notify import NotifyConfig
@@ -165,7 +165,7 @@ def rig(
     store = Store(path)
     base = assessor(engine().library)
     values = ActionSettings().overrides()
-    correlator = Correlator(lambda f: tuning.tune(base(f), values), correlation)
+    correlator = Correlator(adjusted(base, lambda d: tuning.tune(d, values)), correlation)
     chat = chat or RecordingChat()
     outbox = Outbox(store, chat, clock=clock, backoff=Backoff(jitter=0.0))
     pipeline = Pipeline(

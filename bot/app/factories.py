@@ -13,8 +13,9 @@ that builds none of them does not pay for their SDKs.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bot.app.settings import RaySourceSettings, Settings
 from bot.core.actions.catalog import CATALOG
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 
 SourceFactory = Callable[[Settings, Sink, Bookmarks | None], Sequence[Source]]
 ExecutorFactory = Callable[[Settings, Bookmarks | None], Executor]
+Categorize = Callable[[Sequence[Any]], set[str]]
+"""The failure categories found in a job's evidence."""
 
 
 # -- what each adapter is given -----------------------------------------------------------------
@@ -164,10 +167,13 @@ def kuberay_executor(settings: Settings, bookmarks: Bookmarks | None = None) -> 
     return build_kuberay(kube_api(settings))
 
 
-def ray_executor(settings: Settings, bookmarks: Bookmarks | None = None) -> RayActionExecutor:
+def ray_executor(
+    settings: Settings, bookmarks: Bookmarks | None = None, categorize: Categorize | None = None
+) -> RayActionExecutor:
     """The executor kind `ray` for the clusters of `sources.ray` and, when RayCluster
     discovery runs, the clusters it found (read from `bookmarks` at each lookup). Pass the
-    store's bookmarks so the Ray source does not report a job pitcrew stopped."""
+    store's bookmarks so the Ray source does not report a job pitcrew stopped, and the
+    daemon's own classification as `categorize` (the resubmission's check)."""
     from bot.adapters.ray import executors
 
     discovered: Callable[[], Sequence[RayClusterConfig]] | None = None
@@ -181,7 +187,7 @@ def ray_executor(settings: Settings, bookmarks: Bookmarks | None = None) -> RayA
 
     clusters = executors.RayClusters(ray_cluster_configs(settings), discovered=discovered)
     max_retries = settings.actions.resubmit.max_retries
-    return executors.build(clusters, bookmarks, max_retries=max_retries)
+    return executors.build(clusters, bookmarks, max_retries=max_retries, categorize=categorize)
 
 
 SOURCE_KINDS: dict[str, SourceFactory] = {
@@ -244,8 +250,11 @@ def build_sources(
     return built
 
 
-def build_registry(settings: Settings, bookmarks: Bookmarks | None = None) -> Registry:
-    """The executors `actions.executors` names, one instance per kind."""
+def build_registry(
+    settings: Settings, bookmarks: Bookmarks | None = None, categorize: Categorize | None = None
+) -> Registry:
+    """The executors `actions.executors` names, one instance per kind. `categorize`: the
+    daemon's own classification, which the `ray` kind's resubmission check uses."""
     built: dict[str, Executor] = {}
     registry = Registry()
     for action in CATALOG:
@@ -253,6 +262,9 @@ def build_registry(settings: Settings, bookmarks: Bookmarks | None = None) -> Re
         if kind is None:
             continue
         if kind not in built:
-            built[kind] = executor_factory(kind)(settings, bookmarks)
+            factory = executor_factory(kind)
+            if factory is ray_executor:
+                factory = functools.partial(ray_executor, categorize=categorize)
+            built[kind] = factory(settings, bookmarks)
         registry.register(action, built[kind])
     return registry

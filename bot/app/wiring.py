@@ -1,11 +1,12 @@
 """Wiring only: the one place that knows every concrete class of the daemon.
 
-settings -> store -> engine -> correlator -> chat -> pipeline thread, outbox
-thread, action runner, service, sources, scheduler, HTTP. `Daemon.start` and
-`Daemon.stop` put them up and take them down in order; `run` is `pitcrew run`:
-start, wait for SIGTERM or SIGINT, stop cleanly (stop sources, drain the
-queue, flush the outbox within a bounded wait, stop the scheduler, close the
-store) and return the exit status. Logging goes to stderr, one line per event.
+settings -> store -> engine -> correlator -> chat -> pipeline thread, live-check
+workers, memory worker, outbox thread, action runner, service, sources, scheduler,
+HTTP. `Daemon.start` and `Daemon.stop` put them up and take them down in order;
+`run` is `pitcrew run`: start, wait for SIGTERM or SIGINT, stop cleanly (stop
+sources, drain the queue, flush the outbox within a bounded wait, stop the
+scheduler, close the store) and return the exit status. Logging goes to stderr,
+one line per event.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import TextIO
 
@@ -33,12 +35,14 @@ from bot.app.settings import Settings
 from bot.core.actions import tuning
 from bot.core.diagnosis import Engine
 from bot.core.errors import PitcrewError, StoreError
-from bot.core.incidents import Correlator, assessor
-from bot.core.model import Diagnosis, Finding
+from bot.core.incidents import Assess, Correlator, adjusted, assessor
+from bot.core.inputs import InputPart
 from bot.core.playbooks import Library, load_builtin
+from bot.daemon import live
 from bot.daemon import runner as executors
 from bot.daemon.chat import Chat
 from bot.daemon.feed import Refresh, Tick
+from bot.daemon.live import LiveChecks
 from bot.daemon.memory import MemoryWorker
 from bot.daemon.metrics import Metrics
 from bot.daemon.outbox import Outbox
@@ -67,10 +71,12 @@ class Daemon:
     sources: Sequence[Source]
     scheduler: Scheduler
     http: HealthServer
+    live: LiveChecks
     memory: MemoryWorker | None = None  # memory evidence from sources.prometheus
     lock: StoreLock | None = None
 
     def start(self) -> None:
+        self.live.start()
         self.pipeline.restore()
         self.pipeline.start()
         self.outbox.start()
@@ -103,6 +109,7 @@ class Daemon:
             log.warning(
                 "the queue was not drained in time; %d items dropped", self.pipeline.pending()
             )
+        self.live.close()
         self.runner.close(wait=True)
         self.outbox.stop()
         if not self.outbox.flush(timeouts.flush_timeout.total_seconds()):
@@ -142,27 +149,76 @@ def build(
     init_store: bool = False,
 ) -> Daemon:
     """Every part of the daemon, connected; nothing runs until `Daemon.start`. `engine`:
-    an already compiled playbook library (tests share one). The store is locked for
-    this daemon first (`StoreLock`: a second daemon on it is refused); `init_store`
-    makes an empty or foreign file a store instead of refusing it."""
+    an already compiled playbook library (tests share one); `init_store`: see
+    `_open_store`."""
     metrics = Metrics()
     engine = engine or Engine(load_builtin(list(settings.playbooks.dirs)))
     chat = chat or make_chat(settings, stdout)
+    lock, store = _open_store(settings, init_store)
+    bookmarks = CallableBookmarks(store.bookmark, store.set_bookmark)
+    registry = build_registry(settings, bookmarks, categorizer(engine.library))
+    outbox = Outbox(store, chat, clock=clock, metrics=metrics)
+    memory = memory_worker(settings, lambda item: pipeline.submit(item))
+    pipeline = _pipeline(settings, engine, store, outbox, clock, metrics, memory, lambda: checks)
+    checks = _live_checks(settings, registry, pipeline, clock)
+    runner, service = _approvals(settings, store, registry, pipeline, clock, metrics)
+    sources = build_sources(settings, pipeline, bookmarks)
+    daemon = Daemon(
+        settings=settings,
+        metrics=metrics,
+        store=store,
+        chat=chat,
+        pipeline=pipeline,
+        outbox=outbox,
+        registry=registry,
+        runner=runner,
+        service=service,
+        sources=sources,
+        scheduler=_scheduler(settings, clock, store, pipeline, outbox, runner, service, sources),
+        http=_http(settings, metrics, lambda: daemon.liveness(), lambda: daemon.readiness()),
+        live=checks,
+        memory=memory,
+        lock=lock,
+    )
+    _serve(daemon, engine.library)
+    return daemon
+
+
+def _open_store(settings: Settings, init_store: bool) -> tuple[StoreLock | None, Store]:
+    """The store, locked for this daemon first (`StoreLock`: a second daemon on it is
+    refused); `init_store` makes an empty or foreign file a store instead of refusing it."""
     lock = _lock(settings)
     try:
-        store = Store(settings.store.path, init=init_store)
+        return lock, Store(settings.store.path, init=init_store)
     except StoreError:
         if lock is not None:
             lock.release()
         raise
-    bookmarks = CallableBookmarks(store.bookmark, store.set_bookmark)
-    registry = build_registry(settings, bookmarks)
-    correlator = Correlator(
-        _assess(settings, engine.library, registry, clock), settings.correlation
-    )
-    outbox = Outbox(store, chat, clock=clock, metrics=metrics)
-    memory = memory_worker(settings, lambda item: pipeline.submit(item))
-    pipeline = Pipeline(
+
+
+def _lock(settings: Settings) -> StoreLock | None:
+    path = str(settings.store.path)
+    if path == ":memory:":
+        return None
+    lock = StoreLock(str(Path(path).absolute()))
+    lock.acquire()
+    return lock
+
+
+def _pipeline(
+    settings: Settings,
+    engine: Engine,
+    store: Store,
+    outbox: Outbox,
+    clock: Clock,
+    metrics: Metrics,
+    memory: MemoryWorker | None,
+    checks: Callable[[], LiveChecks],
+) -> Pipeline:
+    """The pipeline thread; it hands the offers that wait on a live fact to `checks()`
+    and asks `memory` for memory incidents' evidence."""
+    correlator = Correlator(_assess(settings, engine.library), settings.correlation)
+    return Pipeline(
         engine=engine,
         correlator=correlator,
         store=store,
@@ -174,7 +230,58 @@ def build(
         queue_size=settings.pipeline.queue_size,
         queued=outbox.wake,
         memory=memory,
+        check_live=lambda incident_id, offers: checks().request(incident_id, offers),
+        live_hold=settings.pipeline.live_check_timeout + timedelta(seconds=1),
     )
+
+
+def _assess(settings: Settings, library: Library) -> Assess:
+    """Ranking and offers over an incident's findings, with the configured action values
+    and the live facts the incident's checks found so far (an action withheld only for
+    want of one is checked off the pipeline thread, `bot.daemon.live`, and the incident
+    assessed again with the answer)."""
+    values = settings.actions.overrides()
+    return adjusted(assessor(library), lambda diagnosis: tuning.tune(diagnosis, values))
+
+
+def _live_checks(
+    settings: Settings, registry: executors.Registry, pipeline: Pipeline, clock: Clock
+) -> LiveChecks:
+    """The workers that ask the executors for live facts and answer on the pipeline."""
+    return LiveChecks(
+        live.executor_checks(registry, clock),
+        pipeline,
+        timeout=settings.pipeline.live_check_timeout.total_seconds(),
+        workers=settings.pipeline.live_check_workers,
+    )
+
+
+def categorizer(library: Library) -> Callable[[Sequence[InputPart]], set[str]]:
+    """The daemon's own classification (its playbooks, `playbooks.dirs` included), for
+    the Ray resubmission's check (not for dependency, version or application errors).
+    One compiled engine per thread: Hyperscan's scratch space must not be shared."""
+    engines = threading.local()
+
+    def categorize(parts: Sequence[InputPart]) -> set[str]:
+        engine: Engine | None = getattr(engines, "engine", None)
+        if engine is None:
+            engine = engines.engine = Engine(library)
+        return {str(r.finding.category) for r in engine.diagnose(parts).findings}
+
+    return categorize
+
+
+def _approvals(
+    settings: Settings,
+    store: Store,
+    registry: executors.Registry,
+    pipeline: Pipeline,
+    clock: Clock,
+    metrics: Metrics,
+) -> tuple[Runner, Service]:
+    """The action runner and the service clicks and commands go through; both refresh
+    an incident's card at once when its proposals move (and say a refusal in its
+    thread)."""
 
     def refresh(incident_id: str) -> None:
         pipeline.submit(Refresh(incident_id, urgent=True))
@@ -200,65 +307,19 @@ def build(
         changed=refresh,
         tell=tell,
     )
-    sources = build_sources(settings, pipeline, bookmarks)
-    scheduler = _scheduler(settings, clock, store, pipeline, outbox, runner, service, sources)
-    daemon = Daemon(
-        settings=settings,
-        metrics=metrics,
-        store=store,
-        chat=chat,
-        pipeline=pipeline,
-        outbox=outbox,
-        registry=registry,
-        runner=runner,
-        service=service,
-        sources=sources,
-        scheduler=scheduler,
-        http=_http(settings, metrics, lambda: daemon.liveness(), lambda: daemon.readiness()),
-        memory=memory,
-        lock=lock,
-    )
-    if settings.http.ingest:
-        daemon.http.mount(INGEST_PATH, ingest_route(pipeline, store.write_failure), private=True)
-    bind = getattr(chat, "bind", None)
-    if callable(bind):  # a chat that takes clicks and commands (Slack) answers through the service
-        diagnoser = Diagnoser(settings, engine.library, pipeline)  # /pitcrew diagnose
-        bind(service, http=daemon.http, metrics=metrics, diagnoser=diagnoser)
-    return daemon
+    return runner, service
 
 
-def _lock(settings: Settings) -> StoreLock | None:
-    path = str(settings.store.path)
-    if path == ":memory:":
-        return None
-    lock = StoreLock(str(Path(path).absolute()))
-    lock.acquire()
-    return lock
-
-
-def _assess(
-    settings: Settings, library: Library, registry: executors.Registry, clock: Clock
-) -> Callable[[Sequence[Finding]], Diagnosis]:
-    """Ranking and offers over an incident's findings, with the configured action values.
-
-        An action withheld only because a live fact is unknown (is the actor stale? how
-        often was the job resubmitted?) is decided with the facts its executor finds on
-        the cluster now (`executors.live_facts`): the findings are assessed again with
-        them. An action offered is then checked against its preconditions
-    (`executors.check_offers`): one whose precondition fails now (no node fits, the
-    target is gone) is shown withheld with the reason, not offered. This runs on the
-    pipeline thread whenever an incident's findings change."""
-    base = assessor(library)
-    values = settings.actions.overrides()
-
-    def assess(findings: Sequence[Finding]) -> Diagnosis:
-        diagnosis = tuning.tune(base(findings), values)
-        facts = executors.live_facts(diagnosis, registry, clock())
-        if facts:
-            diagnosis = tuning.tune(assessor(library, facts)(findings), values)
-        return executors.check_offers(diagnosis, registry, clock())
-
-    return assess
+def _serve(daemon: Daemon, library: Library) -> None:
+    """`POST /ingest` when enabled; a chat that takes clicks and commands (Slack) answers
+    them through the service, `/pitcrew diagnose` included."""
+    if daemon.settings.http.ingest:
+        route = ingest_route(daemon.pipeline, daemon.store.write_failure)
+        daemon.http.mount(INGEST_PATH, route, private=True)
+    bind = getattr(daemon.chat, "bind", None)
+    if callable(bind):
+        diagnoser = Diagnoser(daemon.settings, library, daemon.pipeline)
+        bind(daemon.service, http=daemon.http, metrics=daemon.metrics, diagnoser=diagnoser)
 
 
 def _scheduler(

@@ -230,7 +230,7 @@ def _offer(
 ) -> ActionOffer:
     finding = item.finding
     context = template_context(finding, shared)
-    reason = _first_failed_guard(rule, item, primary, categories, facts, context)
+    reason, pending = _first_failed_guard(rule, item, primary, categories, facts, context)
     params, problem = _render_params(rule, context)
     reason = reason or problem
     preview = ""
@@ -249,6 +249,7 @@ def _offer(
         reason=reason or f"{CATALOG[rule.action].summary} ({finding.category})",
         playbook=finding.playbook,
         preview=preview,
+        pending_fact=pending if reason else "",
     )
 
 
@@ -302,7 +303,9 @@ def _first_failed_guard(
     categories: set[Category],
     facts: Facts,
     context: dict[str, Any],
-) -> str:
+) -> tuple[str, str]:
+    """Why the first guard that fails does ("" when all hold), and the fact it waits on
+    when it fails only because that live fact is unknown."""
     finding = item.finding
     values: dict[str, str] = {**context["fields"], **finding.captures}
     values.setdefault("category", str(finding.category))
@@ -310,8 +313,9 @@ def _first_failed_guard(
     for guard in rule.guards:
         failed = _guard_failure(guard, item, categories, facts, values)
         if failed:
-            return _fill(failed, values)
-    return ""
+            unknown = guard.fact if isinstance(guard, FactGuard) and guard.fact not in facts else ""
+            return _fill(failed, values), unknown
+    return "", ""
 
 
 def _guard_failure(

@@ -14,6 +14,13 @@ Times are arrival times: the window and the quiet period are measured with the
 `now` each call is given, not with a finding's own timestamp, so a replayed or
 late signal cannot open an incident in the past.
 
+An action withheld only because a live fact is unknown (is the actor stale?),
+or offered with preconditions to confirm (does a node fit the bigger pod?), is
+not decided here: the incident's `Change` carries it in `asks`, once per action
+and target, for the daemon to check off the pipeline thread; the answer comes
+back through `learn`, and the incident is assessed again with it
+(`bot.core.facts`).
+
 Pure in the sense that matters here: no I/O, no clock of its own (every call
 takes `now`), every result is a new immutable value. The `Correlator` keeps
 the open incidents of one pipeline thread in memory (the pipeline owns it, so
@@ -30,137 +37,45 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bot.core import analysis
 from bot.core.analysis import Facts, rank_findings
+from bot.core.facts import FactAnswer, awaiting, combined, offer_key, settle, to_confirm
 from bot.core.model import (
+    ActionOffer,
     Diagnosis,
     Finding,
     Incident,
     IncidentNote,
     IncidentState,
     NotificationKind,
-    ObjectRef,
     Role,
-    Signal,
 )
 from bot.core.playbooks import Library
 from bot.core.taxonomy import Category
-
-# -- workload identity ---------------------------------------------------------
-
-# Kinds that own the pods a failure shows up on, most encompassing first: a RayJob
-# owns its RayCluster and its Ray job submission, so it names the incident when known.
-WORKLOAD_KINDS: tuple[str, ...] = (
-    "RayJob",
-    "RayService",
-    "Deployment",
-    "StatefulSet",
-    "DaemonSet",
-    "CronJob",
-    "Job",
-    "RayCluster",
-)
-SUBMISSION_KIND = "RayJobSubmission"
-_PRIORITY = {kind: i for i, kind in enumerate((*WORKLOAD_KINDS, SUBMISSION_KIND))}
-_UNATTRIBUTED = "-"
-LABEL_PREFIX = "label."
-
-Item = Finding | Signal
-
-
-def _namespace(item: Item) -> str:
-    for ref in (item.workload, item.obj):
-        if ref is not None and ref.namespace:
-            return ref.namespace
-    return item.fields.get("namespace", "")
-
-
-def _cluster(item: Item) -> str:
-    # Only the `cluster` field, never `Signal.cluster`: findings carry fields but not the
-    # signal's attribute, and a signal and its finding must key to the same incident.
-    return item.fields.get("cluster", "")
-
-
-def submission_id(item: Item) -> str:
-    """The Ray job submission id a finding or signal names, if any (docs/signals.md)."""
-    fields = item.fields
-    if fields.get("submission_id"):
-        return fields["submission_id"]
-    if fields.get("rayjob") and fields.get("job_id"):
-        return fields["job_id"]  # a RayJob's status.jobId is the submission id
-    for ref in (item.workload, item.obj):
-        if ref is not None and ref.kind == SUBMISSION_KIND:
-            return ref.name
-    return ""
-
-
-def workload_refs(item: Item) -> tuple[ObjectRef, ...]:
-    """Every workload a finding or signal names, most encompassing first.
-
-    From the owning workload the source resolved, the object itself when it is a
-    workload, and the fields `rayjob`, `ray_cluster` and `submission_id`. A Ray job
-    submission has no Kubernetes namespace, so its reference has none either."""
-    namespace = _namespace(item)
-    found: list[ObjectRef] = []
-    for ref in (item.workload, item.obj):
-        if ref is not None and ref.kind in _PRIORITY and ref.kind != SUBMISSION_KIND:
-            found.append(ObjectRef(ref.kind, ref.name, ref.namespace or namespace))
-    fields = item.fields
-    if fields.get("rayjob"):
-        found.append(ObjectRef("RayJob", fields["rayjob"], namespace))
-    if fields.get("ray_cluster"):
-        found.append(ObjectRef("RayCluster", fields["ray_cluster"], namespace))
-    submission = submission_id(item)
-    if submission:
-        found.append(ObjectRef(SUBMISSION_KIND, submission))
-    unique = list(dict.fromkeys(found))
-    unique.sort(key=lambda ref: _PRIORITY[ref.kind])
-    return tuple(unique)
-
-
-def _key(cluster: str, ref: ObjectRef) -> str:
-    return f"{cluster}/{ref.namespace}/{ref.kind}/{ref.name}"
-
-
-def workload_keys(item: Item) -> tuple[str, ...]:
-    """The keys of every workload `item` names, most encompassing first; never empty.
-
-    Without a workload, the object itself (a Pod without owner, a Node) is the key;
-    without any reference, all unattributed findings of a namespace share one key."""
-    cluster = _cluster(item)
-    refs = workload_refs(item)
-    if refs:
-        return tuple(_key(cluster, ref) for ref in refs)
-    if item.obj is not None:
-        return (_key(cluster, ObjectRef(item.obj.kind, item.obj.name, _namespace(item))),)
-    return (f"{cluster}/{_namespace(item)}/{_UNATTRIBUTED}/{_UNATTRIBUTED}",)
-
-
-def workload_key(item: Item) -> str:
-    """`cluster/namespace/Kind/name` of the workload a finding or signal is about.
-
-    RayJob, RayService, Deployment, StatefulSet, DaemonSet, CronJob, Job, RayCluster or
-    `RayJobSubmission` (a Ray job submission id), most encompassing first; the cluster
-    part is the `cluster` field, empty when a source does not set it."""
-    return workload_keys(item)[0]
-
-
-def _workload_from_key(key: str) -> ObjectRef | None:
-    _, namespace, kind, name = key.split("/", 3)
-    return None if kind == _UNATTRIBUTED else ObjectRef(kind, name, namespace)
-
+from bot.core.workloads import LABEL_PREFIX as LABEL_PREFIX
+from bot.core.workloads import SUBMISSION_KIND as SUBMISSION_KIND
+from bot.core.workloads import WORKLOAD_KINDS as WORKLOAD_KINDS
+from bot.core.workloads import Item, cluster_of, namespace_of, workload_from_key
+from bot.core.workloads import submission_id as submission_id
+from bot.core.workloads import workload_key as workload_key
+from bot.core.workloads import workload_keys as workload_keys
+from bot.core.workloads import workload_refs as workload_refs
 
 # -- assessment: ranking and offers over an incident's findings ----------------
 
-Assess = Callable[[Sequence[Finding]], Diagnosis]
-"""Ranks an incident's findings and decides which actions are offered."""
+
+class Assess(Protocol):
+    """Ranks an incident's findings and decides which actions are offered, with the
+    live facts known so far."""
+
+    def __call__(self, findings: Sequence[Finding], facts: Facts | None = None) -> Diagnosis: ...
 
 
-def rank_only(findings: Sequence[Finding]) -> Diagnosis:
+def rank_only(findings: Sequence[Finding], facts: Facts | None = None) -> Diagnosis:
     """An assessment without a playbook library: precedence ranking, no actions."""
     ranked = rank_findings(findings)
     lines = [
@@ -175,10 +90,20 @@ def assessor(library: Library, facts: Facts | None = None) -> Assess:
     for one input, re-run whenever an incident's set of findings changes."""
     known_facts: Facts = dict(facts or {})
 
-    def assess(findings: Sequence[Finding]) -> Diagnosis:
-        return analysis.assess(findings, library, known_facts)
+    def assess(findings: Sequence[Finding], facts: Facts | None = None) -> Diagnosis:
+        return analysis.assess(findings, library, {**known_facts, **(facts or {})})
 
     return assess
+
+
+def adjusted(assess: Assess, adjust: Callable[[Diagnosis], Diagnosis]) -> Assess:
+    """`assess`, each diagnosis then adjusted (with the configured action values,
+    `bot.core.actions.tuning.tune`)."""
+
+    def assess_adjusted(findings: Sequence[Finding], facts: Facts | None = None) -> Diagnosis:
+        return adjust(assess(findings, facts))
+
+    return assess_adjusted
 
 
 # -- configuration and results -------------------------------------------------
@@ -229,6 +154,7 @@ class Change:
     kind: ChangeKind
     primary_changed: bool = False
     previous_primary: Category | None = None
+    asks: tuple[ActionOffer, ...] = ()  # offers waiting on a live fact, not asked before
 
     @property
     def card(self) -> NotificationKind:
@@ -261,6 +187,8 @@ class _Track:
     """The mutable bookkeeping behind one open incident (never leaves this module)."""
 
     __slots__ = (
+        "answer",
+        "asked",
         "capped",
         "counts",
         "incident",
@@ -286,6 +214,8 @@ class _Track:
         self.names: dict[str, set[str]] = {}
         self.capped: set[str] = set(incident.objects_capped)
         self.notes: deque[IncidentNote] = deque(incident.notes, maxlen=max_notes)
+        self.answer = FactAnswer()  # what live checks found so far
+        self.asked: set[tuple[str, str]] = set()  # offers handed out for a live check
 
     @property
     def last_seen(self) -> datetime:
@@ -340,8 +270,21 @@ class Correlator:
             changes.append(self._absorb(track, finding, keys, now))
         return tuple(changes)
 
-    def add_all(self, findings: Iterable[Finding], now: datetime) -> tuple[Change, ...]:
-        return tuple(change for finding in findings for change in self.add(finding, now))
+    def learn(self, incident_id: str, answer: FactAnswer, now: datetime) -> Change | None:
+        """Assess an open incident again with what a live check found (None when it is
+        no longer open, or nothing it offers changed)."""
+        track = self._tracks.get(incident_id)
+        if track is None:
+            return None
+        track.answer = combined((track.answer, answer))
+        old = track.incident
+        diagnosis = self._assessed(track)
+        if diagnosis == old.diagnosis:
+            return None
+        track.incident = dataclasses.replace(
+            old, diagnosis=diagnosis, updated_at=now, revision=old.revision + 1
+        )
+        return Change(track.incident, ChangeKind.UPDATED, asks=self._asks(track))
 
     def healthy(
         self, item: Item | str, now: datetime, reason: str = HEALTHY_AGAIN
@@ -391,8 +334,8 @@ class Correlator:
         key = keys[0]
         first = self._trim(finding)
         diagnosis = self._assess([first])
-        workload = _workload_from_key(key)
-        namespace = _namespace(finding)
+        workload = workload_from_key(key)
+        namespace = namespace_of(finding)
         where = str(workload) if workload else f"namespace {namespace or '(unknown)'}"
         note = IncidentNote(now, f"opened: {finding.category} on {where}")
         incident = Incident(
@@ -402,7 +345,7 @@ class Correlator:
             updated_at=now,
             diagnosis=diagnosis,
             workload=workload,
-            cluster=_cluster(finding),
+            cluster=cluster_of(finding),
             namespace=namespace,
             ray_job_id=submission_id(finding),
             last_seen_at=now,
@@ -417,7 +360,7 @@ class Correlator:
         self._link(track, keys)
         self._count_object(track, finding)
         track.incident = self._rebuild(track, now, diagnosis)
-        return Change(track.incident, ChangeKind.OPENED)
+        return Change(track.incident, ChangeKind.OPENED, asks=self._asks(track))
 
     def _absorb(
         self, track: _Track, finding: Finding, keys: tuple[str, ...], now: datetime
@@ -434,7 +377,7 @@ class Correlator:
         previous = old.diagnosis.primary
         if reshaped:
             track.reps[playbook] = merged
-            diagnosis = self._assess(list(track.reps.values()))
+            diagnosis = self._assessed(track)
             if rep is None or rep.category is not merged.category:
                 track.notes.append(IncidentNote(now, f"also seen: {merged.category}"))
         current = diagnosis.primary
@@ -453,8 +396,8 @@ class Correlator:
             now,
             diagnosis,
             labels=self._labels(old.labels, finding),
-            cluster=old.cluster or _cluster(finding),
-            namespace=old.namespace or _namespace(finding),
+            cluster=old.cluster or cluster_of(finding),
+            namespace=old.namespace or namespace_of(finding),
             ray_job_id=old.ray_job_id or submission_id(finding),
         )
         track.incident = incident
@@ -463,7 +406,23 @@ class Correlator:
             ChangeKind.UPDATED if reshaped else ChangeKind.COUNTED,
             primary_changed=changed_from is not None,
             previous_primary=changed_from,
+            asks=self._asks(track) if reshaped else (),
         )
+
+    def _assessed(self, track: _Track) -> Diagnosis:
+        """The incident's findings assessed with the live facts found so far; offers
+        whose check gave no answer are decided (withheld, with the reason)."""
+        diagnosis = self._assess(list(track.reps.values()), track.answer.facts)
+        return settle(diagnosis, track.answer)
+
+    def _asks(self, track: _Track) -> tuple[ActionOffer, ...]:
+        """The incident's offers waiting on a live fact, and its offered actions whose
+        preconditions need confirming, that were not asked about yet."""
+        diagnosis = track.incident.diagnosis
+        offers = (*awaiting(diagnosis), *to_confirm(diagnosis))
+        new = [o for o in offers if offer_key(o) not in track.asked]
+        track.asked.update(offer_key(o) for o in new)
+        return tuple(new)
 
     def _rebuild(
         self, track: _Track, now: datetime, diagnosis: Diagnosis, **changes: Any

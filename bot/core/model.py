@@ -6,7 +6,6 @@ stages take values and return new ones.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -89,12 +88,6 @@ class Signal:
                 return ref.namespace
         return ""
 
-    @property
-    def fingerprint(self) -> str:
-        """Stable identity of what was observed, independent of when."""
-        parts = (self.source, self.cluster, str(self.obj), self.reason, self.text)
-        return hashlib.sha1("\x1f".join(parts).encode()).hexdigest()[:16]
-
 
 @dataclass(frozen=True, slots=True)
 class Evidence:
@@ -148,6 +141,8 @@ class ActionOffer:
     reason: str
     playbook: str
     preview: str = ""
+    # The live fact (a `FACTS` id) the action is withheld for, only because it is unknown.
+    pending_fact: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""What travels on the pipeline's one queue: observations, health notices and ticks.
+"""What travels on the pipeline's one queue: observations, health notices, ticks and
+the answers of live checks.
 
 Why this exists: sources (Kubernetes watches, the Ray poller, `POST /ingest`),
 the scheduler and the service all hand work to one pipeline thread, which is
@@ -13,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from bot.core.facts import FactAnswer
 from bot.core.incidents import HEALTHY_AGAIN
 from bot.core.inputs import InputPart, LogText
 from bot.core.memory import MemoryEvidence
@@ -100,7 +102,16 @@ class Measured:
     chart: str = ""
 
 
-Item = Observation | Healthy | Tick | Refresh | Measured
+@dataclass(frozen=True, slots=True)
+class LiveFacts:
+    """What the live checks of an incident's waiting offers found (`bot.daemon.live`),
+    or why they gave no answer: one more observation, for its next assessment."""
+
+    incident_id: str
+    answer: FactAnswer
+
+
+Item = Observation | Healthy | Tick | Refresh | Measured | LiveFacts
 
 
 class Sink(Protocol):

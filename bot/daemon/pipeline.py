@@ -6,12 +6,18 @@ steps is the product's promise (DESIGN.md "The pipeline"):
     observation -> classify (Engine) -> findings
                 -> correlate (Correlator.add) -> incident changes
                 -> store the incident and its findings
+                -> offers waiting on a live fact: handed to the live checks (`check_live`)
                 -> proposals for the actions it now offers (approvals.reconcile)
                 -> the card: build_report -> notify.decide -> outbox (with the delivery record)
 
-Sources, the HTTP ingest, the scheduler's ticks and the service's refreshes
-all put items on one queue (`bot.daemon.feed`); this thread takes them one at a
-time, so the Correlator and the delivery records need no locks. Ticks resolve
+    live facts  -> assess again (Correlator.learn) -> the same steps from "store"
+
+Sources, the HTTP ingest, the scheduler's ticks, the service's refreshes and
+the live checks' answers all put items on one queue (`bot.daemon.feed`); this
+thread takes them one at a time, so the Correlator and the delivery records need
+no locks. It never waits on a cluster: a live fact is asked for, and its answer
+(or "did not answer in time") arrives later as one more item (`bot.daemon.live`);
+meanwhile only that incident's card waits, other cards go out. Ticks resolve
 quiet incidents, send what `notify.decide` asked to be decided later (group
 wait, update interval, reminders), pick up silences, and notice proposal
 changes other threads or processes made (a `pitcrew approve` in another
@@ -29,7 +35,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 
 from bot.core import approvals
@@ -37,6 +43,7 @@ from bot.core.analysis import findings_from_hits
 from bot.core.diagnosis import Engine
 from bot.core.incidents import Change, ChangeKind, Correlator
 from bot.core.model import (
+    ActionOffer,
     Finding,
     Incident,
     IncidentState,
@@ -51,7 +58,7 @@ from bot.core.model import (
 )
 from bot.core.notify import Delivery, NotifyConfig, decide
 from bot.core.reports import build_report
-from bot.daemon.feed import Healthy, Item, Measured, Observation, Refresh, Tick
+from bot.daemon.feed import Healthy, Item, LiveFacts, Measured, Observation, Refresh, Tick
 from bot.daemon.memory import MemoryWorker, thread_text
 from bot.daemon.metrics import Metrics
 from bot.daemon.ports import Clock, PipelineStore, ProposalChange
@@ -68,6 +75,10 @@ _RESHAPED = frozenset({ChangeKind.OPENED, ChangeKind.UPDATED})
 
 def _nothing() -> None:
     return None
+
+
+def _unchecked(incident_id: str, offers: Sequence[ActionOffer]) -> bool:
+    return False  # without live checks, an offer waiting on a fact stays withheld
 
 
 class Pipeline:
@@ -88,6 +99,8 @@ class Pipeline:
         queue_size: int = 10000,
         queued: Callable[[], None] = _nothing,
         memory: MemoryWorker | None = None,
+        check_live: Callable[[str, Sequence[ActionOffer]], bool] = _unchecked,
+        live_hold: timedelta = timedelta(seconds=30),
     ) -> None:
         self._engine = engine
         self._correlator = correlator
@@ -98,6 +111,9 @@ class Pipeline:
         self._ttl = proposal_ttl
         self._propose = propose
         self._queued = queued  # called after notifications were queued (wakes the outbox)
+        self._check_live = check_live  # True when an answer will come as LiveFacts
+        self._live_hold = live_hold  # longest a card waits for that answer
+        self._waiting: dict[str, tuple[datetime, int]] = {}  # id -> (held since, answers due)
         self._queue: queue.Queue[tuple[object, float]] = queue.Queue(queue_size)
         self._deliveries: dict[str, Delivery] = {}
         self._due: dict[str, datetime] = {}  # incident id -> when to decide about its card
@@ -213,6 +229,8 @@ class Pipeline:
             self._refresh(item.incident_id, now, urgent=item.urgent)
         elif isinstance(item, Measured):
             self._on_measured(item, now)
+        elif isinstance(item, LiveFacts):
+            self._learn(item, now)
 
     def _observe(self, observation: Observation, now: datetime) -> None:
         """All findings of one observation first, then one decision per incident touched:
@@ -246,7 +264,23 @@ class Pipeline:
             self._record(change, (), now)
         self._metrics.open_incidents.set(len(self._correlator))
 
+    def _learn(self, answer: LiveFacts, now: datetime) -> None:
+        """A live check answered: assess the incident again; its card goes out once
+        every check it waits for has answered."""
+        since, due = self._waiting.pop(answer.incident_id, (now, 1))
+        if due > 1:
+            self._waiting[answer.incident_id] = (since, due - 1)
+        change = self._correlator.learn(answer.incident_id, answer.answer, now)
+        if change is not None:
+            self._record(change, (), now)
+        else:
+            self._refresh(answer.incident_id, now, urgent=False)
+
     def _tick(self, now: datetime) -> None:
+        held = [i for i, (since, _) in self._waiting.items() if now - since >= self._live_hold]
+        for incident_id in held:
+            del self._waiting[incident_id]  # the answer was lost: the card goes out as it is
+            self._due[incident_id] = now
         for change in self._correlator.tick(now):
             self._record(change, (), now)
         self._notice_proposal_changes(now)
@@ -263,10 +297,13 @@ class Pipeline:
 
     def _keep(self, change: Change, findings: Iterable[Finding], now: datetime) -> Incident:
         """Store the incident as it now stands (with its memory evidence), and the findings
-        that changed it."""
+        that changed it; ask for the live facts its offers wait on."""
         incident = self._annotated(change.incident)
         self._store.upsert_incident(incident)
         self._store.append_findings(incident.id, findings, now)
+        if change.asks and self._check_live(incident.id, change.asks):
+            since, due = self._waiting.get(incident.id, (now, 0))
+            self._waiting[incident.id] = (since, due + 1)  # its card waits for the answer
         if change.kind is ChangeKind.OPENED:
             self._metrics.incidents.inc()
             log.info("incident %s opened: %s", incident.id, _cause(incident))
@@ -322,7 +359,10 @@ class Pipeline:
     def _decide(
         self, incident: Incident, proposals: Iterable[Proposal], now: datetime, *, urgent: bool
     ) -> None:
-        """What the chat should see now (notify.decide), queued with its delivery record."""
+        """What the chat should see now (notify.decide), queued with its delivery record;
+        nothing while the incident waits for a live check's answer."""
+        if incident.id in self._waiting:
+            return
         report = build_report(incident, tuple(proposals))
         previous = self._deliveries.get(incident.id) or self._store.delivery(incident.id)
         decision = decide(

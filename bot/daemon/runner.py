@@ -25,23 +25,17 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from bot.core import approvals
-from bot.core.actions.catalog import CATALOG, FACTS
-from bot.core.analysis import LIVE_CHECK
-from bot.core.approvals import PRECONDITIONS, SYSTEM_ACTOR, LiveCheck
+from bot.core.actions.catalog import CATALOG
+from bot.core.approvals import SYSTEM_ACTOR, LiveCheck
 from bot.core.errors import PitcrewError
-from bot.core.model import (
-    ActionOffer,
-    ActionResult,
-    Diagnosis,
-    LedgerEntry,
-    Proposal,
-    ProposalState,
-)
+from bot.core.facts import FactAnswer, awaiting, settle, to_confirm
+from bot.core.model import ActionResult, Diagnosis, LedgerEntry, Proposal, ProposalState
+from bot.daemon import live
 from bot.daemon.metrics import Metrics
 from bot.daemon.ports import Clock, RunnerStore
 
@@ -96,31 +90,12 @@ class Registry:
 
 def live_facts(diagnosis: Diagnosis, registry: Registry, now: datetime) -> dict[str, bool]:
     """The live facts that the actions `diagnosis` withholds only for want of one need,
-    from each action's executor (`check` of a not yet stored proposal for the offer).
-
-    The daemon assesses an incident, asks for these, and assesses again with them, as
-    `pitcrew diagnose --ray-job` does: offline a guard like "the actor is stale" is
-    unknown and withholds its action; here the cluster answers it. A fact two checks
-    disagree on is false (the cautious reading); an action without an executor, or
-    whose check fails, stays withheld with the reason it had."""
-    facts: dict[str, bool] = {}
-    for offer in diagnosis.actions:
-        if offer.offered or not offer.reason.startswith(LIVE_CHECK):
-            continue
-        executor = registry.get(offer.action)
-        if executor is None or not _valid(offer.action, offer.params):
-            continue
-        try:
-            found = executor.check(_probe(offer, now)).facts
-        except PitcrewError as error:  # refused: not a target this pitcrew can check
-            log.info("no live check of %s: %s", offer.action, error)
-            continue
-        except Exception as error:
-            log.warning("live check of %s failed: %s", offer.action, error)
-            continue
-        for fact, holds in found.items():
-            facts[fact] = facts.get(fact, True) and bool(holds)
-    return facts
+    from each action's executor (`check` of a not yet stored proposal for the offer),
+    asked at once (`bot.daemon.live.ask`; the daemon asks off the pipeline thread). A
+    fact two checks disagree on is false (the cautious reading); an action without an
+    executor, or whose check fails, stays withheld."""
+    checks = live.executor_checks(registry, lambda: now)
+    return dict(live.ask(awaiting(diagnosis), checks).answer.facts)
 
 
 def check_offers(diagnosis: Diagnosis, registry: Registry, now: datetime) -> Diagnosis:
@@ -128,59 +103,10 @@ def check_offers(diagnosis: Diagnosis, registry: Registry, now: datetime) -> Dia
     false now shown as withheld, with the executor's reason ("no node matches the
     template's nodeSelector ...", "RayCluster ml/x does not exist"): an offer is only
     made when approving it could succeed. A check that cannot answer leaves the offer
-    (approval checks again)."""
-    actions = []
-    for offer in diagnosis.actions:
-        failing = _failing_precondition(offer, registry, now) if offer.offered else ""
-        actions.append(replace(offer, offered=False, reason=failing) if failing else offer)
-    if actions == list(diagnosis.actions):
-        return diagnosis
-    actions.sort(key=lambda o: not o.offered)
-    return replace(diagnosis, actions=tuple(actions))
-
-
-def _failing_precondition(offer: ActionOffer, registry: Registry, now: datetime) -> str:
-    needs = PRECONDITIONS.get(offer.action, ())
-    executor = registry.get(offer.action)
-    if not needs or executor is None or not _valid(offer.action, offer.params):
-        return ""
-    try:
-        live = executor.check(_probe(offer, now))
-    except Exception as error:
-        log.info("no offer-time check of %s: %s", offer.action, error)
-        return ""
-    for fact in needs:
-        if live.facts.get(fact) is False:
-            return live.reason or f"not true now that {FACTS.get(fact, fact)}"
-    return ""
-
-
-def _probe(offer: ActionOffer, now: datetime) -> Proposal:
-    """A not yet stored proposal for an offer, to ask its executor about."""
-    return Proposal(
-        id="",
-        incident_id="",
-        action=offer.action,
-        params=offer.params,
-        preview=offer.preview,
-        state=S.OFFERED,
-        created_at=now,
-        expires_at=now,
-        preconditions=PRECONDITIONS.get(offer.action, ()),
-        playbook=offer.playbook,
-    )
-
-
-def _valid(action: str, params: Mapping[str, Any]) -> bool:
-    """The offer names a target (a playbook whose evidence lacked one renders blanks)."""
-    spec = CATALOG.get(action)
-    if spec is None:
-        return False
-    try:
-        spec.params.model_validate(dict(params))
-    except ValueError:
-        return False
-    return True
+    (approval checks again). Asked at once; the daemon asks off the pipeline thread."""
+    checks = live.executor_checks(registry, lambda: now)
+    answer = live.ask(to_confirm(diagnosis), checks).answer
+    return settle(diagnosis, FactAnswer(refused=answer.refused))
 
 
 def no_executor(action: str) -> str:

@@ -19,10 +19,9 @@ What is collected, all bounded:
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -40,15 +39,15 @@ from bot.adapters.kubernetes.api import (
 from bot.adapters.kubernetes.logs import driver_logs, is_submitter, log_tail
 from bot.adapters.kubernetes.owners import OwnerResolver
 from bot.adapters.kubernetes.state import Converter, containers_to_read, failed_rayjob
-from bot.core.actions.catalog import CATALOG, FACTS
-from bot.core.analysis import Facts
-from bot.core.approvals import PRECONDITIONS
+from bot.core.approvals import LiveCheck
 from bot.core.diagnosis import Engine
 from bot.core.errors import PitcrewError
+from bot.core.facts import offer_key
 from bot.core.inputs import InputPart, LogText
 from bot.core.inputs.owners import object_ref
 from bot.core.inputs.values import as_map, text_at
 from bot.core.model import ActionOffer, Diagnosis, ObjectRef, Signal, SourceKind
+from bot.daemon import live
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +61,6 @@ _KINDS = {
     "rayclusters": "RayCluster",
 }
 _RESOURCES: Mapping[str, Resource] = {"Pod": PODS, "RayJob": RAY_JOBS, "RayCluster": RAY_CLUSTERS}
-_LIVE_CHECK = "needs a live check"
 
 
 class Checker(Protocol):
@@ -292,77 +290,43 @@ def _event_time(event: Mapping[str, Any]) -> str:
 # -- live facts -----------------------------------------------------------------------------------
 
 
-def live_checks(
-    diagnosis: Diagnosis, checkers: Mapping[str, Checker]
-) -> dict[int, tuple[dict[str, bool], str]]:
-    """Run the executor's check for each action that is offered or waits on a live fact,
-    by index in `diagnosis.actions`."""
-    results: dict[int, tuple[dict[str, bool], str]] = {}
-    for index, offer in enumerate(diagnosis.actions):
-        checker = checkers.get(offer.action)
-        if checker is None or not (offer.offered or offer.reason.startswith(_LIVE_CHECK)):
-            continue
-        try:
-            results[index] = checker.check(offer.params)
-        except (PitcrewError, ValueError) as error:  # refused, unreadable, or bad params
-            log.warning("live check of %s failed: %s", offer.action, reason_of(error))
-    return results
+def kube_checks(checkers: Mapping[str, Checker]) -> dict[str, live.Check]:
+    """Each Kubernetes executor's `check` of an offer's parameters, for `bot.daemon.live`."""
+    return {action: _check_of(checker) for action, checker in checkers.items()}
 
 
-def merged_facts(results: Iterable[tuple[dict[str, bool], str]]) -> Facts:
-    """A fact holds when every check that reported it says so."""
-    facts: dict[str, bool] = {}
-    for found, _ in results:
-        for fact, holds in found.items():
-            facts[fact] = facts.get(fact, True) and holds
-    return facts
+def _check_of(checker: Checker) -> live.Check:
+    def check(offer: ActionOffer) -> LiveCheck:
+        facts, note = checker.check(offer.params)
+        return LiveCheck(facts=facts, preview=note, reason=_withheld(note))
+
+    return check
 
 
-def with_live_previews(
-    diagnosis: Diagnosis, checks: Mapping[tuple[str, str], tuple[dict[str, bool], str]]
-) -> Diagnosis:
+def with_live_previews(diagnosis: Diagnosis, notes: Mapping[tuple[str, str], str]) -> Diagnosis:
     """Offered actions show the executor's live diff; withheld ones say what the live check
-    found."""
+    found (`notes`: each checked offer's note, by `offer_key`)."""
     actions: list[ActionOffer] = []
     for offer in diagnosis.actions:
-        found = checks.get(_key(offer.action, offer.params))
-        if found is None:
+        note = notes.get(offer_key(offer))
+        if note is None:
             actions.append(offer)
         elif offer.offered:
-            facts, preview = found
-            needs = PRECONDITIONS.get(offer.action, ())
-            if any(facts.get(fact) is False for fact in needs):
-                why = _withheld(preview) or f"not true now that {FACTS.get(needs[0], needs[0])}"
-                actions.append(dataclasses.replace(offer, offered=False, reason=why))
-            else:
-                actions.append(dataclasses.replace(offer, preview=preview))
+            actions.append(dataclasses.replace(offer, preview=note))
         else:
-            withheld = next(
-                (line for line in found[1].splitlines() if line.startswith("withheld: ")), ""
-            )
-            reason = (
-                f"{offer.reason} ({withheld.removeprefix('withheld: ')})"
-                if withheld
-                else offer.reason
-            )
+            withheld = _withheld(note)
+            reason = offer.reason
+            if withheld and withheld not in reason:
+                reason = f"{reason} ({withheld})"
             actions.append(dataclasses.replace(offer, reason=reason))
     actions.sort(key=lambda o: not o.offered)
     return dataclasses.replace(diagnosis, actions=tuple(actions))
 
 
-def _withheld(preview: str) -> str:
-    line = next((x for x in preview.splitlines() if x.startswith("withheld: ")), "")
+def _withheld(note: str) -> str:
+    """What a check's note says keeps the action back ("withheld: ..."), or ""."""
+    line = next((x for x in note.splitlines() if x.startswith("withheld: ")), "")
     return line.removeprefix("withheld: ")
-
-
-def _key(action: str, params: Mapping[str, Any]) -> tuple[str, str]:
-    """The same for an offer's rendered params and their validated form."""
-    spec = CATALOG.get(action)
-    values: Mapping[str, Any] = params
-    if spec is not None:
-        with contextlib.suppress(ValueError):
-            values = spec.params.model_validate(dict(params)).model_dump()
-    return action, repr(sorted((str(k), str(v)) for k, v in values.items()))
 
 
 def diagnose_live(
@@ -379,18 +343,16 @@ def diagnose_live(
 def diagnose_parts(
     engine: Engine, parts: Sequence[InputPart], checkers: Mapping[str, Checker] | None = None
 ) -> Diagnosis:
-    """Diagnose what a `Collector` collected, fill in the live facts, diagnose again."""
+    """Diagnose what a `Collector` collected, fill in the live facts, diagnose again; the
+    offered actions are checked too, for their live diffs."""
     first = engine.diagnose(parts)
     if not checkers:
         return first
-    results = live_checks(first, checkers)
-    facts = merged_facts(results.values())
-    second = engine.diagnose(parts, facts) if facts else first
-    by_offer = {
-        _key(first.actions[i].action, first.actions[i].params): result
-        for i, result in results.items()
-    }
-    return with_live_previews(second, by_offer)
+    offered = tuple(offer for offer in first.actions if offer.offered)
+    second, checked = live.decide(
+        first, lambda facts: engine.diagnose(parts, facts), kube_checks(checkers), offered
+    )
+    return with_live_previews(second, checked.notes)
 
 
 def diagnose_target(

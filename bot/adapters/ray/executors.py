@@ -748,14 +748,19 @@ class RayActionExecutor:
 
 
 def build(
-    clusters: RayClusters, bookmarks: Bookmarks | None = None, *, max_retries: int = 2
+    clusters: RayClusters,
+    bookmarks: Bookmarks | None = None,
+    *,
+    max_retries: int = 2,
+    categorize: Callable[[Sequence[Any]], set[str]] | None = None,
 ) -> RayActionExecutor:
     """The executor kind `ray` for `clusters`, resubmitting a job at most `max_retries`
-    times. Pass the store's bookmarks so the Ray source does not report a job pitcrew
+    times and only when `categorize` (the daemon's own classification) finds no reason
+    not to. Pass the store's bookmarks so the Ray source does not report a job pitcrew
     stopped (`bot.app.factories` builds it from the settings)."""
     executors: list[RayExecutor] = [
         KillActorExecutor(clusters),
         StopJobExecutor(clusters, bookmarks=bookmarks),
-        ResubmitJobExecutor(clusters, max_retries=max_retries),
+        ResubmitJobExecutor(clusters, categorize=categorize, max_retries=max_retries),
     ]
     return RayActionExecutor({e.action: e for e in executors})

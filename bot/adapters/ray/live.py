@@ -16,20 +16,17 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
-from pydantic import ValidationError
-
 from bot.adapters.ray.client import RayApiError, RayClusterConfig, RayDashboard, headers_from_env
 from bot.adapters.ray.executors import RayExecutor, ray_executors
 from bot.adapters.ray.jobs import job_parts
-from bot.core.actions.catalog import CATALOG
 from bot.core.analysis import diagnose as analyse
+from bot.core.approvals import LiveCheck
 from bot.core.diagnosis import Engine
 from bot.core.errors import PitcrewError
+from bot.core.facts import awaiting
 from bot.core.inputs import InputPart
-from bot.core.model import Diagnosis
-
-LIVE_CHECK = "needs a live check"
-"""How bot.core.analysis words an action withheld because a fact is unknown."""
+from bot.core.model import ActionOffer, Diagnosis
+from bot.daemon import live
 
 
 @dataclass(frozen=True)
@@ -109,23 +106,26 @@ def diagnose_ray_job_on(
             return {str(r.finding.category) for r in engine.diagnose(parts).findings}
 
         executors = ray_executors([config], categorize=categorize)
-    facts = live_facts(first, executors)
-    return LiveDiagnosis(analyse(hits, engine.library, facts), facts, parts, job)
+    diagnosis, checked = live.decide(
+        first, lambda facts: analyse(hits, engine.library, facts), ray_checks(executors)
+    )
+    return LiveDiagnosis(diagnosis, checked.answer.facts, parts, job)
+
+
+def ray_checks(executors: Mapping[str, RayExecutor]) -> dict[str, live.Check]:
+    """Each Ray executor's `check` of an offer's parameters, for `bot.daemon.live`."""
+    return {action: _check_of(executor) for action, executor in executors.items()}
+
+
+def _check_of(executor: RayExecutor) -> live.Check:
+    def check(offer: ActionOffer) -> LiveCheck:
+        facts, note = executor.check(offer.params)
+        return LiveCheck(facts=facts, preview=note)
+
+    return check
 
 
 def live_facts(diagnosis: Diagnosis, executors: Mapping[str, RayExecutor]) -> dict[str, bool]:
     """The facts of the Ray actions withheld only for want of a live check, from each
     executor's `check`; a fact two actions disagree on is false (the cautious reading)."""
-    facts: dict[str, bool] = {}
-    for offer in diagnosis.actions:
-        executor = executors.get(offer.action)
-        if executor is None or not offer.reason.startswith(LIVE_CHECK):
-            continue
-        try:
-            params = CATALOG[offer.action].params.model_validate(dict(offer.params))
-            found, _ = executor.check(params)
-        except (ValidationError, PitcrewError):
-            continue
-        for key, value in found.items():
-            facts[key] = facts.get(key, True) and value
-    return facts
+    return dict(live.ask(awaiting(diagnosis), ray_checks(executors)).answer.facts)

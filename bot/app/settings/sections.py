@@ -86,6 +86,15 @@ class PipelineSettings(Closed):
     queue_size: int = Field(default=10000, ge=1)
     drain_timeout: timedelta = Field(default=timedelta(seconds=10), ge=timedelta(0))
     flush_timeout: timedelta = Field(default=timedelta(seconds=5), ge=timedelta(0))
+    live_check_timeout: timedelta = Field(
+        default=timedelta(seconds=5),
+        gt=timedelta(0),
+        description="how long a live check of an offer's facts may take before the offer "
+        "is decided as withheld",
+    )
+    live_check_workers: int = Field(
+        default=2, ge=1, description="threads that run live checks off the pipeline thread"
+    )
 
 
 class Secrets(BaseModel):

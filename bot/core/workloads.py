@@ -1,0 +1,112 @@
+"""Which workload a finding or signal is about, as the keys incidents are grouped by.
+
+Why this exists: one card per workload needs one identity per workload, whatever
+names it (the owning workload a source resolved, the object itself, the fields
+`rayjob`, `ray_cluster`, `submission_id`). The correlator (`bot.core.incidents`)
+groups by these keys and the HTTP ingest names the kinds. Pure.
+"""
+
+from __future__ import annotations
+
+from bot.core.model import Finding, ObjectRef, Signal
+
+# Kinds that own the pods a failure shows up on, most encompassing first: a RayJob
+# owns its RayCluster and its Ray job submission, so it names the incident when known.
+WORKLOAD_KINDS: tuple[str, ...] = (
+    "RayJob",
+    "RayService",
+    "Deployment",
+    "StatefulSet",
+    "DaemonSet",
+    "CronJob",
+    "Job",
+    "RayCluster",
+)
+SUBMISSION_KIND = "RayJobSubmission"
+_PRIORITY = {kind: i for i, kind in enumerate((*WORKLOAD_KINDS, SUBMISSION_KIND))}
+_UNATTRIBUTED = "-"
+LABEL_PREFIX = "label."
+
+Item = Finding | Signal
+
+
+def namespace_of(item: Item) -> str:
+    for ref in (item.workload, item.obj):
+        if ref is not None and ref.namespace:
+            return ref.namespace
+    return item.fields.get("namespace", "")
+
+
+def cluster_of(item: Item) -> str:
+    # Only the `cluster` field, never `Signal.cluster`: findings carry fields but not the
+    # signal's attribute, and a signal and its finding must key to the same incident.
+    return item.fields.get("cluster", "")
+
+
+def submission_id(item: Item) -> str:
+    """The Ray job submission id a finding or signal names, if any (docs/signals.md)."""
+    fields = item.fields
+    if fields.get("submission_id"):
+        return fields["submission_id"]
+    if fields.get("rayjob") and fields.get("job_id"):
+        return fields["job_id"]  # a RayJob's status.jobId is the submission id
+    for ref in (item.workload, item.obj):
+        if ref is not None and ref.kind == SUBMISSION_KIND:
+            return ref.name
+    return ""
+
+
+def workload_refs(item: Item) -> tuple[ObjectRef, ...]:
+    """Every workload a finding or signal names, most encompassing first.
+
+    From the owning workload the source resolved, the object itself when it is a
+    workload, and the fields `rayjob`, `ray_cluster` and `submission_id`. A Ray job
+    submission has no Kubernetes namespace, so its reference has none either."""
+    namespace = namespace_of(item)
+    found: list[ObjectRef] = []
+    for ref in (item.workload, item.obj):
+        if ref is not None and ref.kind in _PRIORITY and ref.kind != SUBMISSION_KIND:
+            found.append(ObjectRef(ref.kind, ref.name, ref.namespace or namespace))
+    fields = item.fields
+    if fields.get("rayjob"):
+        found.append(ObjectRef("RayJob", fields["rayjob"], namespace))
+    if fields.get("ray_cluster"):
+        found.append(ObjectRef("RayCluster", fields["ray_cluster"], namespace))
+    submission = submission_id(item)
+    if submission:
+        found.append(ObjectRef(SUBMISSION_KIND, submission))
+    unique = list(dict.fromkeys(found))
+    unique.sort(key=lambda ref: _PRIORITY[ref.kind])
+    return tuple(unique)
+
+
+def _key(cluster: str, ref: ObjectRef) -> str:
+    return f"{cluster}/{ref.namespace}/{ref.kind}/{ref.name}"
+
+
+def workload_keys(item: Item) -> tuple[str, ...]:
+    """The keys of every workload `item` names, most encompassing first; never empty.
+
+    Without a workload, the object itself (a Pod without owner, a Node) is the key;
+    without any reference, all unattributed findings of a namespace share one key."""
+    cluster = cluster_of(item)
+    refs = workload_refs(item)
+    if refs:
+        return tuple(_key(cluster, ref) for ref in refs)
+    if item.obj is not None:
+        return (_key(cluster, ObjectRef(item.obj.kind, item.obj.name, namespace_of(item))),)
+    return (f"{cluster}/{namespace_of(item)}/{_UNATTRIBUTED}/{_UNATTRIBUTED}",)
+
+
+def workload_key(item: Item) -> str:
+    """`cluster/namespace/Kind/name` of the workload a finding or signal is about.
+
+    RayJob, RayService, Deployment, StatefulSet, DaemonSet, CronJob, Job, RayCluster or
+    `RayJobSubmission` (a Ray job submission id), most encompassing first; the cluster
+    part is the `cluster` field, empty when a source does not set it."""
+    return workload_keys(item)[0]
+
+
+def workload_from_key(key: str) -> ObjectRef | None:
+    _, namespace, kind, name = key.split("/", 3)
+    return None if kind == _UNATTRIBUTED else ObjectRef(kind, name, namespace)

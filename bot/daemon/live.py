@@ -1,0 +1,249 @@
+"""Live checks: the one way pitcrew asks a cluster for the facts a withheld action waits
+on, and the daemon's workers that do it off the pipeline thread.
+
+Why this exists: a live fact (is this actor still alive, does the node pool have room)
+is never fetched inside the core or on the pipeline thread (DESIGN.md "The
+pipeline"). The core names the offers that wait on one (`bot.core.facts.awaiting`,
+keyed on `ActionOffer.pending_fact`); here they are checked:
+
+- `ask` runs each offer's check and merges what they found into one `FactAnswer`,
+  naming the actions whose check failed;
+- `LiveChecks` is the daemon's small pool: `request` returns at once, a worker runs
+  `ask`, and the answer (or, past the timeout, "did not answer within N s") goes back
+  on the pipeline's queue as a `LiveFacts` item for the incident's next assessment;
+- `decide` is the same rule for callers that may wait (`pitcrew diagnose --kube`,
+  `--ray-job`, `/pitcrew diagnose`): ask, then assess the evidence again with the
+  answer, offers whose check gave no answer withheld with the reason.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from bot.core.analysis import Facts
+from bot.core.approvals import PRECONDITIONS, LiveCheck
+from bot.core.facts import FactAnswer, awaiting, merged, offer_key, refusal, settle, to_confirm
+from bot.core.model import ActionOffer, Diagnosis, Proposal, ProposalState
+from bot.daemon.feed import LiveFacts, Sink
+from bot.daemon.ports import Clock
+
+log = logging.getLogger("pitcrew.live")
+
+Check = Callable[[ActionOffer], LiveCheck]
+"""One action's live check of an offer: the facts found, the live preview (what the
+check saw), and why a fact does not hold. Raises when it cannot tell."""
+
+DEFAULT_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What `ask` found: the answer, and each checked offer's note by `offer_key`."""
+
+    answer: FactAnswer
+    notes: Mapping[tuple[str, str], str] = field(default_factory=dict)
+
+
+def ask(offers: Iterable[ActionOffer], checks: Mapping[str, Check]) -> Checked:
+    """Each offer's check, by its action; an action without a check is not asked. A
+    fact two checks disagree on is false; a check that raises names the action in the
+    answer's problems (a waiting offer is then withheld with the reason, an offered one
+    stays: approval checks again); an offered action whose precondition is false now
+    is refused with the check's reason."""
+    found: list[Mapping[str, bool]] = []
+    problems: dict[str, str] = {}
+    refused: dict[tuple[str, str], str] = {}
+    notes: dict[tuple[str, str], str] = {}
+    for offer in offers:
+        check = checks.get(offer.action)
+        if check is None:
+            continue
+        try:
+            checked = check(offer)
+        except Exception as error:  # any failure of a check leaves its action as it was
+            log.warning("live check of %s failed: %s", offer.action, error)
+            problems[offer.action] = f"the live check could not tell: {error}"
+            continue
+        found.append(checked.facts)
+        notes[offer_key(offer)] = checked.preview or ""
+        why = refusal(offer, checked)
+        if why:
+            refused[offer_key(offer)] = why
+    return Checked(FactAnswer(merged(found), problems, refused), notes)
+
+
+def decide(
+    first: Diagnosis,
+    reassess: Callable[[Facts], Diagnosis],
+    checks: Mapping[str, Check],
+    also: Sequence[ActionOffer] = (),
+) -> tuple[Diagnosis, Checked]:
+    """For callers that may wait: the offers of `first` waiting on a live fact and the
+    offered ones to confirm (and `also`, checked for their notes) asked, and the
+    evidence assessed again with the facts found (`reassess`); offers whose check gave
+    no answer stay withheld, saying why, and offered ones the check refused are
+    withheld with its reason."""
+    asked = dict.fromkeys((*awaiting(first), *to_confirm(first), *also))
+    checked = ask(asked, checks)
+    facts = checked.answer.facts
+    return settle(reassess(facts) if facts else first, checked.answer), checked
+
+
+class ExecutorLookup(Protocol):
+    """The action registry (`bot.daemon.runner.Registry`) as live checks need it."""
+
+    def actions(self) -> tuple[str, ...]: ...
+
+    def get(self, action: str) -> _Checker | None: ...
+
+
+class _Checker(Protocol):
+    def check(self, proposal: Proposal) -> LiveCheck: ...
+
+
+def executor_checks(registry: ExecutorLookup, clock: Clock) -> dict[str, Check]:
+    """Checks by the registry's executors, each asked with a not yet stored proposal
+    for the offer (its `check` is the one approval re-validation uses)."""
+    checks: dict[str, Check] = {}
+    for action in registry.actions():
+        executor = registry.get(action)
+        if executor is not None:
+            checks[action] = _executor_check(executor, clock)
+    return checks
+
+
+def _executor_check(executor: _Checker, clock: Clock) -> Check:
+    def check(offer: ActionOffer) -> LiveCheck:
+        return executor.check(probe(offer, clock))
+
+    return check
+
+
+def probe(offer: ActionOffer, clock: Clock) -> Proposal:
+    """The proposal an offer would become, for an executor's `check`."""
+    now = clock()
+    return Proposal(
+        id="",
+        incident_id="",
+        action=offer.action,
+        params=offer.params,
+        preview=offer.preview,
+        state=ProposalState.OFFERED,
+        created_at=now,
+        expires_at=now,
+        preconditions=PRECONDITIONS.get(offer.action, ()),
+        playbook=offer.playbook,
+    )
+
+
+# -- the daemon's workers ----------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Request:
+    incident_id: str
+    offers: tuple[ActionOffer, ...]
+    answered: bool = False
+
+
+class LiveChecks:
+    """A few worker threads that run `ask` for the pipeline; the pipeline never waits.
+
+    Each request is answered exactly once on `sink`: with what the checks found, or,
+    when they take longer than `timeout` seconds (a dashboard that accepts and never
+    replies), with every asked action's offer decided as withheld for that reason. A
+    check that answers after that is ignored."""
+
+    def __init__(
+        self,
+        checks: Mapping[str, Check],
+        sink: Sink,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        workers: int = 2,
+    ) -> None:
+        self.timeout = timeout
+        self._checks = dict(checks)
+        self._sink = sink
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pitcrew-live")
+        self._lock = threading.Condition()
+        self._deadlines: list[tuple[float, int, _Request]] = []
+        self._order = itertools.count()
+        self._closed = False
+        self._watch: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start the thread that answers requests whose checks took too long."""
+        if self._watch is None:
+            self._watch = threading.Thread(
+                target=self._watchdog, name="pitcrew-live-watch", daemon=True
+            )
+            self._watch.start()
+
+    def request(self, incident_id: str, offers: Sequence[ActionOffer]) -> bool:
+        """Check the offers of one incident in the background (returns at once); True
+        when an answer will come, False when no offer has a check."""
+        asked = tuple(o for o in offers if o.action in self._checks)
+        if not asked:
+            return False
+        waiting = _Request(incident_id, asked)
+        with self._lock:
+            if self._closed:
+                return False
+            heapq.heappush(
+                self._deadlines, (time.monotonic() + self.timeout, next(self._order), waiting)
+            )
+            self._lock.notify()
+        self._pool.submit(self._run, waiting)
+        return True
+
+    def close(self) -> None:
+        """Start no more checks; a check in flight is abandoned (its thread ends with it)."""
+        with self._lock:
+            self._closed = True
+            self._deadlines.clear()
+            self._lock.notify()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _run(self, waiting: _Request) -> None:
+        self._answer(waiting, ask(waiting.offers, self._checks).answer)
+
+    def _watchdog(self) -> None:
+        with self._lock:
+            while not self._closed:
+                if not self._deadlines:
+                    self._lock.wait()
+                    continue
+                deadline, _, waiting = self._deadlines[0]
+                left = deadline - time.monotonic()
+                if left > 0:
+                    self._lock.wait(left)
+                    continue
+                heapq.heappop(self._deadlines)
+                if not waiting.answered:
+                    self._lock.release()
+                    try:
+                        self._answer(waiting, self._timed_out(waiting))
+                    finally:
+                        self._lock.acquire()
+
+    def _timed_out(self, waiting: _Request) -> FactAnswer:
+        why = f"the live check did not answer within {self.timeout:g} s"
+        log.warning("live check for incident %s: %s", waiting.incident_id, why)
+        return FactAnswer(problems=dict.fromkeys((o.action for o in waiting.offers), why))
+
+    def _answer(self, waiting: _Request, answer: FactAnswer) -> None:
+        with self._lock:
+            if waiting.answered or self._closed:
+                return
+            waiting.answered = True
+        if not self._sink.submit(LiveFacts(waiting.incident_id, answer)):
+            log.warning("the pipeline queue is full: a live check's answer was dropped")
