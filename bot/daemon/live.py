@@ -91,8 +91,8 @@ def decide(
     evidence assessed again with the facts found (`reassess`); offers whose check gave
     no answer stay withheld, saying why, and offered ones the check refused are
     withheld with its reason."""
-    asked = dict.fromkeys((*awaiting(first), *to_confirm(first), *also))
-    checked = ask(asked, checks)
+    asked = {offer_key(o): o for o in (*awaiting(first), *to_confirm(first), *also)}
+    checked = ask(asked.values(), checks)
     facts = checked.answer.facts
     return settle(reassess(facts) if facts else first, checked.answer), checked
 
