@@ -267,9 +267,7 @@ class Pipeline:
     def _learn(self, answer: LiveFacts, now: datetime) -> None:
         """A live check answered: assess the incident again; its card goes out once
         every check it waits for has answered."""
-        since, due = self._waiting.pop(answer.incident_id, (now, 1))
-        if due > 1:
-            self._waiting[answer.incident_id] = (since, due - 1)
+        self._answered(answer.incident_id)
         change = self._correlator.learn(answer.incident_id, answer.answer, now)
         if change is not None:
             self._record(change, (), now)
@@ -302,8 +300,7 @@ class Pipeline:
         self._store.upsert_incident(incident)
         self._store.append_findings(incident.id, findings, now)
         if change.asks and self._check_live(incident.id, change.asks):
-            since, due = self._waiting.get(incident.id, (now, 0))
-            self._waiting[incident.id] = (since, due + 1)  # its card waits for the answer
+            self._hold_card(incident.id, now)
         if change.kind is ChangeKind.OPENED:
             self._metrics.incidents.inc()
             log.info("incident %s opened: %s", incident.id, _cause(incident))
@@ -311,8 +308,20 @@ class Pipeline:
             log.info("incident %s: root cause is now %s", incident.id, _cause(incident))
         elif change.kind is ChangeKind.RESOLVED:
             self._resolved[incident.id] = incident
+            self._waiting.pop(incident.id, None)  # nothing to wait for: it is over
             log.info("incident %s resolved: %s", incident.id, incident.resolution)
         return incident
+
+    def _hold_card(self, incident_id: str, now: datetime) -> None:
+        """The incident's card waits for one more live check's answer."""
+        since, due = self._waiting.get(incident_id, (now, 0))
+        self._waiting[incident_id] = (since, due + 1)
+
+    def _answered(self, incident_id: str) -> None:
+        """One live check's answer in: the card goes out once no other is due."""
+        since, due = self._waiting.pop(incident_id, (None, 1))
+        if due > 1 and since is not None:
+            self._waiting[incident_id] = (since, due - 1)
 
     def _annotated(self, incident: Incident) -> Incident:
         measured = self._measured.get(incident.id)
@@ -447,6 +456,7 @@ class Pipeline:
         self._queued()
 
     def _forget(self, incident_id: str) -> None:
+        self._waiting.pop(incident_id, None)
         self._measured.pop(incident_id, None)
         self._charts.pop(incident_id, None)
         self._deliveries.pop(incident_id, None)
