@@ -677,3 +677,46 @@ def test_a_pod_describe_cut_before_its_containers_is_still_a_pod() -> None:
     assert (signal.source, signal.reason) == (SourceKind.POD_STATUS, "Evicted")
     assert signal.obj is not None
     assert signal.obj.name == "raycluster-kuberay-head-ldg9f"
+
+
+@pytest.mark.parametrize(
+    ("text", "reason", "fields", "message"),
+    [
+        (
+            "4m11s       Warning   Evicted               pod/egg-<id here>    The node was low"
+            " on resource: memory.\n",
+            "Evicted",
+            {"type": "Warning", "object_kind": "Pod", "object_name": "egg-<id here>", "count": "1"},
+            "The node was low on resource: memory.",
+        ),
+        (
+            "ml   2m   Warning   BackOff   pod/ray-head-x   Back-off restarting failed container\n",
+            "BackOff",
+            {
+                "type": "Warning",
+                "object_kind": "Pod",
+                "object_name": "ray-head-x",
+                "namespace": "ml",
+                "count": "1",
+            },
+            "Back-off restarting failed container",
+        ),
+        (
+            "  Warning  Unhealthy  27m (x476 over 72m)    kubelet  Readiness probe failed:\n",
+            "Unhealthy",
+            {"type": "Warning", "count": "476"},
+            "Readiness probe failed:",
+        ),
+    ],
+)
+def test_event_rows_without_their_header_are_events(
+    text: str, reason: str, fields: dict[str, str], message: str
+) -> None:
+    (signal,) = _signals(text)
+    assert (signal.source, signal.reason) == (SourceKind.K8S_EVENT, reason)
+    assert dict(signal.fields) == fields
+    assert signal.text == message
+
+
+def test_a_log_line_is_not_an_event_row() -> None:
+    assert _signals("2m Warning: disk almost full on node-3\n(raylet) Warning  pending\n") == []

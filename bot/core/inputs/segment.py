@@ -1,6 +1,7 @@
 """Splitting a paste into its parts: structured blocks become signals, the rest stays log.
 
-A paste may mix a driver log with `kubectl describe` output, an events table,
+A paste may mix a driver log with `kubectl describe` output, an events table
+(or its rows without the header),
 Kubernetes or Ray JSON/YAML and `ray job status` lines. Regexes find the lines
 where such a block could start (cheap: a first-character lookahead rejects
 most lines at once, and each regex scans the text once), and the detector for
@@ -25,6 +26,7 @@ from bot.core.inputs.blocks import Block, Detector, Miss
 from bot.core.inputs.correlate import with_known_pods
 from bot.core.inputs.describe import DESCRIBE_START, describe_block
 from bot.core.inputs.documents import JSON_START, YAML_START, json_block, yaml_block
+from bot.core.inputs.event_rows import ROWS_START, event_rows_block
 from bot.core.inputs.events_table import HEADER_START, events_table_block
 from bot.core.inputs.rayjob import STATUS_START, job_status_block
 
@@ -36,10 +38,12 @@ _DETECTORS: dict[str, Detector] = {
     "describe": describe_block,
     "events": events_table_block,
     "ray_status": job_status_block,
+    "event_rows": event_rows_block,
 }
 # Regexes for the lines where a block could start, each group named after its shape.
-# JSON has a stream of its own because a JSON miss can skip far ahead; the other
-# shapes share one. The first-character lookahead rejects most lines at once.
+# JSON has a stream of its own because a JSON miss can skip far ahead, and so have
+# header-less event rows (they start with a digit or an indent); the other shapes
+# share one. The first-character lookahead rejects most lines at once.
 _STREAMS = (
     re.compile(rf"^(?=[ \t{{\[])(?P<json>{JSON_START})", re.MULTILINE),
     re.compile(
@@ -48,6 +52,7 @@ _STREAMS = (
         rf"|(?P<events>{HEADER_START})|(?P<ray_status>{STATUS_START}))",
         re.MULTILINE,
     ),
+    re.compile(rf"^(?=[ \t0-9a-z<])(?P<event_rows>{ROWS_START})", re.MULTILINE),
 )
 
 
