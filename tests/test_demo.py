@@ -113,6 +113,7 @@ def test_pitcrew_demo_yes_reaches_every_scenarios_end_and_leaves_nothing_running
     assert "EMULATED Kubernetes API" in flat
     assert "16Gi → 24Gi" in flat
     assert "memory limit 24Gi" in flat
+    assert "Named actor already taken (RayJob and 1 pod)" in flat
     assert re.search(
         r"RayJob verl-ppo-qwen recreated \(from uid \S+\), group gpu-group memory limit 24Gi, "
         r"Running",

@@ -9,6 +9,7 @@ playbooks change; offers come from a two-playbook library written for the test.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -561,3 +562,31 @@ def test_workload_labels_become_incident_labels() -> None:
 def test_bad_correlation_config_is_refused(settings: dict[str, object], message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         CorrelationConfig.model_validate(settings)
+
+
+def test_a_rayjob_seen_by_the_ray_source_and_the_kubernetes_watch_is_one_key() -> None:
+    """The Ray source of a RayJob's RayCluster names its Kubernetes cluster (`k8s_cluster`)
+    beside its own poller name; the Kubernetes source's findings carry `cluster`."""
+    from bot.core.incidents import workload_key
+
+    by_ray = dataclasses.replace(
+        clash(),
+        fields=frozen_map(
+            {
+                "cluster": f"{NS}.{CLUSTER}",
+                "k8s_cluster": "prod",
+                "namespace": NS,
+                "ray_cluster": CLUSTER,
+                "rayjob": "verl-ppo-qwen",
+            }
+        ),
+    )
+    by_kube = dataclasses.replace(
+        oom(), fields=frozen_map({**oom().fields, "cluster": "prod", "rayjob": "verl-ppo-qwen"})
+    )
+    assert workload_key(by_ray) == workload_key(by_kube) == f"prod/{NS}/RayJob/verl-ppo-qwen"
+    correlator = Correlator()
+    (opened,) = correlator.add(by_kube, at(0))
+    (joined,) = correlator.add(by_ray, at(1))
+    assert joined.incident.id == opened.incident.id
+    assert joined.incident.cluster == "prod"

@@ -52,14 +52,37 @@ def kube_api(settings: Settings) -> KubeApi:
     )
 
 
+def kube_cluster_name(settings: Settings) -> str:
+    """`sources.kubernetes.cluster`, else the kubeconfig context's name or `in-cluster`;
+    "" when the Kubernetes source is off."""
+    from bot.adapters.kubernetes.api import KubeApi
+
+    kube = settings.sources.kubernetes
+    if not kube.enabled:
+        return ""
+    return kube.cluster or KubeApi.cluster_name(
+        str(kube.kubeconfig) if kube.kubeconfig else None,
+        kube.context or None,
+        in_cluster=kube.in_cluster or None,
+    )
+
+
 def ray_cluster_configs(settings: Settings) -> list[RayClusterConfig]:
     """The enabled `sources.ray` entries as cluster configs; auth headers come from the
-    environment (`PITCREW_RAY_HEADERS`, `RAY_AUTH_TOKEN`), never from the config file."""
+    environment (`PITCREW_RAY_HEADERS`, `RAY_AUTH_TOKEN`), never from the config file.
+    An entry with a Kubernetes namespace runs on the watched cluster and says so."""
     from bot.adapters.ray.client import RayClusterConfig, headers_from_env
 
     headers = headers_from_env()
+    kube_cluster = kube_cluster_name(settings)
     return [
-        RayClusterConfig(s.name, s.address, headers, k8s_namespace=s.namespace)
+        RayClusterConfig(
+            s.name,
+            s.address,
+            headers,
+            k8s_namespace=s.namespace,
+            k8s_cluster=kube_cluster if s.namespace else "",
+        )
         for s in settings.sources.ray
         if s.enabled
     ]
@@ -112,7 +135,9 @@ def kubernetes_sources(
     api = kube_api(settings)
     kube = settings.sources.kubernetes
     config = KubeSourceConfig(
-        namespaces=tuple(kube.namespaces), kinds=tuple(KINDS_BY_PLURAL[r] for r in kube.resources)
+        namespaces=tuple(kube.namespaces),
+        kinds=tuple(KINDS_BY_PLURAL[r] for r in kube.resources),
+        cluster=kube_cluster_name(settings),
     )
     built: list[Source] = [KubernetesSource(api, config, sink=sink)]
     built.extend(ray_discovery(settings, sink, bookmarks, api))
@@ -139,6 +164,7 @@ def ray_discovery(
             configured=ray_cluster_configs(settings),
             headers=headers_from_env(),
             poll_interval=discovery.poll_interval,
+            k8s_cluster=kube_cluster_name(settings),
         )
     ]
 

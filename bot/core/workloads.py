@@ -38,9 +38,11 @@ def namespace_of(item: Item) -> str:
 
 
 def cluster_of(item: Item) -> str:
-    # Only the `cluster` field, never `Signal.cluster`: findings carry fields but not the
-    # signal's attribute, and a signal and its finding must key to the same incident.
-    return item.fields.get("cluster", "")
+    # Only fields, never `Signal.cluster`: findings carry fields but not the signal's
+    # attribute, and a signal and its finding must key to the same incident. A Ray
+    # cluster running on Kubernetes names that cluster (`k8s_cluster`), so its RayJob
+    # keys alike whether the Ray source or the Kubernetes watch saw it.
+    return item.fields.get("k8s_cluster") or item.fields.get("cluster", "")
 
 
 def submission_id(item: Item) -> str:

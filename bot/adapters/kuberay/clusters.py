@@ -204,6 +204,7 @@ def plan(
     found: Iterable[DiscoveredCluster],
     configured: Sequence[RayClusterConfig],
     headers: Mapping[str, str] | None = None,
+    k8s_cluster: str = "",
 ) -> Plan:
     """Configured clusters win their URL; among RayClusters the first by namespace/name."""
     by_url = {same_url(c.url): c for c in configured}
@@ -235,6 +236,7 @@ def plan(
             k8s_namespace=item.namespace,
             ray_cluster=item.name,
             rayjob=item.rayjob,
+            k8s_cluster=k8s_cluster,
         )
         pollers[name] = (config, item)
         served[identity] = name

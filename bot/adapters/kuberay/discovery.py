@@ -155,8 +155,10 @@ class RayDiscoverySource:
         options: DiscoveryOptions | None = None,
         clock: Callable[[], datetime] = utcnow,
         rng: Callable[[], float] = random.random,
+        k8s_cluster: str = "",
     ) -> None:
         self.api = api
+        self.k8s_cluster = k8s_cluster
         self.sink = sink
         self.bookmarks: Bookmarks = bookmarks if bookmarks is not None else MemoryBookmarks()
         self.namespaces = tuple(namespaces)
@@ -356,7 +358,7 @@ class RayDiscoverySource:
     def _apply(self) -> None:
         """Add, replace and retire pollers to match the discovered RayClusters; record the
         live set for the executors. Called with the lock held."""
-        wanted = plan(self._entries.values(), self.configured, self.headers)
+        wanted = plan(self._entries.values(), self.configured, self.headers, self.k8s_cluster)
         for name in [n for n in self._pollers if n not in wanted.pollers]:
             self._retire(name, final=True)
             log.info("Ray cluster %s: its RayCluster is gone; no longer polled", name)

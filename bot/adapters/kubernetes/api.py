@@ -203,6 +203,27 @@ class KubeApi:
         }
         self._custom = client.CustomObjectsApi(api_client)
 
+    @staticmethod
+    def cluster_name(
+        kubeconfig: str | None = None, context: str | None = None, *, in_cluster: bool | None = None
+    ) -> str:
+        """What to call the cluster when the config does not: the kubeconfig context's
+        name, or `in-cluster` for the pod's service account."""
+        if in_cluster or (
+            in_cluster is None
+            and kubeconfig is None
+            and context is None
+            and os.environ.get("KUBERNETES_SERVICE_HOST")
+        ):
+            return "in-cluster"
+        if context:
+            return context
+        try:
+            _, active = config.list_kube_config_contexts(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+        except Exception:  # no kubeconfig: from_config says so, more precisely
+            return ""
+        return str((active or {}).get("name") or "")
+
     @classmethod
     def from_config(
         cls,

@@ -424,6 +424,9 @@ class KubernetesSource:
         )
         if tail is not None:
             self._count("log_tails")
+        else:  # nothing to read yet (a pod whose log is not served): a later signal tries again
+            with self._lock:
+                self._recent_logs.pop(key, None)
         return tail
 
     def _driver_log(self, rayjob: ObjectRef) -> list[InputPart]:

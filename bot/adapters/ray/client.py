@@ -136,6 +136,7 @@ class RayClusterConfig:
     k8s_namespace: str = ""
     ray_cluster: str = ""
     rayjob: str = ""
+    k8s_cluster: str = ""  # the Kubernetes cluster it runs in: the incidents' cluster name
 
     def __post_init__(self) -> None:
         if not self.name:

@@ -39,6 +39,8 @@ def context_fields(
     RayCluster and RayJob (from the cluster's config or the job's metadata), and the
     job's metadata as `metadata.<key>`."""
     fields: dict[str, str] = {"cluster": config.name}
+    if config.k8s_cluster:
+        fields["k8s_cluster"] = config.k8s_cluster
     metadata = job.get("metadata")
     metadata = metadata if isinstance(metadata, Mapping) else {}
     namespace, rayjob = config.k8s_namespace, config.rayjob

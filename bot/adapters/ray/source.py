@@ -372,6 +372,7 @@ class _Cluster:
         config = self.config
         fields = {
             "cluster": config.name,
+            "k8s_cluster": config.k8s_cluster,
             "url": config.url,
             "namespace": config.k8s_namespace,
             "ray_cluster": config.ray_cluster,
