@@ -170,6 +170,7 @@ def test_named_actor_conflict_kill_then_resubmit_succeeds(jobs: Jobs, engine: En
         "ray.job_terminal": True,
         "ray.job_running": False,
         "ray.resubmits_below_cap": True,
+        "ray.not_rayjob_owned": True,
     }
     assert "entrypoint_num_cpus=0.25" in preview
     assert "Would refuse" not in preview
