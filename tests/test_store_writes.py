@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from bot.adapters.sqlite.replays import REPLAY_WINDOW
+from bot.adapters.sqlite.store import Store
 from bot.app import wiring as app
 from bot.app.settings import load
 from bot.core.errors import StoreError
@@ -74,3 +76,14 @@ def test_a_store_that_cannot_write_is_not_ready_and_refuses_evidence(
     assert http(f"{base}/readyz")[0] == 200
     status, _ = http(f"{base}/ingest?origin=driver.log", (SEED / DRIVER_LOG).read_bytes())
     assert status == 202
+
+
+def test_a_signed_request_is_remembered_across_a_reopen_for_the_window(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    with Store(path) as store:
+        assert store.first_time("v0=abc", 1_000.0) is True
+        assert store.first_time("v0=abc", 1_010.0) is False
+    with Store(path) as reopened:  # a restart forgets nothing inside the window
+        assert reopened.first_time("v0=abc", 1_000.0 + REPLAY_WINDOW - 1) is False
+        assert reopened.first_time("v0=abc", 1_000.0 + REPLAY_WINDOW + 1) is True
+        assert reopened.first_time("v0=other", 1_000.0) is True

@@ -319,7 +319,13 @@ def _serve(daemon: Daemon, library: Library) -> None:
     bind = getattr(daemon.chat, "bind", None)
     if callable(bind):
         diagnoser = Diagnoser(daemon.settings, library, daemon.pipeline)
-        bind(daemon.service, http=daemon.http, metrics=daemon.metrics, diagnoser=diagnoser)
+        bind(
+            daemon.service,
+            http=daemon.http,
+            metrics=daemon.metrics,
+            diagnoser=diagnoser,
+            replays=daemon.store,  # signed requests seen, kept across a restart
+        )
 
 
 def _scheduler(

@@ -431,3 +431,24 @@ def test_a_click_the_store_cannot_record_is_answered_not_recorded(http: Http) ->
     http.click(blocks.APPROVE_ACTION)  # once the store writes again, the click counts
     assert "approved by U0ALICE; it runs now" in http.ephemerals(2)[1]["text"]
     assert http.daemon.executed == [http.daemon.proposal.id]
+
+
+def test_a_signed_silence_replayed_after_a_restart_is_refused(
+    make_chat: Any, emulator: SlackEmulator, daemon: Daemonish, http_server: HealthServer
+) -> None:
+    url = f"http://127.0.0.1:{http_server.port}/slack/events"
+    body = form(command_body(emulator, "silence pod-oom-killed 2h known issue"))
+    headers = sign(body)
+
+    before = make_chat(socket_mode=False)
+    before.bind(daemon.service, http=http_server, replays=daemon.store)
+    assert post(url, body, headers).status == 200
+    emulator.wait_for(lambda: emulator.responses, what="the silence's answer")
+    (silence,) = daemon.store.active_silences(before.app.clock())
+    before.stop()
+
+    after = make_chat(socket_mode=False)  # the daemon restarted: a new app, the same store
+    after.bind(daemon.service, http=http_server, replays=daemon.store)
+    replayed = post(url, body, headers)
+    assert (replayed.status, replayed.json()) == (401, {"error": "replayed request"})
+    assert daemon.store.active_silences(after.app.clock()) == (silence,)

@@ -250,9 +250,16 @@ class SlackApp:
         self.handler: SocketModeHandler | None = None
         self._closed = False
 
-    def bind(self, service: SlackService, diagnoser: Diagnoser | None = None) -> None:
+    def bind(
+        self,
+        service: SlackService,
+        diagnoser: Diagnoser | None = None,
+        replays: Replays | None = None,
+    ) -> None:
         self.service = service
         self.diagnoser = diagnoser
+        if replays is not None and self.gate is not None:
+            self.replays = self.gate.replays = replays
 
     # -- transports ------------------------------------------------------------------------
 

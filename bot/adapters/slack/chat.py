@@ -43,6 +43,7 @@ from slack_sdk.web import SlackResponse
 from bot.adapters.slack.app import Diagnoser, SlackApp, SlackConfig, SlackService
 from bot.adapters.slack.blocks import CardOptions, Message, card, minimal_card, text_message
 from bot.adapters.slack.commands import describe_duration
+from bot.adapters.slack.events import Replays
 from bot.adapters.slack.history import CardFinder, metadata
 from bot.adapters.slack.history import retry_after as _retry_after
 from bot.core.errors import PitcrewError
@@ -212,13 +213,15 @@ class SlackChat:
         http: Routes | None = None,
         metrics: Metrics | None = None,
         diagnoser: Diagnoser | None = None,
+        replays: Replays | None = None,
     ) -> None:
         """Connect the listeners to the service; in HTTP mode mount `/slack/events` on
-        the daemon's HTTP server. Call before `start`."""
+        the daemon's HTTP server. `replays`: where signed requests already seen are
+        kept (the store, so a restart forgets none). Call before `start`."""
         if metrics is not None:
             self.metrics = metrics
             self.app.metrics = metrics
-        self.app.bind(service, diagnoser)
+        self.app.bind(service, diagnoser, replays)
         if not self.config.socket_mode:
             if http is None:
                 raise ValueError("Slack's HTTP mode needs the daemon's HTTP server to mount on")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -24,6 +25,8 @@ from typing import Protocol
 from urllib.parse import parse_qs
 
 from slack_sdk.signature import SignatureVerifier
+
+log = logging.getLogger("pitcrew.slack")
 
 SIGNATURE_WINDOW = 5 * 60  # seconds; Slack's and Bolt's window for a request's timestamp
 
@@ -104,7 +107,12 @@ class Gate:
         expected = self.verifier.generate_signature(timestamp=timestamp, body=text)
         if expected is None or not _same(expected, signature):
             return Refusal(401, "invalid request signature")
-        if not self.replays.first_time(signature, now):
+        try:
+            first = self.replays.first_time(signature, now)
+        except Exception as error:  # the store cannot write: nothing may be done unrecorded
+            log.error("cannot remember a signed Slack request: %s", error)
+            return Refusal(503, "pitcrew cannot record this request now; retry")
+        if not first:
             return Refusal(401, "replayed request")
         return None
 

@@ -127,6 +127,16 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX deliveries_pending ON deliveries (incident_id) WHERE done = 0",
         ),
     ),
+    Migration(
+        4,
+        "signed chat requests already seen (replays refused across a restart)",
+        (
+            """CREATE TABLE seen_requests (
+                signature TEXT PRIMARY KEY,
+                seen_at REAL NOT NULL)""",
+            "CREATE INDEX seen_requests_by_time ON seen_requests (seen_at)",
+        ),
+    ),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -44,6 +44,7 @@ from bot.adapters.sqlite.incidents import DEFAULT_FINDINGS_PER_INCIDENT, Inciden
 from bot.adapters.sqlite.ledger import INTERRUPTED_DETAIL, LedgerRecords
 from bot.adapters.sqlite.outbox import OutboxMessage, OutboxRecords, OutboxState
 from bot.adapters.sqlite.proposals import Approval, ProposalRecords
+from bot.adapters.sqlite.replays import ReplayRecords
 from bot.adapters.sqlite.schema import MIGRATIONS, SCHEMA_VERSION, Migration
 from bot.adapters.sqlite.silences import SilenceRecords
 from bot.core.codec import encode_time
@@ -86,6 +87,7 @@ class Store(
     SilenceRecords,
     OutboxRecords,
     BookmarkRecords,
+    ReplayRecords,
 ):
     """pitcrew's state in one SQLite file, safe to share between threads and processes."""
 
