@@ -108,7 +108,7 @@ base_image() {
     echo "$DEFAULT_BASE"
     return
   fi
-  say "no registry answers for $DEFAULT_BASE: making the base with debootstrap"
+  say "no registry answers for $DEFAULT_BASE: the base is made with debootstrap"
   debootstrap_base
 }
 

@@ -167,6 +167,8 @@ def test_diagnose_and_version_start_without_the_daemons_commands() -> None:
         assert "bot.app.commands" not in loaded, argv
         assert "bot.app.settings" not in loaded, argv
         assert "rich.progress" not in loaded, argv
+        sdks = {"kubernetes", "slack_sdk", "slack_bolt", "ray", "requests", "sqlite3", "uvicorn"}
+        assert not sdks & loaded, argv
 
 
 def test_the_daemons_commands_load_when_asked_for() -> None:
