@@ -73,15 +73,34 @@ class CompiledSignature:
         return not self.sources or source in self.sources
 
     def structured_match(self, signal: Signal) -> bool:
-        if self.reason is not None and not self.reason.fullmatch(signal.reason):
+        if self.reason is not None and not self._full(self.reason, signal.reason):
             return False
-        if self.not_reason is not None and self.not_reason.fullmatch(signal.reason):
+        if self.not_reason is not None and self._full(self.not_reason, signal.reason):
             return False
         for name, pattern in self.fields:
             value = signal.fields.get(name)
-            if value is None or not pattern.fullmatch(value):
+            if value is None or not self._full(pattern, value):
                 return False
         return True
+
+    @cached_property
+    def _answers(self) -> dict[tuple[int, str], bool]:
+        """Earlier answers of `_full`: reasons and field values repeat from signal to
+        signal, and each RE2 call from Python costs more than the lookup."""
+        return {}
+
+    def _full(self, pattern: Linear[str], value: str) -> bool:
+        key = (id(pattern), value)
+        answers = self._answers
+        known = answers.get(key)
+        if known is None:
+            if len(answers) >= _MAX_ANSWERS:
+                answers.clear()
+            known = answers[key] = pattern.fullmatch(value) is not None
+        return known
+
+
+_MAX_ANSWERS = 4096
 
 
 def flags_of(signature: Signature) -> int:
