@@ -29,6 +29,7 @@ from bot.core.approvals import (
     expire_due,
     finish,
     may_approve,
+    may_silence,
     proposal_id,
     propose,
     reconcile,
@@ -598,3 +599,43 @@ def test_a_settled_proposal_cannot_be_approved_or_rejected(
     proposal = in_state(state)
     assert approve(proposal, BOB, POLICY, at(30), GOOD) == Refused(reason, proposal)
     assert reject(proposal, BOB, POLICY, at(30)) == Refused(reason, proposal)
+
+
+@pytest.mark.parametrize(
+    ("policy", "user", "hours", "problem"),
+    [
+        (PER_SCOPE, ALICE, 4, ""),
+        (PER_SCOPE, ChatUser("U_EVE", frozenset({"S_SRE"})), 4, ""),  # an approver by group
+        (
+            PER_SCOPE,
+            ChatUser("U_MALLORY"),
+            4,
+            "U_MALLORY may not silence (approvals.silencers, or else the approvers, may)",
+        ),
+        (PER_SCOPE, ALICE, 24 * 8, "a silence lasts at most 7d"),
+        (
+            ApprovalPolicy(
+                approvers=PER_SCOPE.approvers, silencers=(ApproverRule(users=("U_OPS",)),)
+            ),
+            ALICE,
+            4,
+            "U_ALICE may not silence (approvals.silencers, or else the approvers, may)",
+        ),
+        (
+            ApprovalPolicy(silencers=(ApproverRule(users=("console:ops",)),), teams=("T_OURS",)),
+            console_user("ops"),
+            4,
+            "",
+        ),
+        (
+            ApprovalPolicy(approvers=PER_SCOPE.approvers, teams=("T_OURS",)),
+            ChatUser("U_ALICE", team="T_OTHER"),
+            4,
+            "requests from workspace T_OTHER are not accepted",
+        ),
+    ],
+)
+def test_who_may_silence_and_for_how_long(
+    policy: ApprovalPolicy, user: ChatUser, hours: int, problem: str
+) -> None:
+    assert may_silence(policy, user, timedelta(hours=hours)) == problem

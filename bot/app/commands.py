@@ -306,7 +306,8 @@ def silence_command(
         raise fail(str(error)) from None
     with opened_service(file, store) as service:
         try:
-            made = service.silence(matchers, length, console_user(_user(user)).id, utcnow(), reason)
+            who = console_user(_user(user))
+            made = service.silence(matchers, length, who.id, utcnow(), reason, who)
         except ValueError as error:
             raise fail(str(error)) from None
     typer.echo(f"silence {made.id} until {_time(made.ends_at)}")

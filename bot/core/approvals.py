@@ -310,6 +310,12 @@ class ApprovalPolicy(BaseModel):
         default=(), description="chat workspaces whose clicks count; empty = any"
     )
     ttl: timedelta = Field(default=DEFAULT_TTL, gt=timedelta(0))
+    silencers: tuple[ApproverRule, ...] = Field(
+        default=(), description="who may silence (users, groups); empty = the approvers"
+    )
+    max_silence: timedelta = Field(
+        default=timedelta(days=7), gt=timedelta(0), description="the longest silence allowed"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,6 +339,24 @@ def may_approve(policy: ApprovalPolicy, user: ChatUser, namespace: str, action: 
             return ""
     where = f" in {namespace}" if namespace else ""
     return f"{user.id} is not an approver for {action}{where}"
+
+
+def may_silence(policy: ApprovalPolicy, user: ChatUser, duration: timedelta) -> str:
+    """Why `user` may not silence for `duration`, or "" when they may: the silencers
+    (by default the approvers, whatever their scope) and at most `max_silence`."""
+    if policy.teams and not user.console and user.team not in policy.teams:
+        return f"requests from workspace {user.team or '(unknown)'} are not accepted"
+    rules = policy.silencers or policy.approvers
+    if not any(user.id in rule.users or user.groups & set(rule.groups) for rule in rules):
+        return f"{user.id} may not silence (approvals.silencers, or else the approvers, may)"
+    if duration > policy.max_silence:
+        return f"a silence lasts at most {_days(policy.max_silence)}"
+    return ""
+
+
+def _days(span: timedelta) -> str:
+    hours = int(span.total_seconds() // 3600)
+    return f"{hours // 24}d" if hours % 24 == 0 else f"{hours}h"
 
 
 def approvals_needed(policy: ApprovalPolicy, namespace: str, action: str) -> int:

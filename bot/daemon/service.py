@@ -186,8 +186,15 @@ class Service:
         author: str,
         now: datetime,
         reason: str = "",
+        user: ChatUser | None = None,
     ) -> Silence:
-        """Mute matching incidents for `duration`; raises ValueError for bad matchers."""
+        """Mute matching incidents for `duration`; raises ValueError for bad matchers, and
+        when `user` (who asks) may not silence that long (`approvals.may_silence`)."""
+        if user is not None:
+            problem = approvals.may_silence(self._policy, user, duration)
+            if problem:
+                self._metrics.refused_clicks.labels(reason="silence").inc()
+                raise ValueError(problem)
         unknown = sorted(set(matchers) - SILENCE_KEYS)
         if not matchers or unknown:
             known = ", ".join(sorted(SILENCE_KEYS))

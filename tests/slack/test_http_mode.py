@@ -452,3 +452,19 @@ def test_a_signed_silence_replayed_after_a_restart_is_refused(
     replayed = post(url, body, headers)
     assert (replayed.status, replayed.json()) == (401, {"error": "replayed request"})
     assert daemon.store.active_silences(after.app.clock()) == (silence,)
+
+
+def test_only_those_who_may_silence_can_and_not_for_longer_than_allowed(http: Http) -> None:
+    http.click(blocks.SILENCE_ACTION, value="workload:ml-train/rayjob/verl-ppo-qwen", user=STRANGER)
+    (told,) = http.ephemerals(1)
+    assert told["text"] == (
+        "Nothing changed: U0MALLORY may not silence (approvals.silencers, or else the "
+        "approvers, may)."
+    )
+    assert http.daemon.store.active_silences(http.chat.app.clock()) == ()
+    assert http.refused("silence") == 1
+
+    reply = http.command("silence pod-oom-killed 8d too long", response="long")
+    assert reply.status == 200
+    assert "a silence lasts at most 7d" in http.response("long")["text"]
+    assert http.daemon.store.active_silences(http.chat.app.clock()) == ()

@@ -109,6 +109,7 @@ class SlackService(Protocol):
         author: str,
         now: datetime,
         reason: str = "",
+        user: ChatUser | None = None,
     ) -> Silence: ...
 
     def unsilence(self, silence_id: str, now: datetime) -> Silence | None: ...
@@ -340,7 +341,8 @@ class SlackApp:
             ack(**_ephemeral(f":mag: Diagnosing `{blocks.md(str(command.target), 300)}`…"))
         else:
             ack()
-        self._submit(self._run_command, command, str(body.get("user_id") or ""), respond)
+        user, user_team = str(body.get("user_id") or ""), str(body.get("user_team") or team)
+        self._submit(self._run_command, command, user, respond, user_team)
 
     def _on_approve(self, ack: Ack, body: dict[str, Any], respond: Respond) -> None:
         ack()
@@ -368,9 +370,9 @@ class SlackApp:
 
     # -- the work -------------------------------------------------------------------------
 
-    def _run_command(self, command: Command, user: str, respond: Respond) -> None:
+    def _run_command(self, command: Command, user: str, respond: Respond, team: str = "") -> None:
         try:
-            text = self._command_answer(command, user)
+            text = self._command_answer(command, user, team)
         except ValueError as error:
             text = f"Nothing changed: {blocks.md(str(error), 500)}."
         except Exception:
@@ -381,7 +383,7 @@ class SlackApp:
         except Exception as error:
             log.warning("could not answer %s: %s", self.config.command, error)
 
-    def _command_answer(self, command: Command, user: str) -> str:
+    def _command_answer(self, command: Command, user: str, team: str = "") -> str:
         service = self.service
         if service is None:
             return "pitcrew is starting; try again in a moment."
@@ -394,7 +396,8 @@ class SlackApp:
             return explain_history(service.history(command.n))
         if isinstance(command, SilenceCommand):
             reason = command.reason or f"silenced by {user} from Slack"
-            made = service.silence(command.matchers, command.duration, user, now, reason)
+            who = self._chat_user(user, team)
+            made = service.silence(command.matchers, command.duration, user, now, reason, who)
             return explain_silence(made.id, made.matchers, made.ends_at, command.reason)
         if isinstance(command, Unsilence):
             ended = service.unsilence(command.silence_id, now)
@@ -455,9 +458,25 @@ class SlackApp:
             return
         key, target = value.split(":", 1)
         duration = self.config.silence_for
-        made = service.silence({key: target}, duration, user, self.clock(), "Silence button")
+        team = str(
+            (body.get("user") or {}).get("team_id") or (body.get("team") or {}).get("id") or ""
+        )
+        who = self._chat_user(user, team)
+        try:
+            made = service.silence(
+                {key: target}, duration, user, self.clock(), "Silence button", who
+            )
+        except ValueError as error:
+            self._tell(body, respond, f"Nothing changed: {blocks.md(str(error), 500)}.")
+            return
         log.info("silence %s of %s by %s for %s", made.id, target, user, duration)
         self._tell(body, respond, explain_silence(made.id, made.matchers, made.ends_at, ""))
+
+    def _chat_user(self, user: str, team: str) -> ChatUser:
+        policy = self.config.policy
+        rules = (*policy.approvers, *policy.silencers)
+        groups = {g for rule in rules for g in rule.groups}
+        return ChatUser(user, self.groups.groups_of(user, groups), team)
 
     def _workspace_ok(self, team: str, user_team: str) -> bool:
         teams = self.config.policy.teams
