@@ -110,7 +110,9 @@ def test_healthz_readyz_and_metrics_answer_over_http(daemon: app.Daemon) -> None
 
     def exposed() -> str:
         text = http(f"{base}/metrics")[1].decode()
-        return text if 'pitcrew_proposals_total{state="offered"} 1.0' in text else ""
+        delivered = 'pitcrew_notifications_total{kind="post",result="delivered"} 1.0'
+        offered = 'pitcrew_proposals_total{state="offered"} 1.0'
+        return text if offered in text and delivered in text else ""  # counted after the post
 
     text = wait_until(exposed, what="the proposal metric")
     chat.down = True  # a chat known to be down fails the liveness probe
