@@ -521,7 +521,11 @@ def test_revalidation_against_live_state(live: LiveCheck, problem: str) -> None:
 
 def test_a_stale_proposal_is_refused_with_its_reason_at_approval_time() -> None:
     proposal = offered(KILL)
-    live = LiveCheck(MappingProxyType({"ray.actor_stale": True, "ray.namespace_idle": False}))
+    live = LiveCheck(
+        MappingProxyType(
+            {"ray.holder_explicit": True, "ray.actor_stale": True, "ray.namespace_idle": False}
+        )
+    )
     decision = approve(proposal, ALICE, POLICY, at(5), live)
     why = "no longer true that no job is running in the actor's namespace"
     assert decision == Refused(f"stale: {why}", proposal, stale=why)

@@ -69,6 +69,7 @@ def test_no_failure_is_exit_0_and_a_null_primary() -> None:
     assert result.returncode == 0
     assert json.loads(result.stdout) == {
         "primary": None,
+        "likely": False,
         "secondary": [],
         "findings": [],
         "actions": [],
@@ -80,14 +81,26 @@ def test_the_seed_case_json() -> None:
     result = pitcrew("diagnose", str(SEED), "--format", "json")
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
-    assert set(out) == {"primary", "secondary", "findings", "actions", "diagnosis"}
+    assert set(out) == {"primary", "likely", "secondary", "findings", "actions", "diagnosis"}
     assert out["primary"] == "pod_oom_killed"
+    assert out["likely"] is False
     assert out["secondary"][0] == "named_actor_conflict"
     roles = {f["category"]: f["role"] for f in out["findings"]}
     assert roles["pod_oom_killed"] == "primary"
     assert roles["named_actor_conflict"] == "secondary"
     for finding in out["findings"]:
         assert set(finding) >= {"playbook", "category", "severity", "role", "evidence", "captures"}
+        assert finding["strength"] == "strong"
+    symptoms = {f["category"]: f["symptom_of"] for f in out["findings"] if f["why"]}
+    assert symptoms == dict.fromkeys(
+        [
+            "named_actor_conflict",
+            "worker_died_system_error",
+            "rayjob_cr_failure",
+            "application_error",
+        ],
+        "pod_oom_killed",
+    )
     actions = {a["action"]: a for a in out["actions"]}
     bump = actions["k8s.bump_memory"]
     assert bump["offered"] is True
@@ -109,7 +122,8 @@ def test_text_output_names_root_cause_and_actions() -> None:
     text = result.stdout.decode()
     assert result.returncode == 0
     assert "ROOT CAUSE: pod_oom_killed" in text
-    assert "also seen: named_actor_conflict" in text
+    assert "symptom of pod_oom_killed: named_actor_conflict" in text
+    assert "why: the actor's constructor ran again after its worker died" in text
     assert "withheld" in text
     assert "offered" in text
 
@@ -143,3 +157,35 @@ def test_a_large_log_is_streamed_not_loaded(tmp_path: Path) -> None:
 
     growth_mb = (peak_rss_kb(large) - peak_rss_kb(small)) / 1024
     assert growth_mb < 48, f"a 96 MB log grew the process by {growth_mb:.0f} MB"
+
+
+def test_the_seed_driver_log_alone_ranks_the_death_before_the_clash() -> None:
+    """TAXONOMY.md §3.3: without the pod status, the clash follows the worker death, and
+    the explanation says so once, never the other way round."""
+    result = pitcrew("diagnose", str(SEED / "driver.log"), "--format", "json")
+    out = json.loads(result.stdout)
+    assert out["primary"] == "worker_died_system_error"
+    assert out["secondary"][0] == "named_actor_conflict"
+    clash = next(f for f in out["findings"] if f["category"] == "named_actor_conflict")
+    assert clash["symptom_of"] == "worker_died_system_error"
+    assert "symptom of named_actor_conflict" not in out["diagnosis"]
+    assert "Look for the death first" not in out["diagnosis"]
+    kill = next(a for a in out["actions"] if a["action"] == "ray.kill_actor")
+    assert kill["offered"] is False
+    assert kill["reason"].startswith("needs a live check that the name's live holder")
+
+
+def test_a_weak_finding_alone_is_likely_and_offers_nothing() -> None:
+    result = pitcrew(
+        "diagnose",
+        "--format",
+        "json",
+        stdin=b"(raylet, ip=10.0.3.17) Raylet is terminated. Termination is unexpected. "
+        b"Possible reasons include: (1) SIGKILL by the user or system OOM killer, (2) Invalid "
+        b"memory access from Raylet causing SIGSEGV or SIGBUS, (3) Other termination signals.\n",
+    )
+    out = json.loads(result.stdout)
+    assert (out["primary"], out["likely"]) == ("worker_died_system_error", True)
+    assert out["findings"][0]["strength"] == "weak"
+    assert out["diagnosis"].startswith("Likely root cause (weak evidence): ")
+    assert not [a for a in out["actions"] if a["offered"]]

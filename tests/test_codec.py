@@ -240,6 +240,7 @@ def test_finding_json_is_exact() -> None:
         "fields": {},
         "time": "2025-11-03T10:13:50.123456+00:00",
         "reason": "",
+        "explained_by": [],
     }
 
 

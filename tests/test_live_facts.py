@@ -41,7 +41,7 @@ JOB = (
     "name or get the existing actor using ray.get_actor('trainer_register_center', "
     'namespace=\'rl-train\')", "error_type": "JOB_ENTRYPOINT_COMMAND_ERROR"}\n'
 )
-KILL_FACTS = ("ray.not_live_verl", "ray.actor_stale", "ray.namespace_idle")
+KILL_FACTS = ("ray.holder_explicit", "ray.not_live_verl", "ray.actor_stale", "ray.namespace_idle")
 
 
 @dataclass
@@ -123,14 +123,34 @@ def test_disagreeing_failing_and_missing_checks_are_cautious() -> None:
     assert facts == {"ray.resubmits_below_cap": False}
 
 
-def test_offered_and_otherwise_withheld_actions_are_not_checked() -> None:
-    fake = FakeExecutor({})
-    anonymous = JOB.replace("namespace=rl-train", "namespace=None")
-    parts = list(read_stream(io.BytesIO(anonymous.encode()), "job.json"))
+def test_namespace_none_is_resolved_live_not_read_as_anonymous() -> None:
+    """Ray prints the `.options()` namespace: `None` is the job's current namespace, which
+    is explicit after `ray.init(namespace=...)`. The kill waits for the live check."""
+    unnamed = JOB.replace("namespace=rl-train", "namespace=None")
+    parts = list(read_stream(io.BytesIO(unnamed.encode()), "job.json"))
     diagnosis = engine().diagnose(parts)
     kill = offer(diagnosis, "ray.kill_actor")
     assert not kill.offered
-    assert not kill.reason.startswith(LIVE_CHECK)  # the anonymous namespace refuses first
+    assert kill.reason.startswith(LIVE_CHECK)
+    assert dict(kill.params)["namespace"] == "None"
+    anonymous = FakeExecutor(
+        {"ray.kill_actor": {**dict.fromkeys(KILL_FACTS, True), "ray.holder_explicit": False}}
+    )
+    facts = live_facts(diagnosis, Registry({"ray.kill_actor": anonymous}), NOW)
+    assert [a for a, _ in anonymous.asked] == ["ray.kill_actor"]
+    again = engine().diagnose(parts, facts)
+    assert offer(again, "ray.kill_actor").reason == (
+        "the holder of trainer_register_center is not one actor in an explicit namespace "
+        "(resolved live; in an anonymous per-job namespace it is the job's own actor)"
+    )
+
+
+def test_offered_and_otherwise_withheld_actions_are_not_checked() -> None:
+    fake = FakeExecutor({})
+    parts = list(read_stream(io.BytesIO(JOB.encode()), "job.json"))
+    diagnosis = engine().diagnose(parts, dict.fromkeys(KILL_FACTS, True))
+    kill = offer(diagnosis, "ray.kill_actor")
+    assert kill.offered
     live_facts(diagnosis, Registry({"ray.kill_actor": fake}), NOW)
     assert [a for a, _ in fake.asked] == []
 
@@ -215,6 +235,7 @@ def test_the_daemon_withholds_the_kill_of_a_live_actor_with_the_guards_reason(
     fake = FakeExecutor(
         {
             "ray.kill_actor": {
+                "ray.holder_explicit": True,
                 "ray.not_live_verl": False,
                 "ray.actor_stale": False,
                 "ray.namespace_idle": False,

@@ -152,7 +152,11 @@ def test_a_root_cause_arriving_later_updates_the_card_not_a_second_post() -> Non
     assert update.report is not None
     assert (update.report.primary, update.report.secondary) == (
         "pod_oom_killed: Pod OOMKilled at its memory limit",
-        ("named_actor_conflict: Named actor already taken",),
+        (
+            "named_actor_conflict: Named actor already taken: symptom of pod_oom_killed, the "
+            "actor's constructor ran again after its worker died (pod_oom_killed), and the old "
+            "registration still holds the name; killing the actor would not help.",
+        ),
     )
 
 

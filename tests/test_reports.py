@@ -97,7 +97,11 @@ def test_the_motivating_case_reads_as_one_card(motivating: tuple[Incident, Propo
             }
         ),
         primary="pod_oom_killed: Pod OOMKilled at its memory limit (340 pods)",
-        secondary=("named_actor_conflict: Named actor already taken",),
+        secondary=(
+            "named_actor_conflict: Named actor already taken: symptom of pod_oom_killed, the "
+            "actor's constructor ran again after its worker died (pod_oom_killed), and the old "
+            "registration still holds the name; killing the actor would not help.",
+        ),
         evidence=(
             *(
                 f"worker-{i}: container ray-worker terminated: OOMKilled (exit code 137)"
@@ -106,7 +110,10 @@ def test_the_motivating_case_reads_as_one_card(motivating: tuple[Incident, Propo
             "driver.log:41: ValueError: The name qwAKMv_register_center (namespace=None) "
             "is already taken.",
         ),
-        diagnosis="Root cause: pod-oom-killed matched.\nAlso seen: named-actor-conflict matched.",
+        diagnosis=(
+            "Root cause: pod-oom-killed matched.\n"
+            "Symptom of pod_oom_killed: named-actor-conflict matched."
+        ),
         actions=(
             ReportAction(
                 proposal_id=proposal.id,

@@ -148,7 +148,7 @@ class Diagnoser:
         """The Ray executors' live checks, with the operator's resubmission cap."""
 
         def categorize(parts: Sequence[InputPart]) -> set[str]:
-            return {str(r.finding.category) for r in engine.diagnose(parts).findings}
+            return set(engine.diagnose(parts).categories)
 
         clusters = RayClusters([config])
         cap = self.settings.actions.resubmit.max_retries

@@ -37,7 +37,7 @@ from bot.core.playbooks import (
     NoEvidenceGuard,
     PrimaryGuard,
 )
-from bot.core.taxonomy import Category, rank
+from bot.core.taxonomy import EFFECTS, FOLLOWS, Category, rank, symptom_why
 from bot.core.templating import compile_template, render, render_or
 
 Facts = Mapping[str, bool]
@@ -52,7 +52,13 @@ class _Candidate:
 
 
 def findings_from_hits(hits: Iterable[Hit]) -> list[Finding]:
-    """One finding per playbook (and per reported category), weak and suppressed hits resolved."""
+    """One finding per playbook (and per reported category), weak hits resolved. A hit
+    whose `suppressed_by` cause is found too is that cause's symptom when its class is
+    one of §3.2's usual effects (a RayJob Failed wrapper, an NCCL failure, a worker
+    death): a playbook all of whose hits are explained so becomes a symptom finding
+    (unless only weak signatures without `otherwise` matched). Otherwise the
+    suppression says the evidence was misread (exit 137 of a probe kill is no OOM),
+    and the hit is dropped."""
     hits = list(hits)
     strong = {h.sig.loaded.playbook.category for h in hits if not h.sig.signature.weak}
     candidates: list[_Candidate] = []
@@ -63,29 +69,42 @@ def findings_from_hits(hits: Iterable[Hit]) -> list[Finding]:
                 continue
             category = hit.sig.signature.otherwise
         candidates.append(_Candidate(hit, category))
-    kept = _unsuppressed(candidates)
-    groups: dict[tuple[str, Category], list[Hit]] = {}
-    for candidate in kept:
+    explained = _explained(candidates)
+    groups: dict[tuple[str, Category], list[tuple[Hit, bool]]] = {}
+    for index, candidate in enumerate(candidates):
         key = (candidate.hit.sig.playbook_id, candidate.category)
-        groups.setdefault(key, []).append(candidate.hit)
-    return [_merge(category, group) for (_, category), group in groups.items()]
+        groups.setdefault(key, []).append((candidate.hit, index in explained))
+    findings: list[Finding] = []
+    for (_, category), members in groups.items():
+        standing = [hit for hit, gone in members if not gone]
+        if standing:
+            findings.append(_merge(category, standing))
+        elif category in EFFECTS and any(_reportable(hit) for hit, _ in members):
+            findings.append(_merge(category, [hit for hit, _ in members]))
+    return findings
 
 
-def _unsuppressed(candidates: list[_Candidate]) -> list[_Candidate]:
-    """Drop candidates whose `suppressed_by` categories are found, where only candidates
-    that themselves survive can suppress (so A hides B, B hides C, leaves A and C)."""
-    dropped: set[int] = set()
+def _reportable(hit: Hit) -> bool:
+    """Strong, or weak with an `otherwise` (a weak match its playbook reports alone)."""
+    return not hit.sig.signature.weak or hit.sig.signature.otherwise is not None
+
+
+def _explained(candidates: list[_Candidate]) -> set[int]:
+    """Candidates whose `suppressed_by` categories are found, where only candidates that
+    are not themselves explained count as causes (so A explains B, B explains C, leaves
+    A and C standing)."""
+    explained: set[int] = set()
     for _ in range(_MAX_SUPPRESSION_ROUNDS):
-        present = {c.category for i, c in enumerate(candidates) if i not in dropped}
-        now_dropped = {
+        present = {c.category for i, c in enumerate(candidates) if i not in explained}
+        now_explained = {
             i
             for i, c in enumerate(candidates)
             if set(c.hit.sig.signature.suppressed_by) & (present - {c.category})
         }
-        if now_dropped == dropped:
+        if now_explained == explained:
             break
-        dropped = now_dropped
-    return [c for i, c in enumerate(candidates) if i not in dropped]
+        explained = now_explained
+    return explained
 
 
 _MAX_SUPPRESSION_ROUNDS = 8
@@ -127,6 +146,9 @@ def _merge(category: Category, hits: list[Hit]) -> Finding:
                 evidence.append(item)
     workload = next((h.signal.workload for h in hits if h.signal.workload), None)
     obj = next((h.signal.obj for h in hits if h.signal.obj), None)
+    explained_by: set[Category] = set.intersection(
+        *(set(h.sig.signature.suppressed_by) for h in hits)
+    )
     return Finding(
         playbook=playbook.id,
         category=category,
@@ -143,18 +165,97 @@ def _merge(category: Category, hits: list[Hit]) -> Finding:
         fields=frozen_map(fields),
         time=first.signal.time,
         reason=first.signal.reason,
+        explained_by=tuple(sorted(explained_by, key=rank)),
     )
 
 
-def rank_findings(findings: Iterable[Finding]) -> tuple[RankedFinding, ...]:
-    """The most causal finding is primary (TAXONOMY.md §3.2); ties go to severity, then count."""
-    ordered = sorted(
-        findings,
-        key=lambda f: (rank(f.category), f.weak, -f.severity.weight, -f.count, f.playbook),
+# -- ranking: root cause, symptoms, other findings --------------------------------
+
+
+def rank_findings(
+    findings: Iterable[Finding], facts: Facts | None = None
+) -> tuple[RankedFinding, ...]:
+    """The most causal finding is primary (TAXONOMY.md §3.2): explained findings after
+    the rest, weak after strong, then precedence, severity, count. §3.3's pairs reorder
+    (a clash after the worker death of the same job) unless a live check found the
+    clash's holder stale. Each secondary that the root cause explains says why."""
+    items = list(findings)
+    causes = _explaining_causes(items)
+    order = sorted(
+        range(len(items)),
+        key=lambda i: (
+            i in causes,
+            items[i].weak,
+            rank(items[i].category),
+            -items[i].severity.weight,
+            -items[i].count,
+            items[i].playbook,
+        ),
     )
-    return tuple(
-        RankedFinding(f, Role.PRIMARY if i == 0 else Role.SECONDARY) for i, f in enumerate(ordered)
-    )
+    order = _apply_follows(order, items, causes, facts or {})
+    if not order:
+        return ()
+    primary = items[order[0]].category
+    ranked = [RankedFinding(items[order[0]], Role.PRIMARY)]
+    for index in order[1:]:
+        finding = items[index]
+        cause = causes.get(index)
+        if cause is not None and primary in finding.explained_by:
+            cause = primary
+        cause = cause or _effect_of(finding.category, primary)
+        why = symptom_why(finding.category, cause) if cause else ""
+        ranked.append(RankedFinding(finding, Role.SECONDARY, cause, why))
+    return tuple(ranked)
+
+
+def _explaining_causes(items: list[Finding]) -> dict[int, Category]:
+    """Index of each finding explained by another finding (its `explained_by`) -> the
+    most causal such cause; only findings not explained themselves explain others."""
+    causes: dict[int, Category] = {}
+    for _ in range(_MAX_SUPPRESSION_ROUNDS):
+        present = {f.category for i, f in enumerate(items) if i not in causes}
+        now: dict[int, Category] = {}
+        for i, finding in enumerate(items):
+            if finding.category not in EFFECTS:
+                continue
+            found = [c for c in finding.explained_by if c in present and c != finding.category]
+            if found:
+                now[i] = min(found, key=rank)
+        if now == causes:
+            break
+        causes = now
+    return causes
+
+
+def _effect_of(category: Category, primary: Category) -> Category | None:
+    """`primary`, when `category` is one of §3.2's usual effects ranked below it."""
+    if category in EFFECTS and rank(category) > rank(primary):
+        return primary
+    for later, earlier in FOLLOWS:
+        if category == later and primary == earlier:
+            return primary
+    return None
+
+
+def holder_is_stale(facts: Facts) -> bool:
+    """A live check resolved the clash's holder: one detached or finished-job actor in an
+    explicit namespace (TAXONOMY.md §1.1 (a)), so the clash is a cause of its own."""
+    return facts.get("ray.holder_explicit") is True and facts.get("ray.actor_stale") is True
+
+
+def _apply_follows(
+    order: list[int], items: list[Finding], causes: Mapping[int, Category], facts: Facts
+) -> list[int]:
+    if not order or holder_is_stale(facts):
+        return order
+    head = items[order[0]]
+    for later, earlier in FOLLOWS:
+        if head.category != later:
+            continue
+        first = next((i for i in order if items[i].category == earlier and i not in causes), None)
+        if first is not None and items[first].weak <= head.weak:
+            return [first, *(i for i in order if i != first)]
+    return order
 
 
 def diagnose(hits: Iterable[Hit], library: Library, facts: Facts | None = None) -> Diagnosis:
@@ -173,7 +274,7 @@ def assess(
     """Rank findings, decide each action, explain. Findings of playbooks the library does
     not hold are ranked but offer nothing. Action parameters may draw on fields of any
     finding (a resubmit caused by an OOM still needs the job id the RayJob status gave)."""
-    ranked = rank_findings(findings)
+    ranked = rank_findings(findings, facts)
     shared = _first_values([*(r.finding.fields for r in ranked), shared_fields or {}])
     actions = _offers(ranked, library, facts or {}, shared)
     return Diagnosis(ranked, actions, _explain(ranked, library, shared))
@@ -195,8 +296,9 @@ def _offers(
     ranked: tuple[RankedFinding, ...], library: Library, facts: Facts, shared: Mapping[str, str]
 ) -> tuple[ActionOffer, ...]:
     """Every action the findings' playbooks name, most causal first; an action withheld
-    once is not listed again for a less causal finding."""
-    categories = {r.finding.category for r in ranked}
+    once is not listed again for a less causal finding. Guards see the findings that
+    stand on their own, not those their `suppressed_by` cause explains."""
+    categories = {r.finding.category for r in ranked if r.symptom_of not in r.finding.explained_by}
     primary = ranked[0].finding if ranked else None
     offers: list[ActionOffer] = []
     for item in ranked:
@@ -204,7 +306,8 @@ def _offers(
         if loaded is None:
             continue
         for rule in loaded.playbook.actions:
-            offer = _offer(rule, item, primary, categories, facts, shared)
+            awaiting = _awaits_holder_check(rule, item, primary, facts)
+            offer = _offer(rule, item, primary, categories, facts, shared, awaiting)
             if not _already_listed(offer, offers):
                 offers.append(offer)
     offers.sort(key=lambda o: not o.offered)
@@ -220,6 +323,19 @@ def _already_listed(offer: ActionOffer, offers: list[ActionOffer]) -> bool:
     return False
 
 
+def _awaits_holder_check(
+    rule: ActionRule, item: RankedFinding, primary: Finding | None, facts: Facts
+) -> bool:
+    """A clash ranked after its worker death only for want of the live check that could
+    show its holder stale (§3.3): the action that needs that check is not withheld as a
+    symptom's until the check has answered."""
+    if item.role is Role.PRIMARY or "ray.holder_explicit" in facts:
+        return False
+    demoted = (item.finding.category, item.symptom_of) in FOLLOWS
+    needs = any(isinstance(g, FactGuard) and g.fact == "ray.holder_explicit" for g in rule.guards)
+    return demoted and needs and primary is not None and primary.category == item.symptom_of
+
+
 def _offer(
     rule: ActionRule,
     item: RankedFinding,
@@ -227,10 +343,17 @@ def _offer(
     categories: set[Category],
     facts: Facts,
     shared: Mapping[str, str],
+    awaiting: bool = False,
 ) -> ActionOffer:
     finding = item.finding
     context = template_context(finding, shared)
-    reason, pending = _first_failed_guard(rule, item, primary, categories, facts, context)
+    refusal = _strength_refusal(finding)
+    reason, pending = _first_failed_guard(
+        rule, item, primary, categories, facts, context, awaiting
+    )
+    reason, pending = (refusal, "") if refusal else (reason, pending)
+    if not reason and item.symptom_of is not None and not awaiting:
+        reason = f"{finding.category} is a symptom of {item.symptom_of}: {item.why}"
     params, problem = _render_params(rule, context)
     reason = reason or problem
     preview = ""
@@ -296,6 +419,16 @@ def _render_params(rule: ActionRule, context: dict[str, Any]) -> tuple[dict[str,
     return params, problem
 
 
+def _strength_refusal(finding: Finding) -> str:
+    """A weak finding (a boilerplate list of possible causes, prose) never carries an offer."""
+    if not finding.weak:
+        return ""
+    return (
+        f"the evidence of {finding.category} is weak ({finding.signature}): "
+        "a likely cause is never acted on"
+    )
+
+
 def _first_failed_guard(
     rule: ActionRule,
     item: RankedFinding,
@@ -303,6 +436,7 @@ def _first_failed_guard(
     categories: set[Category],
     facts: Facts,
     context: dict[str, Any],
+    awaiting: bool = False,
 ) -> tuple[str, str]:
     """Why the first guard that fails does ("" when all hold), and the fact it waits on
     when it fails only because that live fact is unknown."""
@@ -311,6 +445,8 @@ def _first_failed_guard(
     values.setdefault("category", str(finding.category))
     values["primary"] = str(primary.category) if primary else ""
     for guard in rule.guards:
+        if awaiting and isinstance(guard, PrimaryGuard):
+            continue
         failed = _guard_failure(guard, item, categories, facts, values)
         if failed:
             unknown = guard.fact if isinstance(guard, FactGuard) and guard.fact not in facts else ""
@@ -364,8 +500,15 @@ def _explain(ranked: tuple[RankedFinding, ...], library: Library, shared: Mappin
     primary = str(ranked[0].finding.category)
     parts: list[str] = []
     for item in ranked:
-        label = "Root cause" if item.role is Role.PRIMARY else "Also seen"
-        parts.append(f"{label}: {_finding_text(item, library, shared, primary)}")
+        finding = item.finding
+        if item.role is Role.PRIMARY:
+            label = "Likely root cause (weak evidence)" if finding.weak else "Root cause"
+            parts.append(f"{label}: {_finding_text(item, library, shared, primary)}")
+        elif item.symptom_of is not None:
+            text = _finding_text(item, library, shared, str(item.symptom_of))
+            parts.append(f"Symptom of {item.symptom_of}: {text}")
+        else:
+            parts.append(f"Also seen: {finding.category}: {finding.title} (a separate finding)")
     return "\n".join(parts)
 
 
@@ -375,7 +518,7 @@ def _finding_text(
     finding = item.finding
     loaded = library.by_id.get(finding.playbook)
     if loaded is None:
-        return finding.title
+        return item.why or finding.title
     context = template_context(finding, shared, primary) | {"role": str(item.role)}
 
     def plain(error: Exception) -> str:

@@ -75,7 +75,7 @@ PRECONDITIONS: Mapping[str, tuple[str, ...]] = {
     "k8s.scale_worker_group": ("k8s.within_max_replicas",),
     "k8s.cordon_node": ("k8s.node_schedulable",),
     "kuberay.recreate_rayjob": ("kuberay.rayjob_finished",),
-    "ray.kill_actor": ("ray.actor_stale", "ray.namespace_idle"),
+    "ray.kill_actor": ("ray.holder_explicit", "ray.actor_stale", "ray.namespace_idle"),
     "ray.stop_job": (),
     "ray.resubmit_job": ("ray.job_terminal", "ray.resubmits_below_cap", "ray.not_rayjob_owned"),
 }

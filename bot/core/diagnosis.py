@@ -50,6 +50,7 @@ def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
     primary = diagnosis.primary
     return {
         "primary": str(primary.category) if primary else None,
+        "likely": bool(primary and primary.weak),
         "secondary": list(dict.fromkeys(str(f.category) for f in diagnosis.secondary)),
         "findings": [
             {
@@ -57,6 +58,9 @@ def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
                 "category": str(r.finding.category),
                 "severity": str(r.finding.severity),
                 "role": str(r.role),
+                "strength": r.finding.strength,
+                "symptom_of": str(r.symptom_of) if r.symptom_of else None,
+                "why": r.why,
                 "evidence": [e.text for e in r.finding.evidence],
                 "captures": dict(r.finding.captures),
                 "count": r.finding.count,

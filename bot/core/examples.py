@@ -44,17 +44,27 @@ def run_examples(engine: Engine) -> Iterator[ExampleResult]:
 def check_example(loaded: LoadedPlaybook, example: Example, diagnosis: Diagnosis) -> Iterator[str]:
     playbook_id = loaded.playbook.id
     category = loaded.playbook.category
-    mine = [
-        r.finding
+    ranked = [
+        r
         for r in diagnosis.findings
         if r.finding.playbook == playbook_id and r.finding.category == category
     ]
-    got = [f"{f.playbook} ({f.category}, {'weak ' if f.weak else ''}x{f.count})" for f in mine]
+    mine = [r.finding for r in ranked]
+    own = [r for r in ranked if r.symptom_of is None]
+    got = [
+        f"{r.finding.playbook} ({r.finding.category}, {r.finding.strength} x{r.finding.count}"
+        f"{', ' + r.role if r.role == 'secondary' else ''})"
+        for r in own
+    ]
     expect = example.expect
     if expect.match and not mine:
         yield f"expected a finding of {playbook_id}, got none; findings: {_all(diagnosis)}"
-    if not expect.match and mine:
+    if not expect.match and own:
         yield f"expected no finding of {playbook_id}, got {', '.join(got)}"
+    if expect.symptom_of is not None:
+        causes = [str(r.symptom_of) for r in ranked]
+        if str(expect.symptom_of) not in causes:
+            yield f"expected a symptom of {expect.symptom_of}, got symptom of {causes or 'none'}"
     captures: dict[str, str] = {}
     for finding in mine:
         for key, value in finding.captures.items():

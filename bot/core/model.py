@@ -118,6 +118,14 @@ class Finding:
     fields: Mapping[str, str] = field(default_factory=lambda: EMPTY)
     time: datetime | None = None
     reason: str = ""
+    explained_by: tuple[Category, ...] = ()
+    """Causes that, found too, make this finding their symptom (its signatures' `suppressed_by`)."""
+
+    @property
+    def strength(self) -> str:
+        """`strong` (a status reason, an exit code with its reason, an exception type) or
+        `weak` (boilerplate lists of possible causes, prose): only weak signatures matched."""
+        return "weak" if self.weak else "strong"
 
 
 class Role(StrEnum):
@@ -129,6 +137,10 @@ class Role(StrEnum):
 class RankedFinding:
     finding: Finding
     role: Role
+    symptom_of: Category | None = None
+    """The root cause (or a finding it explains) that this secondary finding follows from."""
+    why: str = ""
+    """One line saying why this finding is a symptom of `symptom_of`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +175,16 @@ class Diagnosis:
     @property
     def secondary(self) -> tuple[Finding, ...]:
         return tuple(r.finding for r in self.findings if r.role is Role.SECONDARY)
+
+    @property
+    def categories(self) -> frozenset[str]:
+        """The classes the evidence shows on their own: findings listed only because a
+        found cause explains them (their `suppressed_by`) are left out."""
+        return frozenset(
+            str(r.finding.category)
+            for r in self.findings
+            if r.symptom_of is None or r.symptom_of not in r.finding.explained_by
+        )
 
 
 class IncidentState(StrEnum):

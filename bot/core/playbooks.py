@@ -234,7 +234,13 @@ class EvidenceSpec(_Strict):
 
 
 class Expect(_Strict):
-    match: bool = Field(description="this playbook must (or must not) produce a finding")
+    match: bool = Field(
+        description="this playbook must (or must not) produce a finding of its own; "
+        "a finding listed only as another finding's symptom does not count as one"
+    )
+    symptom_of: Category | None = Field(
+        default=None, description="the finding is listed as a symptom of this category"
+    )
     captures: dict[str, str] = Field(default_factory=dict, description="a subset that must match")
     primary: Category | Literal["none"] | None = Field(
         default=None, description="the primary category of the whole example (`none`: no failure)"

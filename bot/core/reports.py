@@ -23,8 +23,10 @@ from bot.core.model import (
     IncidentState,
     Proposal,
     ProposalState,
+    RankedFinding,
     Report,
     ReportAction,
+    Role,
     Severity,
     Transition,
     frozen_map,
@@ -126,6 +128,20 @@ def _describe(incident: Incident, finding: Finding) -> str:
     return f"{finding.category}: {finding.title}" + (f" ({count})" if count else "")
 
 
+def _describe_primary(incident: Incident, finding: Finding) -> str:
+    """The root cause; "likely" when only weak evidence (boilerplate, prose) shows it."""
+    text = _describe(incident, finding)
+    return f"likely {text} (weak evidence only)" if finding.weak else text
+
+
+def _describe_secondary(incident: Incident, ranked: RankedFinding) -> str:
+    """A secondary finding; a symptom says of what, and why, in one line."""
+    text = _describe(incident, ranked.finding)
+    if ranked.symptom_of is None:
+        return text
+    return f"{text}: symptom of {ranked.symptom_of}, {ranked.why}"
+
+
 def _where(incident: Incident) -> dict[str, str]:
     where: dict[str, str] = {}
     if incident.cluster:
@@ -217,8 +233,10 @@ def build_report(
         severity=_severity(incident),
         status=status(incident, mine),
         where=frozen_map(_where(incident)),
-        primary=_describe(incident, primary) if primary else "",
-        secondary=tuple(_describe(incident, f) for f in diagnosis.secondary),
+        primary=_describe_primary(incident, primary) if primary else "",
+        secondary=tuple(
+            _describe_secondary(incident, r) for r in diagnosis.findings if r.role is Role.SECONDARY
+        ),
         evidence=_evidence(incident, max_evidence),
         diagnosis=diagnosis.text,
         actions=tuple(

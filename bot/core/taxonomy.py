@@ -98,3 +98,68 @@ NOT_RETRYABLE: frozenset[Category] = frozenset(
 def rank(category: Category) -> int:
     """Lower is more causal."""
     return RANK[category]
+
+
+# TAXONOMY.md §3.2: "usually effects". Ranked below a finding of another rung, such a
+# finding is that finding's symptom, not a second cause.
+EFFECTS: frozenset[Category] = frozenset(
+    {
+        Category.NCCL_ERROR_TIMEOUT,
+        Category.NAMED_ACTOR_CONFLICT,
+        Category.NAMED_ACTOR_MISSING,
+        Category.WORKER_DIED_SYSTEM_ERROR,
+        Category.CRASH_LOOP_BACKOFF,
+        Category.RAYJOB_CR_FAILURE,
+        Category.JOB_DEADLINE_TIMEOUT,
+        Category.APPLICATION_ERROR,
+    }
+)
+
+# TAXONOMY.md §3.3: pairs whose first member follows from the second when both are found,
+# whatever rule 2's order says (a clash and a SYSTEM_ERROR death of the same job: the
+# actor's constructor re-ran after the death).
+FOLLOWS: tuple[tuple[Category, Category], ...] = (
+    (Category.NAMED_ACTOR_CONFLICT, Category.WORKER_DIED_SYSTEM_ERROR),
+)
+
+_WHY: dict[Category, str] = {
+    Category.WORKER_DIED_SYSTEM_ERROR: (
+        "Ray only reports that the process died (its message lists the OOM killer, "
+        "`ray stop --force` and SIGSEGV every time); {cause} says why it died."
+    ),
+    Category.NAMED_ACTOR_CONFLICT: (
+        "the actor's constructor ran again after its worker died ({cause}), and the old "
+        "registration still holds the name; killing the actor would not help."
+    ),
+    Category.NAMED_ACTOR_MISSING: (
+        "the rank-0 worker that registers the actor did not come up because of {cause}; "
+        "a longer wait would not help."
+    ),
+    Category.NCCL_ERROR_TIMEOUT: (
+        "the collective failed because a rank was lost or could not set up its transport "
+        "({cause}); a longer NCCL timeout would not help."
+    ),
+    Category.CRASH_LOOP_BACKOFF: (
+        "the kubelet is backing off restarts of a container that {cause} ends on every "
+        "start; the loop stops when {cause} is fixed."
+    ),
+    Category.RAYJOB_CR_FAILURE: (
+        "the RayJob / Ray job status only wraps the failure: {cause} is what failed."
+    ),
+    Category.JOB_DEADLINE_TIMEOUT: "the deadline ran out while {cause} held the job up.",
+    Category.APPLICATION_ERROR: (
+        "the job's error output follows from {cause}, not from a bug in its own code."
+    ),
+    Category.NODE_LOST_PREEMPTION: (
+        "the node or its raylet went down with {cause} (on cgroup v2 one OOM kill ends "
+        "every process of the container, raylet included)."
+    ),
+    Category.GCS_UNREACHABLE: "the head and its GCS became unreachable because of {cause}.",
+    Category.PROBE_FAILURE: "the probes failed because of {cause}.",
+}
+
+
+def symptom_why(symptom: Category, cause: Category) -> str:
+    """One line saying why `symptom` follows from `cause`."""
+    line = _WHY.get(symptom, "{symptom} follows from {cause}, the more causal finding.")
+    return line.format(symptom=symptom, cause=cause)

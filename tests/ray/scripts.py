@@ -94,6 +94,51 @@ ray.init()
 print("warm", ray.cluster_resources())
 """
 
+# Issue 12: drivers that pin their namespace with `ray.init(namespace=...)` and name the
+# actor without `.options(namespace=...)`, so Ray prints `(namespace=None)`.
+HOLDER_NS = """
+import ray
+ray.init(namespace="grpo-h12")
+
+@ray.remote(num_cpus=0)
+class Lock:
+    def ping(self):
+        return "ok"
+
+lock = Lock.options(name="grpo_lock", lifetime="detached").remote()
+print("holder:", ray.get(lock.ping.remote()))
+"""
+
+CLASH_NS = """
+import ray
+ray.init(namespace="grpo-h12")
+
+@ray.remote(num_cpus=0)
+class Lock:
+    def ping(self):
+        return "ok"
+
+lock = Lock.options(name="grpo_lock").remote()
+print("clash:", ray.get(lock.ping.remote()))
+"""
+
+LIVE_HOLDER_NS = """
+import time
+import ray
+ray.init(namespace="grpo-h12-live")
+
+@ray.remote(num_cpus=0)
+class Lock:
+    def ping(self):
+        return "ok"
+
+lock = Lock.options(name="grpo_lock", lifetime="detached").remote()
+print("holder:", ray.get(lock.ping.remote()), flush=True)
+time.sleep(600)
+"""
+
+CLASH_LIVE_NS = CLASH_NS.replace("grpo-h12", "grpo-h12-live")
+
 SCRIPTS = {
     "warmup.py": WARMUP,
     "sleep.py": SLEEP,
@@ -106,4 +151,8 @@ SCRIPTS = {
     "exit_3.py": EXIT_3,
     "holder_slack.py": HOLDER_SLACK,
     "clash_slack.py": CLASH_SLACK,
+    "holder_ns.py": HOLDER_NS,
+    "clash_ns.py": CLASH_NS,
+    "live_holder_ns.py": LIVE_HOLDER_NS,
+    "clash_live_ns.py": CLASH_LIVE_NS,
 }

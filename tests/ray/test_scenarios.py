@@ -163,7 +163,7 @@ def test_named_actor_conflict_kill_then_resubmit_succeeds(jobs: Jobs, engine: En
     # Then the resubmission (same entrypoint, runtime_env, metadata, resources) succeeds.
     resubmit = ResubmitJobExecutor(
         clusters,
-        categorize=lambda parts: {str(r.finding.category) for r in engine.diagnose(parts).findings},
+        categorize=lambda parts: set(engine.diagnose(parts).categories),
     )
     facts, preview = resubmit.check({"submission_id": clash})
     assert facts == {
@@ -223,7 +223,7 @@ def test_dependency_and_application_errors_offer_nothing(
     # The executor refuses a resubmission too (defence in depth).
     resubmit = ResubmitJobExecutor(
         RayClusters([RayClusterConfig("test", url)]),
-        categorize=lambda parts: {str(r.finding.category) for r in engine.diagnose(parts).findings},
+        categorize=lambda parts: set(engine.diagnose(parts).categories),
     )
     facts, preview = resubmit.check({"submission_id": submission})
     assert facts["ray.job_terminal"] is True
@@ -264,6 +264,7 @@ def test_live_register_center_is_never_killed(jobs: Jobs, engine: Engine) -> Non
     params = {"name": "abcdef_register_center", "namespace": "verl-s4"}
     facts, preview = killer.check(params)
     assert facts == {
+        "ray.holder_explicit": True,
         "ray.actor_stale": False,
         "ray.namespace_idle": False,
         "ray.not_live_verl": False,

@@ -8,7 +8,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from bot.core.model import Diagnosis, Role, Severity
+from bot.core.model import Diagnosis, RankedFinding, Role, Severity
 
 _STYLE = {
     Severity.CRITICAL: "bold red",
@@ -26,14 +26,15 @@ def print_diagnosis(diagnosis: Diagnosis, console: Console, title: str = "") -> 
     parts: list[Text | Table] = []
     for ranked in diagnosis.findings:
         finding = ranked.finding
-        label = "ROOT CAUSE" if ranked.role is Role.PRIMARY else "also seen"
         head = Text.assemble(
-            (f"{label}: ", "bold" if ranked.role is Role.PRIMARY else "dim"),
+            (f"{_label(ranked)}: ", "bold" if ranked.role is Role.PRIMARY else "dim"),
             (str(finding.category), _STYLE[finding.severity]),
             f"  {finding.title}",
             (f"  x{finding.count}" if finding.count > 1 else "", "dim"),
         )
         parts.append(head)
+        if ranked.why:
+            parts.append(Text(f"    why: {ranked.why}", style="italic"))
         for evidence in finding.evidence:
             where = f"{evidence.origin}:{evidence.line}" if evidence.line else evidence.origin
             parts.append(
@@ -58,3 +59,12 @@ def print_diagnosis(diagnosis: Diagnosis, console: Console, title: str = "") -> 
         parts.append(table)
     border = _STYLE[primary.severity]
     console.print(Panel(Group(*parts), title=title or "pitcrew diagnosis", border_style=border))
+
+
+def _label(ranked: RankedFinding) -> str:
+    """ROOT CAUSE, LIKELY ROOT CAUSE (weak evidence only), symptom of X, or also seen."""
+    if ranked.role is Role.PRIMARY:
+        return "LIKELY ROOT CAUSE" if ranked.finding.weak else "ROOT CAUSE"
+    if ranked.symptom_of is not None:
+        return f"symptom of {ranked.symptom_of}"
+    return "also seen"

@@ -68,6 +68,7 @@ ACTION_KEY = "pitcrew.action"
 RESUBMIT_OF_KEY = "pitcrew.resubmit_of"
 ROOT_KEY = "pitcrew.root"
 ATTEMPT_KEY = "pitcrew.attempt"
+NAMESPACE_KEY = "pitcrew.namespace"
 
 
 Facts = dict[str, bool]
@@ -220,6 +221,48 @@ def actor_state(client: RayDashboard, name: str, namespace: str) -> ActorState:
     return ActorState(live, status, busy, pending)
 
 
+ANONYMOUS_NAMESPACE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+"""The namespace Ray gives a job whose driver named none: a fresh UUID per job."""
+UNNAMED = ("", "None")
+"""What the clash message prints when `.options()` got no namespace: the caller's current one."""
+
+
+@dataclass(frozen=True)
+class Holder:
+    """The live actor holding a name, resolved with the State API (TAXONOMY.md §1.1)."""
+
+    namespace: str
+    problem: str = ""
+    """Why the holder is not one actor in an explicit namespace ("" when it is)."""
+
+
+def resolve_holder(client: RayDashboard, name: str, hinted: str) -> Holder:
+    """Where the actor named `name` lives. Ray prints the namespace passed to
+    `.options(...)`, not the one the name was looked up in: `None` means the failing
+    job's current namespace, explicit whenever its driver called
+    `ray.init(namespace=...)`. So every live holder of the name is listed (only in
+    `hinted` when the message named one): exactly one, in an explicit namespace, is the
+    holder; one in an anonymous per-job namespace is the job's own actor."""
+    scope = None if hinted in UNNAMED else hinted
+    live = [a for a in client.actors(name=name, namespace=scope) if a.state != "DEAD"]
+    spaces = sorted({a.namespace for a in live if a.name == name})
+    if not spaces:
+        where = f"namespace {hinted!r}" if scope else "any namespace"
+        return Holder(scope or "", f"no live actor named {name!r} in {where}")
+    if len(spaces) > 1:
+        return Holder("", f"live actors named {name!r} in several namespaces ({', '.join(spaces)})")
+    namespace = spaces[0]
+    if ANONYMOUS_NAMESPACE.match(namespace):
+        return Holder(
+            namespace,
+            f"the holder of {name!r} is in the anonymous per-job namespace {namespace}: "
+            "it is the failing job's own actor (a restart), not a leftover",
+        )
+    if namespace.startswith("_ray_internal"):
+        return Holder(namespace, f"namespace {namespace!r} is not an explicit user namespace")
+    return Holder(namespace)
+
+
 def live_status(client: RayDashboard, submission_id: str) -> str:
     job = client.get_job(submission_id)
     return str(job.get("status") or "") if job else ""
@@ -280,25 +323,28 @@ class KillActorExecutor(RayExecutor):
     def check(self, params: Mapping[str, Any] | ActionParams) -> tuple[Facts, str]:
         p = self.params(params)
         with self.clusters.client(p.cluster) as (config, client):
-            state = actor_state(client, p.name, p.namespace)
+            holder = resolve_holder(client, p.name, p.namespace)
+            target = p.model_copy(update={"namespace": holder.namespace or p.namespace})
+            state = actor_state(client, target.name, target.namespace)
         facts = {
+            "ray.holder_explicit": not holder.problem,
             "ray.actor_stale": state.stale,
             "ray.namespace_idle": state.idle,
             "ray.not_live_verl": not PROTECTED.search(p.name) or state.owners_finished,
         }
-        preview = f"[{config.name}] {state.describe(p.name, p.namespace)}"
-        refusal = self._refusal(p, state)
+        preview = f"[{config.name}] {state.describe(target.name, target.namespace)}"
+        refusal = holder.problem or self._refusal(target, state)
         if refusal:
             preview += f". Would refuse: {refusal}"
         else:
             preview += (
-                f". Would submit a remediation job running ray.kill(ray.get_actor({p.name!r}, "
-                f"namespace={p.namespace!r}), no_restart=True)"
+                f". Would submit a remediation job running ray.kill(ray.get_actor("
+                f"{target.name!r}, namespace={target.namespace!r}), no_restart=True)"
             )
         return facts, preview
 
     def _refusal(self, p: KillActor, state: ActorState | None) -> str:
-        if p.namespace in ("None", "") or p.namespace.startswith("_ray_internal"):
+        if p.namespace in UNNAMED or p.namespace.startswith("_ray_internal"):
             return f"namespace {p.namespace!r} is not an explicit user namespace"
         if state is None:
             return ""
@@ -315,28 +361,46 @@ class KillActorExecutor(RayExecutor):
             return "a job is running (or pending) in the actor's namespace"
         return ""
 
+    def _target(self, client: RayDashboard, p: KillActor) -> KillActor | None:
+        """`p` aimed at the holder resolved live; None when no live actor holds the
+        name; refused when the holder is not one actor in an explicit namespace."""
+        holder = resolve_holder(client, p.name, p.namespace)
+        if holder.problem and not _live(client, p):
+            return None
+        if holder.problem:
+            raise ActionRefusedError(f"{self.action}: {holder.problem}")
+        return p.model_copy(update={"namespace": holder.namespace})
+
     def execute(self, params: Mapping[str, Any] | ActionParams, proposal_id: str) -> str:
-        p = self.params(params)
-        refusal = self._refusal(p, None)
-        if refusal:
-            raise ActionRefusedError(f"{self.action}: {refusal}")
+        hinted = self.params(params)
+        if hinted.namespace.startswith("_ray_internal"):
+            raise ActionRefusedError(f"{self.action}: {self._refusal(hinted, None)}")
         submission = remediation_id("kill", proposal_id)
-        with self.clusters.client(p.cluster) as (config, client):
+        with self.clusters.client(hinted.cluster) as (config, client):
             job = client.get_job(submission)
-            if job is None:
-                state = actor_state(client, p.name, p.namespace)
-                if not state.live:
+            if job is not None:
+                resolved = _metadata(job).get(NAMESPACE_KEY) or hinted.namespace
+                p = hinted.model_copy(update={"namespace": resolved})
+            else:
+                target = self._target(client, hinted)
+                state = actor_state(client, target.name, target.namespace) if target else None
+                if target is None or state is None or not state.live:
                     return (
-                        f"[{config.name}] nothing to kill: no live actor {p.name!r} in "
-                        f"namespace {p.namespace!r}; no remediation job submitted"
+                        f"[{config.name}] nothing to kill: no live actor {hinted.name!r} in "
+                        f"namespace {hinted.namespace!r}; no remediation job submitted"
                     )
+                p = target
                 refusal = self._refusal(p, state)
                 if refusal:
                     raise ActionRefusedError(f"{self.action}: {refusal}")
                 client.submit_job(
                     self._entrypoint(p, state.live[0].actor_id),
                     submission_id=submission,
-                    metadata={PROPOSAL_KEY: proposal_id, ACTION_KEY: self.action},
+                    metadata={
+                        PROPOSAL_KEY: proposal_id,
+                        ACTION_KEY: self.action,
+                        NAMESPACE_KEY: p.namespace,
+                    },
                     entrypoint_num_cpus=0,
                 )
             job = _wait_terminal(client, submission, self.job_timeout, self.poll_every)
@@ -386,7 +450,9 @@ print(f"pitcrew: killed actor {{NAME!r}} ({{found}}) in namespace {{NAMESPACE!r}
 
 
 def _live(client: RayDashboard, p: KillActor) -> bool:
-    return any(a.state != "DEAD" for a in client.actors(name=p.name, namespace=p.namespace))
+    """A live actor holds the name (anywhere, when the message named no namespace)."""
+    scope = None if p.namespace in UNNAMED else p.namespace
+    return any(a.state != "DEAD" for a in client.actors(name=p.name, namespace=scope))
 
 
 class StopJobExecutor(RayExecutor):
@@ -484,8 +550,7 @@ class ResubmitJobExecutor(RayExecutor):
             engine = Engine(load_builtin([]))
 
             def categorize(parts: Sequence[Any]) -> set[str]:
-                diagnosis = engine.diagnose(parts)
-                return {str(r.finding.category) for r in diagnosis.findings}
+                return set(engine.diagnose(parts).categories)
 
             self._categorize = categorize
         return self._categorize(parts)

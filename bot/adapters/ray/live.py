@@ -103,7 +103,7 @@ def diagnose_ray_job_on(
     if executors is None:
 
         def categorize(parts: Sequence[Any]) -> set[str]:
-            return {str(r.finding.category) for r in engine.diagnose(parts).findings}
+            return set(engine.diagnose(parts).categories)
 
         executors = ray_executors([config], categorize=categorize)
     diagnosis, checked = live.decide(

@@ -97,7 +97,12 @@ class DeletePod(ActionParams):
 
 class KillActor(ActionParams):
     name: str = Field(min_length=1)
-    namespace: str = Field(min_length=1, description="the Ray namespace, never anonymous")
+    namespace: str = Field(
+        min_length=1,
+        description="the namespace the clash message named; `None` (Ray prints the "
+        "`.options()` argument) is the failing job's current one: the holder is "
+        "resolved live, and only one in an explicit namespace is ever killed",
+    )
     cluster: str = ""
 
 
@@ -168,6 +173,12 @@ def _recreate_preview(p: RecreateRayJob) -> str:
     return how + (f", entrypoint argument {p.override}" if p.override else "")
 
 
+def _kill_preview(p: KillActor) -> str:
+    if p.namespace in ("", "None"):
+        return f"ray.kill(ray.get_actor({p.name!r}, namespace=<the holder's, resolved live>))"
+    return f"ray.kill(ray.get_actor({p.name!r}, namespace={p.namespace!r}))"
+
+
 def _reschedule_preview(p: RescheduleGpuPool) -> str:
     return (
         f"{p.kind} {p.namespace}/{p.name} workerGroupSpecs[{p.group}] nodeSelector "
@@ -232,7 +243,7 @@ CATALOG: Mapping[str, ActionSpec] = {
             "Kill a stale named actor",
             KillActor,
             "The actor is killed without restart; anything still using it fails.",
-            lambda p: f"ray.kill(ray.get_actor({p.name!r}, namespace={p.namespace!r}))",
+            _kill_preview,
         ),
         ActionSpec(
             "ray.stop_job",
@@ -257,6 +268,10 @@ CATALOG: Mapping[str, ActionSpec] = {
 # Live facts an action may depend on: known only to adapters that can look at the
 # cluster. Diagnosing from text, they are unknown and the action is withheld.
 FACTS: Mapping[str, str] = {
+    "ray.holder_explicit": (
+        "the name's live holder, resolved with the State API, is one actor in an explicit "
+        "namespace (not an anonymous per-job one)"
+    ),
     "ray.actor_stale": "the actor is detached or its owner job has finished",
     "ray.namespace_idle": "no job is running in the actor's namespace",
     "ray.not_live_verl": (
