@@ -10,6 +10,7 @@ re-runs, and says in the card's thread what it interrupted.
 from __future__ import annotations
 
 import dataclasses
+import io
 from datetime import timedelta
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 from bot.adapters.echo.executor import EchoExecutor
 from bot.core.approvals import INTERRUPTED
 from bot.core.inputs import LogText
+from bot.core.inputs.reader import read_stream
 from bot.core.model import (
     ActionResult,
     IncidentState,
@@ -29,7 +31,7 @@ from bot.core.model import (
     frozen_map,
 )
 from bot.core.notify import NotifyConfig
-from bot.daemon.feed import Context, Healthy, Observation, Refresh
+from bot.daemon.feed import Context, Healthy, Observation, Refresh, observe
 from bot.daemon.runner import Registry, Runner
 from tests.daemon_support import (
     DESCRIBE,
@@ -295,3 +297,16 @@ def test_the_context_attaches_evidence_that_names_no_workload(db: Path, clock: C
     (incident,) = r.store.open_incidents()
     assert incident.key == "prod/team-b/RayJob/other-job"
     assert incident.namespace == "team-b"
+
+
+def test_evidence_no_playbook_matches_is_kept_by_shape(db: Path, clock: Clock) -> None:
+    """The daemon keeps failure-looking lines that matched nothing (`pitcrew unmatched`)."""
+    r = rig(db, clock)
+    for worker in (3, 7):
+        text = f"(TaskRunner pid=1{worker}) ERROR reward server 10.0.3.{worker} returned 503\n"
+        parts = read_stream(io.BytesIO(text.encode()), f"worker-{worker}.log")
+        r.feed(observe(parts, Context()))
+    r.feed(seed(DRIVER_LOG))  # matched: not kept
+    (kept,) = r.store.unmatched()
+    assert (kept.shape, kept.count) == ("ERROR reward server <ip> returned <n>", 2)
+    assert kept.origin == "worker-7.log"

@@ -62,6 +62,7 @@ from bot.core.model import (
     Transition,
 )
 from bot.core.taxonomy import Category
+from bot.core.unmatched import UnmatchedShape, failure_lines
 
 T0 = datetime(2025, 11, 3, 10, 0, tzinfo=UTC)
 OFFERED, APPROVED, RUNNING = ProposalState.OFFERED, ProposalState.APPROVED, ProposalState.RUNNING
@@ -232,12 +233,13 @@ TABLES = [
     "seen_requests",
     "silences",
     "transitions",
+    "unmatched",
 ]
 
 
 def test_a_new_file_gets_the_latest_schema_in_wal_mode(db: Path) -> None:
     with Store(db) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 4
+        assert store.schema_version() == SCHEMA_VERSION == 5
         store.ping()
     with raw(db) as conn:
         tables = conn.execute(
@@ -246,7 +248,7 @@ def test_a_new_file_gets_the_latest_schema_in_wal_mode(db: Path) -> None:
         ).fetchall()
         assert [name for (name,) in tables] == TABLES
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-    assert user_version(db) == 4
+    assert user_version(db) == 5
 
 
 def test_the_default_file_is_in_the_working_directory(
@@ -300,7 +302,7 @@ def test_a_version_1_file_is_migrated_and_keeps_its_data(db: Path) -> None:
         store.create_proposal(proposal("p-1"))
         assert isinstance(click(store, "p-1", "U1", minutes(1)), approvals.NeedsSecondApprover)
         assert store.approvals("p-1") == (Approval("p-1", "U1", minutes(1)),)
-    assert user_version(db) == 4
+    assert user_version(db) == 5
 
 
 def test_migrations_are_numbered_in_order() -> None:
@@ -311,20 +313,20 @@ def test_migrating_is_idempotent_across_opens(db: Path) -> None:
     for _ in range(3):
         with Store(db) as store:
             store.set_bookmark("k", "v")
-    assert user_version(db) == 4
+    assert user_version(db) == 5
 
 
 def test_a_newer_schema_is_refused_and_left_alone(db: Path) -> None:
     with raw(db) as conn:
         conn.execute("CREATE TABLE future (x)")
-        conn.execute("PRAGMA user_version = 5")
+        conn.execute("PRAGMA user_version = 6")
     with pytest.raises(StoreError) as caught:
         Store(db)
     assert str(caught.value) == (
-        f"{db}: the database is at schema version 5, newer than this pitcrew supports "
-        "(version 4); upgrade pitcrew or point it at another file"
+        f"{db}: the database is at schema version 6, newer than this pitcrew supports "
+        "(version 5); upgrade pitcrew or point it at another file"
     )
-    assert user_version(db) == 5
+    assert user_version(db) == 6
 
 
 def corrupt_schema(path: Path) -> None:
@@ -1118,3 +1120,35 @@ def test_processes_opening_a_new_file_together_migrate_it_once(db: Path) -> None
         assert conn.execute(
             "SELECT COUNT(*) FROM sqlite_master WHERE name = 'outbox'"
         ).fetchone() == (1,)
+
+
+# -- unmatched failures ---------------------------------------------------------------------
+
+
+def test_unmatched_failures_are_counted_by_shape_with_first_and_last_seen(store: Store) -> None:
+    first = failure_lines(["ERROR worker 10.0.3.17 lost 3 shards", "all fine"], "a.log")
+    again = failure_lines(["ERROR worker 10.0.4.2 lost 12 shards"], "b.log")
+    other = failure_lines(["KeyError: 'reward_fn'"], "c.log")
+    assert store.record_unmatched(first, T0) == 1
+    assert store.record_unmatched(again, minutes(5)) == 1
+    assert store.record_unmatched(other, minutes(6)) == 1
+    assert store.record_unmatched([], minutes(7)) == 0
+    assert store.unmatched() == (
+        UnmatchedShape(
+            shape="ERROR worker <ip> lost <n> shards",
+            example="ERROR worker 10.0.4.2 lost 12 shards",
+            origin="b.log",
+            count=2,
+            first_seen=T0,
+            last_seen=minutes(5),
+        ),
+        UnmatchedShape(
+            shape="KeyError: 'reward_fn'",
+            example="KeyError: 'reward_fn'",
+            origin="c.log",
+            count=1,
+            first_seen=minutes(6),
+            last_seen=minutes(6),
+        ),
+    )
+    assert len(store.unmatched(limit=1)) == 1

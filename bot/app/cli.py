@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from io import BytesIO
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -20,9 +21,12 @@ from typer.main import get_group
 
 from bot import __version__
 from bot.adapters.console.render import print_diagnosis
+from bot.core.analysis import diagnose as analyse
 from bot.core.diagnosis import Engine, to_json
 from bot.core.errors import PitcrewError
 from bot.core.examples import run_examples
+from bot.core.explain import explain as explain_hits
+from bot.core.explain import explanation_json, explanation_lines
 from bot.core.inputs import InputPart
 from bot.core.inputs.reader import open_input, read_stream
 from bot.core.playbooks import builtin_dir, json_schema_text, load_builtin, load_library
@@ -243,6 +247,14 @@ def diagnose_command(
     ] = None,
     prometheus: PrometheusUrl = None,
     chart: ChartFile = None,
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain",
+            help="which lines matched which signature; with no finding, the lines that "
+            "look like failures that no playbook knows",
+        ),
+    ] = False,
 ) -> None:
     """Diagnose logs, kubectl output, Kubernetes objects or Ray job info pasted together."""
     if output not in ("text", "json"):
@@ -254,7 +266,37 @@ def diagnose_command(
         request = KubeRequest(kube, kubeconfig, context, prometheus, chart)
         _diagnose_kube(request, inputs, output, playbooks)
         return
+    if explain:
+        _explain_files(inputs, output, playbooks)
+        return
     _diagnose_files(inputs, output, playbooks)
+
+
+def _explain_files(inputs: list[str] | None, output: str, playbooks: list[Path] | None) -> None:
+    """`diagnose --explain`: the inputs are read whole (to show their lines), diagnosed
+    as usual, and the matching and unmatched failure lines are shown with the verdict."""
+    try:
+        engine = Engine(load_builtin(playbooks or []))
+        texts: list[tuple[str, str]] = []
+        parts: list[InputPart] = []
+        for name in _expand(inputs or ["-"]):
+            stream, origin, _ = open_input(name)
+            with stream if stream is not sys.stdin.buffer else nullcontext(stream):
+                data = stream.read()
+            texts.append((origin, data.decode("utf-8", "replace")))
+            parts.extend(read_stream(BytesIO(data), origin))
+        hits = engine.hits(parts)
+        diagnosis = analyse(hits, engine.library)
+    except PitcrewError as error:
+        raise fail(str(error)) from None
+    explanation = explain_hits(hits, texts, bool(diagnosis.findings))
+    if output == "json":
+        shown = to_json(diagnosis) | {"explain": explanation_json(explanation)}
+        sys.stdout.write(json.dumps(shown, ensure_ascii=False) + "\n")
+        return
+    print_diagnosis(diagnosis, out, title="pitcrew diagnose " + " ".join(inputs or ["-"]))
+    for line in explanation_lines(explanation):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _diagnose_files(inputs: list[str] | None, output: str, playbooks: list[Path] | None) -> None:

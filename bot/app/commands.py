@@ -378,6 +378,27 @@ def _proposal_line(proposal: Proposal) -> str:
     )
 
 
+def unmatched_command(
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=1000)] = 20,
+    file: ConfigOption = None,
+    store: StoreOption = None,
+) -> None:
+    """Failures the daemon saw that no playbook matched, grouped by shape with counts and
+    first and last seen: the playbook to write next."""
+    with opened_service(file, store) as service:
+        shapes = service.unmatched(limit)
+    if not shapes:
+        typer.echo("No unmatched failures: every failure seen matched a playbook.")
+        return
+    typer.echo(f"{'count':>6}  {'first seen':<19}  {'last seen':<19}  shape / example")
+    for item in shapes:
+        typer.echo(
+            f"{item.count:>6}  {_time(item.first_seen):<19}  {_time(item.last_seen):<19}  "
+            f"{item.shape}"
+        )
+        typer.echo(f"{'':>6}  {'':<19}  {'':<19}  e.g. {item.origin}: {item.example}")
+
+
 def register(app: typer.Typer) -> None:
     app.command("run")(run_command)
     app.command("demo")(demo_command)
@@ -390,3 +411,4 @@ def register(app: typer.Typer) -> None:
     app.command("unsilence")(unsilence_command)
     app.command("history")(history_command)
     app.command("status")(status_command)
+    app.command("unmatched")(unmatched_command)

@@ -348,9 +348,7 @@ def _offer(
     finding = item.finding
     context = template_context(finding, shared)
     refusal = _strength_refusal(finding)
-    reason, pending = _first_failed_guard(
-        rule, item, primary, categories, facts, context, awaiting
-    )
+    reason, pending = _first_failed_guard(rule, item, primary, categories, facts, context, awaiting)
     reason, pending = (refusal, "") if refusal else (reason, pending)
     if not reason and item.symptom_of is not None and not awaiting:
         reason = f"{finding.category} is a symptom of {item.symptom_of}: {item.why}"

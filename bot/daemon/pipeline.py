@@ -41,6 +41,7 @@ from datetime import datetime, timedelta
 from bot.core import approvals
 from bot.core.analysis import findings_from_hits
 from bot.core.diagnosis import Engine
+from bot.core.errors import PitcrewError
 from bot.core.incidents import Change, ChangeKind, Correlator
 from bot.core.model import (
     ActionOffer,
@@ -58,6 +59,7 @@ from bot.core.model import (
 )
 from bot.core.notify import Delivery, NotifyConfig, decide
 from bot.core.reports import build_report
+from bot.core.unmatched import part_lines
 from bot.daemon.feed import Healthy, Item, LiveFacts, Measured, Observation, Refresh, Tick
 from bot.daemon.memory import MemoryWorker, thread_text
 from bot.daemon.metrics import Metrics
@@ -237,7 +239,10 @@ class Pipeline:
         a driver log's three findings are one card, not a post and two updates."""
         latest: dict[str, Incident] = {}
         reshaped: set[str] = set()
-        for finding in self._classify(observation):
+        findings = self._classify(observation)
+        if not findings:
+            self._keep_unmatched(observation, now)
+        for finding in findings:
             for change in self._correlator.add(finding, now):
                 latest[change.incident.id] = self._keep(change, (finding,), now)
                 if change.kind in _RESHAPED:
@@ -247,6 +252,16 @@ class Pipeline:
             if self._memory is not None and incident.state is IncidentState.OPEN:
                 self._memory.ask(incident)
         self._metrics.open_incidents.set(len(self._correlator))
+
+    def _keep_unmatched(self, observation: Observation, now: datetime) -> None:
+        """Evidence no playbook matched: its failure-looking lines are kept by shape
+        (`pitcrew unmatched`), the playbook a team should write next."""
+        lines = part_lines(observation.parts)
+        if lines:
+            try:
+                self._store.record_unmatched(lines, now)
+            except PitcrewError as error:
+                log.warning("could not keep unmatched failures: %s", error)
 
     def _classify(self, observation: Observation) -> list[Finding]:
         for part in observation.parts:

@@ -28,6 +28,7 @@ from bot.core.model import (
     Silence,
 )
 from bot.core.notify import Delivery
+from bot.core.unmatched import FailureLine, UnmatchedShape
 
 Clock = Callable[[], datetime]
 """Returns the current time, timezone-aware."""
@@ -130,6 +131,8 @@ class PipelineStore(ProposalStore, LedgerStore, Protocol):
 
     def last_proposal_change(self) -> int: ...
 
+    def record_unmatched(self, lines: Iterable[FailureLine], now: datetime) -> int: ...
+
 
 class OutboxStore(Protocol):
     """The notification outbox and the chat references of delivered cards."""
@@ -157,6 +160,8 @@ class ServiceStore(ProposalStore, Protocol):
     ) -> tuple[Incident, ...]: ...
 
     def recent_incidents(self, n: int) -> tuple[Incident, ...]: ...
+
+    def unmatched(self, limit: int = 50) -> tuple[UnmatchedShape, ...]: ...
 
     def recent_actions(self, n: int) -> tuple[LedgerEntry, ...]: ...
 

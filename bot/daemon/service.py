@@ -39,6 +39,7 @@ from bot.core.approvals import (
 )
 from bot.core.model import Incident, LedgerEntry, Proposal, ProposalState, Silence
 from bot.core.notify import SILENCE_KEYS
+from bot.core.unmatched import UnmatchedShape
 from bot.daemon.metrics import Metrics
 from bot.daemon.ports import ServiceStore
 from bot.daemon.runner import Registry, no_executor
@@ -232,6 +233,10 @@ class Service:
 
     def history(self, n: int = 10) -> History:
         return History(self._store.recent_incidents(n), self._store.recent_actions(n))
+
+    def unmatched(self, n: int = 10) -> tuple[UnmatchedShape, ...]:
+        """Failure shapes no playbook matched, most frequent first."""
+        return self._store.unmatched(n)
 
     def status(self, now: datetime) -> Status:
         counts: Counter[str] = Counter()

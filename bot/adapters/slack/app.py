@@ -55,12 +55,15 @@ from bot.adapters.slack.commands import (
     SilenceCommand,
     StatusCommand,
     StatusLike,
+    UnmatchedCommand,
+    UnmatchedLike,
     Unsilence,
     Usage,
     explain_history,
     explain_incidents,
     explain_silence,
     explain_status,
+    explain_unmatched,
     explain_unsilence,
     parse,
 )
@@ -117,6 +120,8 @@ class SlackService(Protocol):
     def incidents(self, namespace: str | None = None) -> Sequence[IncidentLike]: ...
 
     def history(self, n: int = 10) -> HistoryLike: ...
+
+    def unmatched(self, n: int = 10) -> Sequence[UnmatchedLike]: ...
 
     def status(self, now: datetime) -> StatusLike: ...
 
@@ -394,6 +399,8 @@ class SlackApp:
             return explain_incidents(service.incidents(command.namespace), command.namespace)
         if isinstance(command, HistoryCommand):
             return explain_history(service.history(command.n))
+        if isinstance(command, UnmatchedCommand):
+            return explain_unmatched(service.unmatched(command.n))
         if isinstance(command, SilenceCommand):
             reason = command.reason or f"silenced by {user} from Slack"
             who = self._chat_user(user, team)

@@ -47,7 +47,8 @@ USAGE = f"""Usage:
 `{COMMAND} diagnose &lt;{_TARGETS}&gt;`
 `{COMMAND} silence &lt;playbook | incident-id&gt; &lt;duration, e.g. 2h&gt; [reason]`
 `{COMMAND} unsilence &lt;silence-id&gt;`
-`{COMMAND} history [n]` — recent incidents and actions"""
+`{COMMAND} history [n]` — recent incidents and actions
+`{COMMAND} unmatched [n]` — failures no playbook knows, by shape"""
 
 
 # -- commands ----------------------------------------------------------------------------
@@ -115,6 +116,11 @@ class HistoryCommand:
 
 
 @dataclass(frozen=True, slots=True)
+class UnmatchedCommand:
+    n: int = DEFAULT_HISTORY
+
+
+@dataclass(frozen=True, slots=True)
 class Usage:
     """Input that is not a command; `problem` says what was wrong."""
 
@@ -134,6 +140,7 @@ Command = (
     | SilenceCommand
     | Unsilence
     | HistoryCommand
+    | UnmatchedCommand
     | Usage
 )
 
@@ -210,6 +217,12 @@ def parse(text: str) -> Command:
         if len(args) == 1 and args[0].isdigit() and 1 <= int(args[0]) <= MAX_HISTORY:
             return HistoryCommand(int(args[0]))
         return Usage(f"`history` takes a number from 1 to {MAX_HISTORY}.")
+    if name == "unmatched":
+        if not args:
+            return UnmatchedCommand()
+        if len(args) == 1 and args[0].isdigit() and 1 <= int(args[0]) <= MAX_HISTORY:
+            return UnmatchedCommand(int(args[0]))
+        return Usage(f"`unmatched` takes a number from 1 to {MAX_HISTORY}.")
     return Usage(f"Unknown command {_quote(name)}.")
 
 
@@ -264,6 +277,30 @@ def explain_incidents(views: Sequence[IncidentLike], namespace: str | None) -> s
     lines.extend(incident_line(v.incident, v.proposals) for v in views[:MAX_LISTED])
     if len(views) > MAX_LISTED:
         lines.append(f"… and {len(views) - MAX_LISTED} more")
+    return "\n".join(lines)
+
+
+class UnmatchedLike(Protocol):
+    @property
+    def shape(self) -> str: ...
+    @property
+    def example(self) -> str: ...
+    @property
+    def count(self) -> int: ...
+    @property
+    def first_seen(self) -> datetime: ...
+    @property
+    def last_seen(self) -> datetime: ...
+
+
+def explain_unmatched(shapes: Sequence[UnmatchedLike]) -> str:
+    """Failures no playbook matched, grouped by shape: the playbook to write next."""
+    if not shapes:
+        return "No unmatched failures: every failure seen matched a playbook."
+    lines = ["*Failures no playbook knows (by shape):*"]
+    for item in shapes[:MAX_LISTED]:
+        seen = f"{item.first_seen:%Y-%m-%d %H:%M} to {item.last_seen:%Y-%m-%d %H:%M}"
+        lines.append(f"• ×{item.count} ({seen}) `{md(item.shape, 200)}`")
     return "\n".join(lines)
 
 

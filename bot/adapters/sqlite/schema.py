@@ -137,6 +137,20 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX seen_requests_by_time ON seen_requests (seen_at)",
         ),
     ),
+    Migration(
+        5,
+        "failure lines no playbook matched, one row per shape (pitcrew unmatched)",
+        (
+            """CREATE TABLE unmatched (
+                shape TEXT PRIMARY KEY,
+                example TEXT NOT NULL,
+                origin TEXT NOT NULL,
+                count INTEGER NOT NULL,
+                first_seen TEXT NOT NULL,
+                last_seen TEXT NOT NULL)""",
+            "CREATE INDEX unmatched_by_count ON unmatched (count DESC, last_seen DESC)",
+        ),
+    ),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

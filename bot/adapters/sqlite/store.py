@@ -17,7 +17,7 @@ Safety rests on three rules:
   channel, so a chat outage delays cards but never loses or repeats them.
 
 Each kind of record has its own module (`incidents`, `proposals`, `ledger`,
-`silences`, `outbox`, `bookmarks`) over one `connection.SharedConnection`;
+`silences`, `outbox`, `bookmarks`, `unmatched`) over one `connection.SharedConnection`;
 `Store` composes them and owns retention, which spans them all.
 
 Model values are stored as JSON through `bot.core.codec` (so fields added to them
@@ -47,6 +47,7 @@ from bot.adapters.sqlite.proposals import Approval, ProposalRecords
 from bot.adapters.sqlite.replays import ReplayRecords
 from bot.adapters.sqlite.schema import MIGRATIONS, SCHEMA_VERSION, Migration
 from bot.adapters.sqlite.silences import SilenceRecords
+from bot.adapters.sqlite.unmatched import UnmatchedRecords
 from bot.core.codec import encode_time
 from bot.core.model import IncidentState
 
@@ -88,6 +89,7 @@ class Store(
     OutboxRecords,
     BookmarkRecords,
     ReplayRecords,
+    UnmatchedRecords,
 ):
     """pitcrew's state in one SQLite file, safe to share between threads and processes."""
 
