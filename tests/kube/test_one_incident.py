@@ -98,9 +98,9 @@ def test_a_rayjob_failing_in_both_sources_is_one_incident_and_one_card(
     try:
         install(kube)
         discovery = daemon.sources[1]
-        wait_for(lambda: discovery.status()["clusters"], 30, "the RayCluster's dashboard polled")
+        wait_for(lambda: discovery.status()["clusters"], 90, "the RayCluster's dashboard polled")
         submission = jobs.submit("exit_3.py")
-        assert jobs.wait(submission)["status"] == "FAILED"
+        assert jobs.wait(submission, timeout=120)["status"] == "FAILED"
         fail_rayjob(kube, submission)
 
         def both_sources_seen() -> Any:
@@ -110,13 +110,13 @@ def test_a_rayjob_failing_in_both_sources_is_one_incident_and_one_card(
             by_kube = any(f.obj is not None and f.obj.kind == "RayJob" for f in findings)
             return views if by_ray and by_kube else None
 
-        (view,) = wait_for(both_sources_seen, 60, "findings from the Ray and Kubernetes sources")
+        (view,) = wait_for(both_sources_seen, 120, "findings from the Ray and Kubernetes sources")
         incident = view.incident
         assert incident.key == "kmock/ml-train/RayJob/verl-ppo-qwen"
         assert incident.cluster == "kmock"
         assert incident.ray_job_id == submission
         assert len(daemon.service.incidents()) == 1
-        posts = wait_for(lambda: [c for c in chat.calls if c.kind == "post"], 30, "the card")
+        posts = wait_for(lambda: [c for c in chat.calls if c.kind == "post"], 60, "the card")
         assert len(posts) == 1
     finally:
         daemon.stop()
