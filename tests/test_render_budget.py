@@ -10,11 +10,13 @@ import time
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from bot.app.cli import app as cli_app
 from bot.core import templating
 from bot.core.analysis import diagnose
 from bot.core.inputs import LogText
-from tests.helpers import engine_for, playbook
+from tests.helpers import engine_for, playbook, write_library
 
 LOG = b"BadThing happened here\nModuleNotFoundError: No module named 'vllm'\n"
 NESTED = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}x"
@@ -63,3 +65,22 @@ def test_a_bad_template_costs_only_its_own_finding(tmp_path: Path, template: str
         in lines
     )
     assert templating.failures() == failed_before + 1
+
+
+def test_playbooks_check_renders_each_template_against_its_examples(tmp_path: Path) -> None:
+    doc = playbook(
+        "bad-template",
+        "application_error",
+        [{"name": "bad", "regex": "BadThing happened"}],
+        diagnosis=NESTED,
+        examples=[
+            {"name": "the bad thing", "input": "BadThing happened here", "expect": {"match": True}}
+        ],
+    )
+    directory = write_library(tmp_path / "pb", doc)
+    result = CliRunner().invoke(cli_app, ["playbooks", "check", str(directory)])
+    assert result.exit_code == 2
+    assert result.output == (
+        f"pitcrew: {directory / 'bad-template.yaml'}:11: example 'the bad thing': "
+        "diagnosis template: rendering took over 0.5s\n"
+    )

@@ -345,12 +345,24 @@ def playbooks_list(playbooks: PlaybookDirs = None) -> None:
 
 @playbooks_app.command("check")
 def playbooks_check(directory: Annotated[Path, typer.Argument(help="playbook directory")]) -> None:
-    """Validate a directory of playbooks (schema, regexes, templates, ids, actions)."""
+    """Validate a directory of playbooks (schema, regexes, templates, ids, actions), and
+    render each template against the playbook's own examples."""
     try:
-        load_library([builtin_dir(), directory])
+        library = load_library([builtin_dir(), directory])
         mine = load_library([directory])
     except PitcrewError as error:
         raise fail(str(error)) from None
+    ids = {p.playbook.id for p in mine.playbooks}
+    problems = [
+        f"{result.source}:{result.line or ''}: example {result.name!r}: {problem}"
+        for result in run_examples(Engine(library))
+        if result.playbook in ids
+        for problem in result.problems
+        if problem.startswith("diagnosis template: ")
+    ]
+    if problems:
+        sys.stderr.write("".join(f"pitcrew: {p}\n" for p in problems))
+        raise typer.Exit(2)
     typer.echo(f"{directory}: {len(mine)} playbooks OK")
 
 
