@@ -228,6 +228,8 @@ def _pipeline(
         proposal_ttl=settings.approvals.ttl,
         propose=settings.actions.enabled,
         queue_size=settings.pipeline.queue_size,
+        queue_bytes=settings.pipeline.queue_bytes,
+        busy_limit=settings.pipeline.busy_limit.total_seconds(),
         queued=outbox.wake,
         memory=memory,
         check_live=lambda incident_id, offers: checks().request(incident_id, offers),

@@ -43,6 +43,7 @@ from bot.core.analysis import findings_from_hits
 from bot.core.diagnosis import Engine
 from bot.core.errors import PitcrewError
 from bot.core.incidents import Change, ChangeKind, Correlator
+from bot.core.inputs import LogText
 from bot.core.model import (
     ActionOffer,
     Finding,
@@ -103,8 +104,17 @@ class Pipeline:
         memory: MemoryWorker | None = None,
         check_live: Callable[[str, Sequence[ActionOffer]], bool] = _unchecked,
         live_hold: timedelta = timedelta(seconds=30),
+        queue_bytes: int = 256 << 20,
+        busy_limit: float = 120.0,
     ) -> None:
+        """`queue_size` items and `queue_bytes` bytes of log text may wait (beyond either,
+        `submit` refuses); one item taking over `busy_limit` seconds makes `alive` false."""
         self._engine = engine
+        self._queue_bytes = queue_bytes
+        self._bytes = 0
+        self._bytes_lock = threading.Lock()
+        self._busy_limit = busy_limit
+        self._busy_since: float | None = None
         self._correlator = correlator
         self._store = store
         self._notify = notify
@@ -130,10 +140,18 @@ class Pipeline:
     # -- the queue and the thread ---------------------------------------------------------
 
     def submit(self, item: Item, timeout: float = 1.0) -> bool:
-        """Queue an item; False when the queue stayed full for `timeout` seconds."""
+        """Queue an item; False when the queue stayed full for `timeout` seconds, or when
+        its text would take the queue past `queue_bytes`."""
+        size = _size(item)
+        with self._bytes_lock:
+            if size and self._bytes and self._bytes + size > self._queue_bytes:
+                return False
+            self._bytes += size
         try:
             self._queue.put((item, time.monotonic()), timeout=timeout)
         except queue.Full:
+            with self._bytes_lock:
+                self._bytes -= size
             return False
         self._metrics.queue_depth.set(self._queue.qsize())
         return True
@@ -146,6 +164,10 @@ class Pipeline:
         self._thread.start()
 
     def alive(self) -> bool:
+        """The thread runs, and no item has kept it busy for over `busy_limit` seconds."""
+        busy = self._busy_since
+        if busy is not None and time.monotonic() - busy > self._busy_limit:
+            return False
         return self._thread is not None and self._thread.is_alive()
 
     def stop(self, timeout: float) -> bool:
@@ -165,10 +187,15 @@ class Pipeline:
             item, queued_at = self._queue.get()
             if item is _STOP:
                 return
+            with self._bytes_lock:
+                self._bytes -= _size(item)
+            self._busy_since = time.monotonic()
             try:
                 self.process(item)  # type: ignore[arg-type]
             except Exception as error:
                 log.error("could not process %s: %s", type(item).__name__, error)
+            finally:
+                self._busy_since = None
             if isinstance(item, Observation):
                 self._metrics.pipeline_lag.observe(time.monotonic() - queued_at)
             self._metrics.queue_depth.set(self._queue.qsize())
@@ -489,3 +516,15 @@ def _cause(incident: Incident) -> str:
     primary = incident.diagnosis.primary
     where = str(incident.workload) if incident.workload else incident.key
     return f"{primary.category if primary else 'no failure'} on {where}"
+
+
+def _size(item: object) -> int:
+    """Bytes of log text an item holds while it waits (its chunks are read already)."""
+    if not isinstance(item, Observation):
+        return 0
+    return sum(
+        len(chunk)
+        for part in item.parts
+        if isinstance(part, LogText) and isinstance(part.chunks, list | tuple)  # never a stream
+        for chunk in part.chunks
+    )

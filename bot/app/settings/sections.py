@@ -84,6 +84,14 @@ class SchedulerSettings(Closed):
 
 class PipelineSettings(Closed):
     queue_size: int = Field(default=10000, ge=1)
+    queue_bytes: int = Field(
+        default=256 << 20, ge=1 << 20, description="bytes of log text that may wait (503 beyond)"
+    )
+    busy_limit: timedelta = Field(
+        default=timedelta(minutes=2),
+        gt=timedelta(0),
+        description="one item taking longer makes the pipeline unhealthy (/healthz)",
+    )
     drain_timeout: timedelta = Field(default=timedelta(seconds=10), ge=timedelta(0))
     flush_timeout: timedelta = Field(default=timedelta(seconds=5), ge=timedelta(0))
     live_check_timeout: timedelta = Field(
