@@ -34,6 +34,8 @@ MATRIX: dict[str, str] = {
     "tests/test_store_writes.py": "lost",
     "tests/test_render_budget.py": "lost",  # a bad template cost the other findings
     "tests/test_classify.py": "lost",  # a regex that stalls the scan loses what follows
+    "tests/test_pipeline_bounds.py": "lost",  # a flood that starves the ordinary failure
+    "tests/test_approvals.py": "bad_clicks_accepted",  # who may approve and silence
 }
 # cases inside those files that are about running an action once
 DOUBLE_RUNS = ("execute_once", "run_once", "runs_once", "fifty_simultaneous")
