@@ -3,14 +3,19 @@ offered or withheld with a reason a person can act on."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
 
 from bot.core.analysis import rank_findings
+from bot.core.inputs.reader import read_stream
 from bot.core.model import Finding, Role, Severity, SourceKind
 from bot.core.taxonomy import PRECEDENCE, Category
+from tests.daemon_support import engine as builtin_engine
 from tests.helpers import engine_for, playbook
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _finding(category: Category, weak: bool = False, count: int = 1) -> Finding:
@@ -265,3 +270,29 @@ def test_an_event_matched_by_two_signatures_counts_once() -> None:
     both = engine.diagnose([event, kills])
     assert both.primary is not None
     assert both.primary.count == 3
+
+
+def test_a_stale_holder_found_live_keeps_the_clash_first_and_the_death_separate() -> None:
+    """TAXONOMY.md §3.3: the clash ranks after the worker death of the same job unless a
+    live check finds its holder a stale detached actor of an earlier finished job; then
+    the death is a separate finding, not a symptom of the clash."""
+    text = (ROOT / "examples" / "seed" / "driver.log").read_text()
+    engine = builtin_engine()
+    offline = engine.diagnose_text(text)
+    assert offline.primary is not None
+    assert offline.primary.category == "worker_died_system_error"
+    stale = {
+        "ray.holder_explicit": True,
+        "ray.actor_stale": True,
+        "ray.namespace_idle": True,
+        "ray.not_live_verl": True,
+    }
+    parts = read_stream(io.BytesIO(text.encode()), "driver.log")
+    live = engine.diagnose(parts, stale)
+    assert live.primary is not None
+    assert live.primary.category == "named_actor_conflict"
+    death = next(r for r in live.findings if r.finding.category == "worker_died_system_error")
+    assert (death.symptom_of, death.why) == (None, "")
+    assert "Symptom of named_actor_conflict: The worker death" not in live.text
+    assert "Also seen: worker_died_system_error: " in live.text
+    assert {a.action: a.offered for a in live.actions}["ray.kill_actor"] is True

@@ -38,8 +38,8 @@ from tests.test_live_facts import JOB, KILL_FACTS, SUBMISSION, clash, offer
 
 T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 KILL_WAITS = (
-    "ray.kill_actor: needs a live check that the actor is not a verl register center or "
-    "WorkerDict of a job still running"
+    "ray.kill_actor: needs a live check that the name's live holder, resolved with the State "
+    "API, is one actor in an explicit namespace (not an anonymous per-job one)"
 )
 
 
@@ -50,17 +50,21 @@ def test_an_offer_waiting_on_a_live_fact_names_the_fact_as_a_value() -> None:
     diagnosis = clash()
     kill, resubmit = offer(diagnosis, "ray.kill_actor"), offer(diagnosis, "ray.resubmit_job")
     assert (kill.pending_fact, resubmit.pending_fact) == (
-        "ray.not_live_verl",
+        "ray.holder_explicit",
         "ray.resubmits_below_cap",
     )
     assert [o.action for o in awaiting(diagnosis)] == ["ray.kill_actor", "ray.resubmit_job"]
 
 
 def test_an_offer_withheld_for_another_reason_does_not_wait() -> None:
-    anonymous = JOB.replace("namespace=rl-train", "namespace=None")
-    diagnosis = engine().diagnose(list(read_stream(io.BytesIO(anonymous.encode()), "job.json")))
-    assert offer(diagnosis, "ray.kill_actor").pending_fact == ""
-    assert [o.action for o in awaiting(diagnosis)] == ["ray.resubmit_job"]
+    """With the OOMKilled pod the clash is a symptom: its kill is withheld, not waiting."""
+    diagnosis = engine().diagnose([*_clash_parts(), *seed(DESCRIBE).parts])
+    kill = offer(diagnosis, "ray.kill_actor")
+    assert (kill.offered, kill.pending_fact) == (False, "")
+    assert (
+        kill.reason == "the clash is a symptom of pod_oom_killed; killing the actor would not help"
+    )
+    assert "ray.kill_actor" not in [o.action for o in awaiting(diagnosis)]
 
 
 def test_facts_that_disagree_are_false() -> None:

@@ -228,7 +228,10 @@ def _explaining_causes(items: list[Finding]) -> dict[int, Category]:
 
 
 def _effect_of(category: Category, primary: Category) -> Category | None:
-    """`primary`, when `category` is one of §3.2's usual effects ranked below it."""
+    """`primary`, when `category` is one of §3.2's usual effects ranked below it (a
+    worker death is no effect of a clash that a live check found to be a cause)."""
+    if (primary, category) in FOLLOWS:
+        return None
     if category in EFFECTS and rank(category) > rank(primary):
         return primary
     for later, earlier in FOLLOWS:

@@ -91,6 +91,9 @@ def test_the_seed_incident_card_is_valid_and_complete(
     assert "raysubmit_Qk8vXw2mT3nLp9Rb" in shown
     assert "*Root cause:* pod_oom_killed" in shown
     assert "named_actor_conflict: Named actor already taken" in shown  # secondary
+    # each symptom says of what, and why, in one line
+    assert "symptom of pod_oom_killed, the actor's constructor ran again" in shown
+    assert "worker_died_system_error: Ray worker process died" in shown
     assert "OOMKilled (exit code 137)" in shown  # evidence
     assert "16Gi → 24Gi" in shown  # the action's preview
     assert "ray.kill_actor: the clash is a symptom" in shown  # withheld, and why
