@@ -296,3 +296,27 @@ def test_a_stale_holder_found_live_keeps_the_clash_first_and_the_death_separate(
     assert "Symptom of named_actor_conflict: The worker death" not in live.text
     assert "Also seen: worker_died_system_error: " in live.text
     assert {a.action: a.offered for a in live.actions}["ray.kill_actor"] is True
+
+
+def test_a_resubmission_offers_the_playbooks_named_override_in_its_preview() -> None:
+    from bot.core.actions.catalog import CATALOG, ResubmitJob
+    from bot.core.actions.entrypoint import with_override
+    from bot.core.playbooks import load_library
+
+    library = load_library([PLAYBOOKS])
+    rule = next(
+        r
+        for r in library.by_id["named-actor-missing"].playbook.actions
+        if r.action == "ray.resubmit_job"
+    )
+    override = rule.params["override"]
+    assert override == "trainer.ray_wait_register_center_timeout=600"
+    params = ResubmitJob(submission_id="raysubmit_Qk8vXw2mT3nLp9Rb", override=override)
+    assert CATALOG["ray.resubmit_job"].preview(params) == (
+        "resubmit Ray job raysubmit_Qk8vXw2mT3nLp9Rb (new submission id), entrypoint argument "
+        "trainer.ray_wait_register_center_timeout=600"
+    )
+    entrypoint = "python3 -m verl.trainer.main_ppo trainer.ray_wait_register_center_timeout=300"
+    assert with_override(entrypoint, override) == (
+        "python3 -m verl.trainer.main_ppo trainer.ray_wait_register_center_timeout=600"
+    )
