@@ -7,6 +7,7 @@ kubeconfig context, `kmock`)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -99,7 +100,12 @@ def test_a_rayjob_failing_in_both_sources_is_one_incident_and_one_card(
         install(kube)
         discovery = daemon.sources[1]
         wait_for(lambda: discovery.status()["clusters"], 90, "the RayCluster's dashboard polled")
-        submission = jobs.submit("exit_3.py")
+        # KubeRay names the submission and records it in the RayJob's status before
+        # it submits, so the Ray source can map the job to its RayJob from the start.
+        submission = f"rayjob-verl-ppo-qwen-{uuid.uuid4().hex[:8]}"
+        running = {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING", "jobId": submission}
+        kube.api.patch(RAY_JOBS, seed_case.NS, RAYJOB.name, {"status": running})
+        assert jobs.submit("exit_3.py", submission_id=submission) == submission
         assert jobs.wait(submission, timeout=120)["status"] == "FAILED"
         fail_rayjob(kube, submission)
 
