@@ -5,6 +5,7 @@ that need them say which extra brings them."""
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -75,6 +76,33 @@ def test_the_runtime_closure_has_no_ray_and_is_pinned_by_the_lock():
     pins = _lock()
     unpinned = {name: v for name, v in closure.items() if pins.get(name) != v}
     assert unpinned == {}, "installed runtime packages not pinned at these versions"
+
+
+def _third_party_imports(skip: tuple[str, ...]) -> set[str]:
+    """Top-level names of the non-standard modules that bot/ imports (outside `skip`)."""
+    found: set[str] = set()
+    for path in (ROOT / "bot").rglob("*.py"):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        if module in skip:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found.add(node.module.split(".")[0])
+    return found - set(sys.stdlib_module_names) - {"bot", "__future__"}
+
+
+def test_every_package_the_runtime_imports_is_a_runtime_dependency():
+    providers = metadata.packages_distributions()
+    closure = _runtime_closure()
+    imported = _third_party_imports(NEEDS_THE_DEMO_EXTRA) - DEMO_ONLY
+    missing = {
+        name: providers.get(name)
+        for name in imported
+        if not any(canonicalize_name(d) in closure for d in providers.get(name, []))
+    }
+    assert missing == {}, "imported by bot/ but not installed by pitcrew's dependencies"
 
 
 def test_every_module_outside_the_demo_imports_without_ray_or_kmock():
