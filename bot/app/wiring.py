@@ -268,7 +268,7 @@ def categorizer(library: Library) -> Callable[[Sequence[InputPart]], set[str]]:
         engine: Engine | None = getattr(engines, "engine", None)
         if engine is None:
             engine = engines.engine = Engine(library)
-        return {str(r.finding.category) for r in engine.diagnose(parts).findings}
+        return set(engine.diagnose(parts).categories)
 
     return categorize
 
