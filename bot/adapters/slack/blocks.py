@@ -271,20 +271,7 @@ def card_view(report: Report, options: CardOptions = CardOptions()) -> dict[str,
     if report.history:
         recent = report.history[-MAX_HISTORY_LINES:]
         history = "\n".join(md(line, HISTORY_LINE) for line in recent)
-    silence = None
-    muted = silence_value(report.where)
-    if options.show_silence and muted is not None and not resolved(report):
-        workload = muted.removeprefix("workload:")
-        silence = {
-            "label": plain(f"Silence {options.silence_for}", BUTTON_TEXT),
-            "value": muted,
-            "title": plain("Silence this workload?", CONFIRM_TITLE),
-            "text": plain(
-                f"No new cards or reminders about {workload} for {options.silence_for}. "
-                "This card stays and its approvals still work; /pitcrew unsilence undoes it.",
-                CONFIRM_TEXT,
-            ),
-        }
+    silence = _silence_view(report, options)
     return {
         "rev": revision(report),
         "header": f"{emoji} {plain(report.title, HEADER_TEXT - len(emoji) - 1)}",
@@ -300,6 +287,24 @@ def card_view(report: Report, options: CardOptions = CardOptions()) -> dict[str,
         "approve_id": APPROVE_ACTION,
         "reject_id": REJECT_ACTION,
         "silence_id": SILENCE_ACTION,
+    }
+
+
+def _silence_view(report: Report, options: CardOptions) -> dict[str, str] | None:
+    """The card's Silence button, or None where the card offers none."""
+    muted = silence_value(report.where)
+    if not options.show_silence or muted is None or resolved(report):
+        return None
+    workload = muted.removeprefix("workload:")
+    return {
+        "label": plain(f"Silence {options.silence_for}", BUTTON_TEXT),
+        "value": muted,
+        "title": plain("Silence this workload?", CONFIRM_TITLE),
+        "text": plain(
+            f"No new cards or reminders about {workload} for {options.silence_for}. "
+            "This card stays and its approvals still work; /pitcrew unsilence undoes it.",
+            CONFIRM_TEXT,
+        ),
     }
 
 
