@@ -77,6 +77,7 @@ from bot.adapters.kuberay.clusters import (
 from bot.adapters.kubernetes.api import (
     RAY_CLUSTERS,
     KubeApi,
+    KubeApiError,
     WatchEvent,
 )
 from bot.adapters.kubernetes.watch import NotServedError, WatchLoop, wait_until
@@ -461,7 +462,7 @@ class _Scope(WatchLoop):
             return self.source.api.served(
                 RAY_CLUSTERS.group, RAY_CLUSTERS.version, RAY_CLUSTERS.plural
             )
-        except Exception:  # discovery forbidden or failing: the list will tell
+        except KubeApiError:  # discovery forbidden or failing: the list will tell
             return True
 
     def _not_served(self, error: NotServedError) -> bool:

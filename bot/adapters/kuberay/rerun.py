@@ -25,6 +25,7 @@ from bot.adapters.kubernetes.api import (
     RAY_JOBS,
     ConflictError,
     KubeApi,
+    KubeApiError,
     NotFoundError,
     RbacRule,
     reason_of,
@@ -198,7 +199,7 @@ class RecreateRayJobExecutor(KubeExecutor):
         ops += annotation_ops(old, RERUN_ANNOTATION, proposal_id)
         try:
             self.api.patch(RAY_JOBS, namespace, name, ops)
-        except Exception as error:
+        except KubeApiError as error:
             if is_test_failure(error):
                 raise ActionRefusedError(
                     f"RayJob {namespace}/{name} was replaced meanwhile; nothing was deleted"
@@ -211,7 +212,7 @@ class RecreateRayJobExecutor(KubeExecutor):
             self.api.delete(RAY_JOBS, namespace, name, uid=text_at(old, "metadata", "uid"))
         except NotFoundError:
             return  # deleted already (by a person, or an earlier attempt)
-        except Exception as error:
+        except KubeApiError as error:
             if is_test_failure(error):
                 raise ActionRefusedError(
                     f"RayJob {namespace}/{name} was replaced meanwhile; nothing was deleted"
@@ -225,7 +226,7 @@ class RecreateRayJobExecutor(KubeExecutor):
         while True:
             try:
                 return self.api.create(RAY_JOBS, namespace, rerun.manifest)
-            except Exception as error:
+            except KubeApiError as error:
                 if not isinstance(error, ConflictError) or time.monotonic() > deadline:
                     raise ActionFailedError(
                         f"RayJob {namespace}/{rerun.name} could not be created: {reason_of(error)}"

@@ -27,6 +27,7 @@ from bot.adapters.kubernetes.api import (
     ConflictError,
     InvalidError,
     KubeApi,
+    KubeApiError,
     RbacRule,
     UnavailableError,
     hostname,
@@ -170,7 +171,7 @@ class KubeExecutor(ABC):
         if self.dry_run_honoured(site):
             try:
                 self.api.patch(resource, site.namespace, site.name, ops, dry_run=True)
-            except Exception as error:
+            except KubeApiError as error:
                 if is_test_failure(error):
                     raise self._changed(site, what) from error
                 raise ActionRefusedError(
@@ -182,7 +183,7 @@ class KubeExecutor(ABC):
             dry = "server-side dry-run off (config)"
         try:
             self.api.patch(resource, site.namespace, site.name, ops)
-        except Exception as error:
+        except KubeApiError as error:
             if is_test_failure(error):
                 raise self._changed(site, what) from error
             raise ActionFailedError(
@@ -250,5 +251,5 @@ def record_event(
         api.create(EVENTS, namespace, event)
     except ConflictError:
         return  # recorded by an earlier attempt of the same proposal
-    except Exception as error:
+    except KubeApiError as error:
         log.warning("could not record the %s Event on %s %s: %s", action, kind, name, error)

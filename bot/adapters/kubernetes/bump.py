@@ -21,6 +21,7 @@ from bot.adapters.kubernetes.api import (
     NODES,
     RESOURCE_QUOTAS,
     ConflictError,
+    KubeApiError,
     RbacRule,
     reason_of,
 )
@@ -211,7 +212,7 @@ class BumpMemoryExecutor(KubeExecutor):
         selector = as_map(bump.site.pod_spec.get("nodeSelector"))
         try:
             nodes = [n for n in self.api.list_all(NODES) if node_matches(n, selector)]
-        except Exception as error:
+        except KubeApiError as error:
             return False, f"cannot read node allocatable memory: {reason_of(error)}"
         if not nodes:
             wanted = ",".join(f"{k}={v}" for k, v in selector.items()) or "(any)"
@@ -230,7 +231,7 @@ class BumpMemoryExecutor(KubeExecutor):
         deltas["memory"] = deltas["requests.memory"]
         try:
             quotas = list(self.api.list_all(RESOURCE_QUOTAS, bump.site.namespace))
-        except Exception as error:
+        except KubeApiError as error:
             return False, f"cannot read the namespace ResourceQuota: {reason_of(error)}"
         shown = [f"largest matching node allocatable {quantity.format_bytes(largest)}"]
         for quota in quotas:
@@ -304,7 +305,7 @@ class BumpMemoryExecutor(KubeExecutor):
         uid = text_at(site.obj, "metadata", "uid")
         try:
             self.api.delete(site.resource, site.namespace, site.name, uid=uid)
-        except Exception as error:
+        except KubeApiError as error:
             if is_test_failure(error):
                 raise self._changed(site, "a different Job of that name") from error
             raise ActionFailedError(

@@ -28,6 +28,7 @@ from bot.adapters.kubernetes.api import (
     BY_KIND,
     PODS,
     KubeApi,
+    KubeApiError,
     NotFoundError,
     RbacRule,
     reason_of,
@@ -141,7 +142,7 @@ class DeletePodExecutor(KubeExecutor):
             self.api.delete(PODS, p.namespace, p.name, uid=text_at(pod, "metadata", "uid"))
         except NotFoundError:
             return f"pod {p.namespace}/{p.name} is already gone"
-        except Exception as error:
+        except KubeApiError as error:
             if is_test_failure(error):
                 raise ActionRefusedError(
                     f"pod {p.namespace}/{p.name} was replaced meanwhile; nothing was deleted"

@@ -16,6 +16,7 @@ from bot.adapters.kubernetes.api import (
     BY_KIND,
     NODES,
     PODS,
+    KubeApiError,
     NotFoundError,
     RbacRule,
     reason_of,
@@ -235,7 +236,7 @@ class RescheduleGpuPoolExecutor(KubeExecutor):
                 deleted.append(text_at(metadata, "name"))
             except NotFoundError:
                 pass  # gone already
-            except Exception as error:
+            except KubeApiError as error:
                 done.append(f"pod {text_at(metadata, 'name')} not deleted: {reason_of(error)}")
         done.append(f"deleted pending pods: {', '.join(deleted)}" if deleted else "no pending pods")
         done.append(dry)
