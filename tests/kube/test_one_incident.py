@@ -89,6 +89,15 @@ def fail_rayjob(kube: Emulator, submission_id: str) -> None:
     kube.api.patch(RAY_JOBS, seed_case.NS, RAYJOB.name, {"status": status})
 
 
+def seen_so_far(daemon: wiring.Daemon) -> str:
+    """The open incidents and the discovery's pollers, for a wait that timed out."""
+    incidents = [
+        (v.incident.key, [str(f.finding.category) for f in v.incident.diagnosis.findings])
+        for v in daemon.service.incidents()
+    ]
+    return f"incidents {incidents}, discovery {daemon.sources[1].status()['clusters']}"
+
+
 def test_a_rayjob_failing_in_both_sources_is_one_incident_and_one_card(
     tmp_path: Path, kube: Emulator, jobs: Jobs
 ) -> None:
@@ -116,7 +125,10 @@ def test_a_rayjob_failing_in_both_sources_is_one_incident_and_one_card(
             by_kube = any(f.obj is not None and f.obj.kind == "RayJob" for f in findings)
             return views if by_ray and by_kube else None
 
-        (view,) = wait_for(both_sources_seen, 120, "findings from the Ray and Kubernetes sources")
+        try:
+            (view,) = wait_for(both_sources_seen, 120, "findings from both sources")
+        except AssertionError as timeout:
+            raise AssertionError(f"{timeout}; so far: {seen_so_far(daemon)}") from timeout
         incident = view.incident
         assert incident.key == "kmock/ml-train/RayJob/verl-ppo-qwen"
         assert incident.cluster == "kmock"
