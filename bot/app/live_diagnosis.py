@@ -146,16 +146,12 @@ class Diagnoser:
 
     def _ray_executors(self, config: RayClusterConfig, engine: Engine) -> dict[str, RayExecutor]:
         """The Ray executors' live checks, with the operator's resubmission cap."""
-
-        def categorize(parts: Sequence[InputPart]) -> set[str]:
-            return set(engine.diagnose(parts).categories)
-
         clusters = RayClusters([config])
         cap = self.settings.actions.resubmit.max_retries
         executors: list[RayExecutor] = [
             KillActorExecutor(clusters),
             StopJobExecutor(clusters),
-            ResubmitJobExecutor(clusters, categorize=categorize, max_retries=cap),
+            ResubmitJobExecutor(clusters, categorize=engine.categories, max_retries=cap),
         ]
         return {e.action: e for e in executors}
 

@@ -268,7 +268,7 @@ def categorizer(library: Library) -> Callable[[Sequence[InputPart]], set[str]]:
         engine: Engine | None = getattr(engines, "engine", None)
         if engine is None:
             engine = engines.engine = Engine(library)
-        return set(engine.diagnose(parts).categories)
+        return engine.categories(parts)
 
     return categorize
 

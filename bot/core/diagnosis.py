@@ -41,6 +41,11 @@ class Engine:
     def diagnose(self, parts: Iterable[InputPart], facts: Facts | None = None) -> Diagnosis:
         return diagnose(self.hits(parts), self.library, facts)
 
+    def categories(self, parts: Iterable[InputPart]) -> set[str]:
+        """The classes the evidence shows on its own (a symptom kept beside its cause is
+        left out): what a resubmission's check asks."""
+        return set(self.diagnose(parts).categories)
+
     def diagnose_text(self, text: str, origin: str = "<text>") -> Diagnosis:
         return self.diagnose(read_stream(BytesIO(text.encode("utf-8")), origin))
 

@@ -11,7 +11,7 @@ withheld; here the Ray executors' `check` computes them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
@@ -101,11 +101,7 @@ def diagnose_ray_job_on(
     hits = engine.hits(parts)
     first = analyse(hits, engine.library)
     if executors is None:
-
-        def categorize(parts: Sequence[Any]) -> set[str]:
-            return set(engine.diagnose(parts).categories)
-
-        executors = ray_executors([config], categorize=categorize)
+        executors = ray_executors([config], categorize=engine.categories)
     diagnosis, checked = live.decide(
         first, lambda facts: analyse(hits, engine.library, facts), ray_checks(executors)
     )

@@ -77,12 +77,7 @@ class ResubmitJobExecutor(RayExecutor):
 
     def categories(self, parts: Sequence[Any]) -> set[str]:
         if self._categorize is None:
-            engine = Engine(load_builtin([]))
-
-            def categorize(parts: Sequence[Any]) -> set[str]:
-                return set(engine.diagnose(parts).categories)
-
-            self._categorize = categorize
+            self._categorize = Engine(load_builtin([])).categories
         return self._categorize(parts)
 
     def _plan(self, client: RayDashboard, config: RayClusterConfig, p: ResubmitJob) -> _Plan:
