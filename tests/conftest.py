@@ -17,6 +17,8 @@ import pytest
 from bot.adapters.ray.local import LocalRayHead, is_running, process_table
 from tests.ray.support import Jobs, write_scripts
 
+pytest_plugins = ["tests.faults"]
+
 
 @pytest.fixture(scope="session")
 def ray_head() -> Iterator[LocalRayHead]:
