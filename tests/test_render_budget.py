@@ -13,9 +13,9 @@ import pytest
 from typer.testing import CliRunner
 
 from bot.app.cli import app as cli_app
-from bot.core import templating
 from bot.core.analysis import diagnose
 from bot.core.inputs import LogText
+from bot.core.model import RenderFailure
 from tests.helpers import engine_for, playbook, write_library
 
 LOG = b"BadThing happened here\nModuleNotFoundError: No module named 'vllm'\n"
@@ -54,7 +54,6 @@ def test_a_bad_template_costs_only_its_own_finding(tmp_path: Path, template: str
         diagnosis="the image lacks {{ captures.module }}",
     )
     engine = engine_for(tmp_path, bad, missing)
-    failed_before = templating.failures()
     started = time.monotonic()
     diagnosis = diagnose(engine.hits([LogText([LOG])]), engine.library)
     assert time.monotonic() - started < 5
@@ -62,7 +61,8 @@ def test_a_bad_template_costs_only_its_own_finding(tmp_path: Path, template: str
     assert "Root cause: the image lacks vllm" in lines
     fallback = f": Playbook bad-template (the playbook's text could not be rendered: {why})"
     assert [line for line in lines if line.endswith(fallback)] == [lines[1]]
-    assert templating.failures() == failed_before + 1
+    source = f"{tmp_path / 'bad-template.yaml'}:8"  # its diagnosis line
+    assert diagnosis.unrendered == (RenderFailure("bad-template", source, why),)
 
 
 def test_playbooks_check_renders_each_template_against_its_examples(tmp_path: Path) -> None:
@@ -82,3 +82,30 @@ def test_playbooks_check_renders_each_template_against_its_examples(tmp_path: Pa
         f"pitcrew: {directory / 'bad-template.yaml'}:11: example 'the bad thing': "
         "diagnosis template: rendering took over 0.5s\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("template", "why"),
+    [(NESTED, "rendering took over 0.5s"), ("{{ 1 // 0 }}", "integer division or modulo by zero")],
+    ids=["nested-loops", "raises"],
+)
+def test_diagnose_shows_the_fallback_and_why_without_a_traceback(
+    tmp_path: Path, template: str, why: str
+) -> None:
+    bad = playbook(
+        "bad-template",
+        "application_error",
+        [{"name": "bad", "regex": "BadThing happened"}],
+        diagnosis=template,
+    )
+    directory = write_library(tmp_path / "pb", bad)
+    log = tmp_path / "driver.log"
+    log.write_bytes(LOG)
+    result = CliRunner().invoke(cli_app, ["diagnose", "-p", str(directory), str(log)])
+    assert result.exit_code == 0
+    shown = " ".join(result.output.replace("│", " ").split())
+    assert (
+        "Symptom of dependency_runtime_env: Playbook bad-template "
+        f"(the playbook's text could not be rendered: {why})"
+    ) in shown
+    assert "Traceback" not in result.output

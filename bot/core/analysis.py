@@ -24,6 +24,7 @@ from bot.core.model import (
     Evidence,
     Finding,
     RankedFinding,
+    RenderFailure,
     Role,
     Severity,
     frozen_map,
@@ -34,11 +35,12 @@ from bot.core.playbooks import (
     EvidenceGuard,
     FactGuard,
     Library,
+    LoadedPlaybook,
     NoEvidenceGuard,
     PrimaryGuard,
 )
 from bot.core.taxonomy import EFFECTS, FOLLOWS, Category, rank, symptom_why
-from bot.core.templating import compile_template, render, render_or
+from bot.core.templating import compile_template, render
 
 Facts = Mapping[str, bool]
 LIVE_CHECK = "needs a live check"
@@ -280,7 +282,8 @@ def assess(
     ranked = rank_findings(findings, facts)
     shared = _first_values([*(r.finding.fields for r in ranked), shared_fields or {}])
     actions = _offers(ranked, library, facts or {}, shared)
-    return Diagnosis(ranked, actions, _explain(ranked, library, shared))
+    text, unrendered = _explain(ranked, library, shared)
+    return Diagnosis(ranked, actions, text, unrendered)
 
 
 def _first_values(mappings: Iterable[Mapping[str, str]]) -> dict[str, str]:
@@ -495,36 +498,56 @@ def _fill(reason: str, values: Mapping[str, str]) -> str:
 # -- explanation ---------------------------------------------------------------
 
 
-def _explain(ranked: tuple[RankedFinding, ...], library: Library, shared: Mapping[str, str]) -> str:
+def _explain(
+    ranked: tuple[RankedFinding, ...], library: Library, shared: Mapping[str, str]
+) -> tuple[str, tuple[RenderFailure, ...]]:
+    """The explanation, one line per finding, and the findings whose text fell back."""
     if not ranked:
-        return "No failure found: nothing in the input matches a playbook."
+        return "No failure found: nothing in the input matches a playbook.", ()
     primary = str(ranked[0].finding.category)
     parts: list[str] = []
+    failures: list[RenderFailure] = []
     for item in ranked:
         finding = item.finding
-        if item.role is Role.PRIMARY:
-            label = "Likely root cause (weak evidence)" if finding.weak else "Root cause"
-            parts.append(f"{label}: {_finding_text(item, library, shared, primary)}")
-        elif item.symptom_of is not None:
-            text = _finding_text(item, library, shared, str(item.symptom_of))
-            parts.append(f"Symptom of {item.symptom_of}: {text}")
-        else:
+        if item.role is not Role.PRIMARY and item.symptom_of is None:
             parts.append(f"Also seen: {finding.category}: {finding.title} (a separate finding)")
-    return "\n".join(parts)
+            continue
+        cause = primary if item.role is Role.PRIMARY else str(item.symptom_of)
+        text, failure = _finding_text(item, library, shared, cause)
+        if failure is not None:
+            failures.append(failure)
+        if item.role is not Role.PRIMARY:
+            parts.append(f"Symptom of {item.symptom_of}: {text}")
+        elif finding.weak:
+            parts.append(f"Likely root cause (weak evidence): {text}")
+        else:
+            parts.append(f"Root cause: {text}")
+    return "\n".join(parts), tuple(failures)
 
 
 def _finding_text(
     item: RankedFinding, library: Library, shared: Mapping[str, str], primary: str
-) -> str:
+) -> tuple[str, RenderFailure | None]:
+    """The playbook's diagnosis rendered for this finding, or its plain fallback text
+    and what went wrong."""
     finding = item.finding
     loaded = library.by_id.get(finding.playbook)
     if loaded is None:
-        return item.why or finding.title
+        return item.why or finding.title, None
     context = template_context(finding, shared, primary) | {"role": str(item.role)}
+    try:
+        return render(compile_template(loaded.playbook.diagnosis), context), None
+    except jinja2.UndefinedError as error:  # the evidence lacks a name the text uses
+        reason = error.message or "a name the text uses is undefined"
+        return f"{finding.title} ({reason})", _render_failure(loaded, reason)
+    except Exception as error:  # a template that fails or runs over its budget
+        reason = str(error) or type(error).__name__
+        text = f"{finding.title} (the playbook's text could not be rendered: {reason})"
+        return text, _render_failure(loaded, reason)
 
-    def plain(error: Exception) -> str:
-        if isinstance(error, jinja2.UndefinedError):
-            return f"{finding.title} ({error.message})"
-        return f"{finding.title} (the playbook's text could not be rendered: {error})"
 
-    return render_or(compile_template(loaded.playbook.diagnosis), context, plain)
+def _render_failure(loaded: LoadedPlaybook, reason: str) -> RenderFailure:
+    line = loaded.line_of("diagnosis")
+    return RenderFailure(
+        loaded.playbook.id, f"{loaded.source}:{line}" if line else loaded.source, reason
+    )

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from bot.core.diagnosis import Engine
-from bot.core.model import Diagnosis, Finding
+from bot.core.model import Diagnosis
 from bot.core.playbooks import Example, LoadedPlaybook
 
 
@@ -41,17 +41,11 @@ def run_examples(engine: Engine) -> Iterator[ExampleResult]:
             )
 
 
-RENDER_FAILED = " (the playbook's text could not be rendered: "
-
-
-def unrendered(mine: list[Finding], diagnosis: Diagnosis) -> Iterator[str]:
+def unrendered(playbook_id: str, diagnosis: Diagnosis) -> Iterator[str]:
     """The playbook's diagnosis template failed (or ran over its budget) for a finding."""
-    for line in diagnosis.text.splitlines():
-        for finding in mine:
-            said = line.partition(": ")[2]
-            if said.startswith(finding.title + RENDER_FAILED):
-                why = said.removeprefix(finding.title + RENDER_FAILED).removesuffix(")")
-                yield f"diagnosis template: {why}"
+    for failure in diagnosis.unrendered:
+        if failure.playbook == playbook_id:
+            yield f"diagnosis template: {failure.reason}"
 
 
 def check_example(loaded: LoadedPlaybook, example: Example, diagnosis: Diagnosis) -> Iterator[str]:
@@ -69,7 +63,8 @@ def check_example(loaded: LoadedPlaybook, example: Example, diagnosis: Diagnosis
         f"{', ' + r.role if r.role == 'secondary' else ''})"
         for r in own
     ]
-    yield from unrendered(mine, diagnosis)
+    if mine:
+        yield from unrendered(playbook_id, diagnosis)
     expect = example.expect
     if expect.match and not mine:
         yield f"expected a finding of {playbook_id}, got none; findings: {_all(diagnosis)}"

@@ -158,12 +158,25 @@ class ActionOffer:
 
 
 @dataclass(frozen=True, slots=True)
+class RenderFailure:
+    """A playbook's diagnosis template that failed or ran over its render budget: its
+    finding's line of the explanation is the plain fallback text instead."""
+
+    playbook: str
+    source: str
+    """The playbook's file, with the line of its `diagnosis` when known (`path:line`)."""
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Diagnosis:
     """The engine's verdict on one body of evidence: ranked findings, actions, explanation."""
 
     findings: tuple[RankedFinding, ...]
     actions: tuple[ActionOffer, ...]
     text: str
+    unrendered: tuple[RenderFailure, ...] = ()
+    """The renders of `text` that fell back to plain text, one per finding, and why."""
 
     @property
     def primary(self) -> Finding | None:

@@ -8,16 +8,16 @@ render may take at most `TIME_BUDGET` seconds (checked at each step of a
 `range` and at each piece of output) and produce at most `SIZE_BUDGET`
 characters, and a string or list multiplied past that size is refused;
 beyond either the render raises `RenderBudgetError`. Callers turn any failed
-render into the finding's plain text (`render_or`), so one bad template never
-costs the other findings, and `failures()` counts them.
+render into the finding's plain text, so one bad template never costs the other
+findings, and say so in the value they return (`Diagnosis.unrendered`): the
+daemon counts them, the CLI shows them. Nothing here is counted or kept.
 """
 
 from __future__ import annotations
 
 import operator
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
@@ -26,10 +26,6 @@ from jinja2.sandbox import MAX_RANGE, ImmutableSandboxedEnvironment
 
 TIME_BUDGET = 0.5  # seconds per render
 SIZE_BUDGET = 20_000  # characters of output, and of any string or list built on the way
-
-_state = threading.local()
-_failures = 0
-_failures_lock = threading.Lock()
 
 
 class RenderBudgetError(RuntimeError):
@@ -51,19 +47,23 @@ class _BudgetedEnvironment(ImmutableSandboxedEnvironment):
         return operator.mul(left, right)
 
 
-def _budgeted_range(*args: int) -> Iterator[int]:
-    numbers = range(*args)
-    if len(numbers) > MAX_RANGE:
-        raise RenderBudgetError(f"a range over {MAX_RANGE} items")
-    for number in numbers:
-        _check_time()
-        yield number
+class _Deadline:
+    """One render's time budget; its `range` is the one the template sees."""
 
+    def __init__(self) -> None:
+        self.at = time.monotonic() + TIME_BUDGET
 
-def _check_time() -> None:
-    deadline = getattr(_state, "deadline", None)
-    if deadline is not None and time.monotonic() > deadline:
-        raise RenderBudgetError(f"rendering took over {TIME_BUDGET:g}s")
+    def check(self) -> None:
+        if time.monotonic() > self.at:
+            raise RenderBudgetError(f"rendering took over {TIME_BUDGET:g}s")
+
+    def range(self, *args: int) -> Iterator[int]:
+        numbers = range(*args)
+        if len(numbers) > MAX_RANGE:
+            raise RenderBudgetError(f"a range over {MAX_RANGE} items")
+        for number in numbers:
+            self.check()
+            yield number
 
 
 @lru_cache(maxsize=1)
@@ -72,7 +72,6 @@ def environment() -> ImmutableSandboxedEnvironment:
         undefined=StrictUndefined, autoescape=False, keep_trailing_newline=False
     )
     env.filters["plural"] = lambda n, word: word if n == 1 else word + "s"
-    env.globals["range"] = _budgeted_range
     return env
 
 
@@ -84,34 +83,13 @@ def compile_template(source: str) -> Template:
 def render(template: Template, context: dict[str, Any]) -> str:
     """The rendered text; raises RenderBudgetError past the budget, or what the template
     itself raised (jinja2.UndefinedError for a missing name, and so on)."""
-    _state.deadline = time.monotonic() + TIME_BUDGET
-    try:
-        pieces: list[str] = []
-        size = 0
-        for piece in template.generate(**context):
-            size += len(piece)
-            if size > SIZE_BUDGET:
-                raise RenderBudgetError(f"the text grew over {SIZE_BUDGET} characters")
-            _check_time()
-            pieces.append(piece)
-        return "".join(pieces).strip()
-    finally:
-        _state.deadline = None
-
-
-def render_or(
-    template: Template, context: dict[str, Any], fallback: Callable[[Exception], str]
-) -> str:
-    """`render`, or `fallback(error)` when the render fails in any way (counted)."""
-    try:
-        return render(template, context)
-    except Exception as error:
-        global _failures
-        with _failures_lock:
-            _failures += 1
-        return fallback(error)
-
-
-def failures() -> int:
-    """Renders that failed or went over budget in this process."""
-    return _failures
+    deadline = _Deadline()
+    pieces: list[str] = []
+    size = 0
+    for piece in template.generate(**context, range=deadline.range):
+        size += len(piece)
+        if size > SIZE_BUDGET:
+            raise RenderBudgetError(f"the text grew over {SIZE_BUDGET} characters")
+        deadline.check()
+        pieces.append(piece)
+    return "".join(pieces).strip()

@@ -52,6 +52,12 @@ class Metrics:
             registry=r,
         )
         self.queue_depth = Gauge("pitcrew_queue_depth", "Signals waiting", registry=r)
+        self.render_failures = Counter(
+            "pitcrew_render_failures",
+            "Playbook texts that failed or ran over their render budget (shown as plain text)",
+            ["playbook"],
+            registry=r,
+        )
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -343,6 +343,8 @@ class Pipeline:
         self._store.append_findings(incident.id, findings, now)
         if change.asks and self._check_live(incident.id, change.asks):
             self._hold_card(incident.id, now)
+        if change.kind in _RESHAPED:
+            self._count_unrendered(incident)
         if change.kind is ChangeKind.OPENED:
             self._metrics.incidents.inc()
             log.info("incident %s opened: %s", incident.id, _cause(incident))
@@ -353,6 +355,20 @@ class Pipeline:
             self._waiting.pop(incident.id, None)  # nothing to wait for: it is over
             log.info("incident %s resolved: %s", incident.id, incident.resolution)
         return incident
+
+    def _count_unrendered(self, incident: Incident) -> None:
+        """The incident was just assessed again: each finding whose playbook text fell
+        back to plain text is one failed render, counted and logged."""
+        for failure in incident.diagnosis.unrendered:
+            self._metrics.render_failures.labels(playbook=failure.playbook).inc()
+            log.warning(
+                "incident %s: the text of playbook %s (%s) could not be rendered, "
+                "the card shows its plain text: %s",
+                incident.id,
+                failure.playbook,
+                failure.source,
+                failure.reason,
+            )
 
     def _hold_card(self, incident_id: str, now: datetime) -> None:
         """The incident's card waits for one more live check's answer."""
