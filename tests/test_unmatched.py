@@ -14,9 +14,11 @@ from typer.testing import CliRunner
 from bot.adapters.slack.commands import UnmatchedCommand, Usage, explain_unmatched, parse
 from bot.adapters.sqlite.store import Store
 from bot.app.cli import app
+from bot.core import unmatched
 from bot.core.unmatched import failure_lines, shape
 from tests.test_cli_diagnose import pitcrew
 
+ROOT = Path(__file__).resolve().parent.parent
 T0 = datetime(2026, 11, 3, 10, 0, tzinfo=UTC)
 UNKNOWN = (
     b"step:41 - actor/pg_loss:0.012\n"
@@ -115,3 +117,20 @@ def test_the_slash_command_parses_and_words_the_shapes(tmp_path: Path) -> None:
     assert explain_unmatched(()) == (
         "No unmatched failures: every failure seen matched a playbook."
     )
+
+
+def test_the_quick_screen_never_hides_a_failure_line() -> None:
+    """`_MAYBE` is only a shortcut: every line of the real inputs kept here (the seed, the
+    test inputs and corpus, the playbooks' examples) that the full pattern calls a
+    failure contains one of its words, so screening first changes no answer."""
+    roots = [ROOT / "examples", ROOT / "tests" / "data", ROOT / "playbooks"]
+    lines = [
+        line
+        for root in roots
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines()
+    ]
+    failures = [line for line in lines if unmatched._FAILURE.search(line)]
+    assert len(failures) > 100
+    assert [line for line in failures if not unmatched._MAYBE.search(line)] == []
