@@ -17,7 +17,7 @@ import pytest
 from bot.adapters.ray.local import LocalRayHead, is_running, process_table
 from tests.ray.support import Jobs, write_scripts
 
-pytest_plugins = ["tests.faults"]
+pytest_plugins = ["tests.faults", "tests.daemon_process"]
 
 
 @pytest.fixture(scope="session")

@@ -12,56 +12,17 @@ import re
 import signal
 import socket
 import sqlite3
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from bot.adapters.sqlite.store import Store
 from bot.core.errors import StoreError
-from tests.test_daemon import config, wait_until
+from tests.daemon_process import Daemon
+from tests.test_daemon import config
 
 HINT = "start `pitcrew run --init-store` to make it one, or point store.path elsewhere"
-
-
-class Daemon:
-    """One `pitcrew run` on `tmp_path`'s config, its stderr in a file; stopped by pid."""
-
-    def __init__(self, tmp_path: Path, name: str, *args: str) -> None:
-        self.err = tmp_path / f"{name}.err"
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "PITCREW_"))}
-        command = [sys.executable, "-m", "bot", "run", "--config", str(tmp_path / "pitcrew.yaml")]
-        with self.err.open("w") as err:
-            self.proc = subprocess.Popen(
-                [*command, *args], stdout=subprocess.DEVNULL, stderr=err, cwd=tmp_path, env=env
-            )
-
-    def ready(self) -> None:
-        def running() -> bool:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"pitcrew exited: {self.err.read_text()}")
-            return "pitcrew running: " in self.err.read_text()
-
-        wait_until(running, 30, "the daemon to start")
-
-    def exit_code(self) -> int:
-        return self.proc.wait(30)
-
-    def refusal(self) -> str:
-        return self.err.read_text().strip().splitlines()[-1]
-
-
-@pytest.fixture
-def daemons() -> Iterator[list[Daemon]]:
-    started: list[Daemon] = []
-    yield started
-    for daemon in started:
-        if daemon.proc.poll() is None:
-            os.kill(daemon.proc.pid, signal.SIGKILL)
-            daemon.proc.wait(10)
 
 
 @pytest.mark.slow

@@ -1,0 +1,50 @@
+"""The flood of issue 14 at its full length: 20 s of 1 MiB logs at a real `pitcrew run`.
+
+`tests/test_daemon_flood.py` floods for 8 s to keep the suite short; this runs the
+same case (same daemon, bodies, senders, bounds and assertions) for the 20 s the
+issue measured, or `--seconds`, and prints what the test prints:
+
+    flood 20s x4: 202=N 503=N read=N peak_rss=NMiB card_after=Ns
+
+    .venv/bin/python bench/flood.py [--seconds 20] [--senders 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CASE = "tests/test_daemon_flood.py"
+
+
+@dataclass(eq=False)  # pytest keeps its plugins in a set
+class Length:
+    """Sets the test module's flood length and senders once pytest has imported it."""
+
+    seconds: float
+    senders: int
+
+    def pytest_collection_modifyitems(self, items: list[Any]) -> None:
+        for item in items:
+            item.module.FLOOD_SECONDS = self.seconds
+            item.module.SENDERS = self.senders
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--seconds", type=float, default=20.0, help="how long the flood lasts")
+    parser.add_argument("--senders", type=int, default=4, help="threads posting at once")
+    options = parser.parse_args()
+    args = ["-q", "-s", "-p", "no:cacheprovider", "--no-header", "--rootdir", str(ROOT)]
+    plugin = Length(options.seconds, options.senders)
+    return int(pytest.main([*args, str(ROOT / CASE)], plugins=[plugin]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
