@@ -21,7 +21,7 @@ import pytest
 
 from bot.adapters.http.ingest import route as ingest_route
 from bot.adapters.http.server import HealthServer, Limits
-from bot.daemon.feed import Item
+from bot.daemon.feed import Observation
 from bot.daemon.metrics import Metrics
 
 LIMITS = Limits(head_timeout=0.5, body_timeout=0.5, keep_alive=1.0)
@@ -29,12 +29,14 @@ LOG = b"Traceback (most recent call last):\nModuleNotFoundError: No module named
 
 
 @dataclass
-class Queue:
-    items: list[Item] = field(default_factory=list)
+class Accepted:
+    """What the edge handed on (the intake behind it is tested in test_intake.py)."""
 
-    def submit(self, item: Item) -> bool:
-        self.items.append(item)
-        return True
+    items: list[Observation] = field(default_factory=list)
+
+    def accept(self, observation: Observation) -> str | None:
+        self.items.append(observation)
+        return None
 
 
 def serve(**options: object) -> HealthServer:
@@ -47,7 +49,7 @@ def serve(**options: object) -> HealthServer:
         limits=LIMITS,
         **options,  # type: ignore[arg-type]
     )
-    server.mount("/ingest", ingest_route(Queue()), private=True)
+    server.mount("/ingest", ingest_route(Accepted()), private=True)
     server.start()
     return server
 

@@ -4,7 +4,8 @@ settings -> store -> engine -> correlator -> chat -> pipeline thread, live-check
 workers, memory worker, outbox thread, action runner, service, sources, scheduler,
 HTTP. `Daemon.start` and `Daemon.stop` put them up and take them down in order;
 `run` is `pitcrew run`: start, wait for SIGTERM or SIGINT, stop cleanly (stop
-sources, drain the queue, flush the outbox within a bounded wait, stop the
+sources, drain the queue or keep what is left in the store for the next start,
+flush the outbox within a bounded wait, stop the
 scheduler, close the store) and return the exit status. Logging goes to stderr,
 one line per event.
 """
@@ -42,6 +43,7 @@ from bot.daemon import live
 from bot.daemon import runner as executors
 from bot.daemon.chat import Chat
 from bot.daemon.feed import Refresh, Tick
+from bot.daemon.intake import Intake
 from bot.daemon.live import LiveChecks
 from bot.daemon.memory import MemoryWorker
 from bot.daemon.metrics import Metrics
@@ -72,6 +74,7 @@ class Daemon:
     scheduler: Scheduler
     http: HealthServer
     live: LiveChecks
+    intake: Intake
     memory: MemoryWorker | None = None  # memory evidence from sources.prometheus
     lock: StoreLock | None = None
 
@@ -79,6 +82,7 @@ class Daemon:
         self.live.start()
         self.pipeline.restore()
         self.pipeline.start()
+        self.intake.resume()  # what a stop or a crash left, before anything new
         self.outbox.start()
         self.http.start()
         _lifecycle(self.chat, "start")
@@ -106,9 +110,8 @@ class Daemon:
         if self.memory is not None:
             self.memory.close(wait=False)
         if not self.pipeline.stop(timeouts.drain_timeout.total_seconds()):
-            log.warning(
-                "the queue was not drained in time; %d items dropped", self.pipeline.pending()
-            )
+            kept = self.intake.keep(self.pipeline.left_over())
+            log.warning("the queue was not drained in time; %d items kept for the next start", kept)
         self.live.close()
         self.runner.close(wait=True)
         self.outbox.stop()
@@ -159,7 +162,10 @@ def build(
     registry = build_registry(settings, bookmarks, categorizer(engine.library))
     outbox = Outbox(store, chat, clock=clock, metrics=metrics)
     memory = memory_worker(settings, lambda item: pipeline.submit(item))
-    pipeline = _pipeline(settings, engine, store, outbox, clock, metrics, memory, lambda: checks)
+    pipeline = _pipeline(
+        settings, engine, store, outbox, clock, metrics, memory, lambda: checks, lambda: intake
+    )
+    intake = Intake(store, pipeline, clock)
     checks = _live_checks(settings, registry, pipeline, clock)
     runner, service = _approvals(settings, store, registry, pipeline, clock, metrics)
     sources = build_sources(settings, pipeline, bookmarks)
@@ -177,6 +183,7 @@ def build(
         scheduler=_scheduler(settings, clock, store, pipeline, outbox, runner, service, sources),
         http=_http(settings, metrics, lambda: daemon.liveness(), lambda: daemon.readiness()),
         live=checks,
+        intake=intake,
         memory=memory,
         lock=lock,
     )
@@ -214,9 +221,10 @@ def _pipeline(
     metrics: Metrics,
     memory: MemoryWorker | None,
     checks: Callable[[], LiveChecks],
+    intake: Callable[[], Intake],
 ) -> Pipeline:
-    """The pipeline thread; it hands the offers that wait on a live fact to `checks()`
-    and asks `memory` for memory incidents' evidence."""
+    """The pipeline thread; it hands the offers that wait on a live fact to `checks()`,
+    asks `memory` for memory incidents' evidence and tells `intake()` what it took in."""
     correlator = Correlator(_assess(settings, engine.library), settings.correlation)
     return Pipeline(
         engine=engine,
@@ -234,6 +242,7 @@ def _pipeline(
         memory=memory,
         check_live=lambda incident_id, offers: checks().request(incident_id, offers),
         live_hold=settings.pipeline.live_check_timeout + timedelta(seconds=1),
+        taken=lambda item: intake().taken(item),
     )
 
 
@@ -316,7 +325,7 @@ def _serve(daemon: Daemon, library: Library) -> None:
     """`POST /ingest` when enabled; a chat that takes clicks and commands (Slack) answers
     them through the service, `/pitcrew diagnose` included."""
     if daemon.settings.http.ingest:
-        route = ingest_route(daemon.pipeline, daemon.store.write_failure)
+        route = ingest_route(daemon.intake)
         daemon.http.mount(INGEST_PATH, route, private=True)
     bind = getattr(daemon.chat, "bind", None)
     if callable(bind):

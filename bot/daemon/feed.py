@@ -53,6 +53,7 @@ class Observation:
 
     parts: tuple[InputPart, ...]
     context: Context = field(default_factory=Context)
+    kept: int = 0  # the store's intake row that keeps it until taken in (0: none)
 
 
 def observe(parts: Iterable[InputPart], context: Context | None = None) -> Observation:
@@ -74,6 +75,7 @@ class Healthy:
     workload: ObjectRef
     cluster: str = ""
     reason: str = HEALTHY_AGAIN
+    kept: int = 0  # the store's intake row that keeps it until taken in (0: none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +114,18 @@ class LiveFacts:
 
 
 Item = Observation | Healthy | Tick | Refresh | Measured | LiveFacts
+
+
+def text_size(item: Item) -> int:
+    """Bytes of log text an item holds while it waits (its chunks are read already)."""
+    if not isinstance(item, Observation):
+        return 0
+    return sum(
+        len(chunk)
+        for part in item.parts
+        if isinstance(part, LogText) and isinstance(part.chunks, list | tuple)  # never a stream
+        for chunk in part.chunks
+    )
 
 
 class Sink(Protocol):

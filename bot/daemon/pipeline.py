@@ -41,9 +41,8 @@ from datetime import datetime, timedelta
 from bot.core import approvals
 from bot.core.analysis import findings_from_hits
 from bot.core.diagnosis import Engine
-from bot.core.errors import PitcrewError
+from bot.core.errors import PitcrewError, StoreError
 from bot.core.incidents import Change, ChangeKind, Correlator
-from bot.core.inputs import LogText
 from bot.core.model import (
     ActionOffer,
     Finding,
@@ -61,7 +60,16 @@ from bot.core.model import (
 from bot.core.notify import Delivery, NotifyConfig, decide
 from bot.core.reports import build_report
 from bot.core.unmatched import part_lines
-from bot.daemon.feed import Healthy, Item, LiveFacts, Measured, Observation, Refresh, Tick
+from bot.daemon.feed import (
+    Healthy,
+    Item,
+    LiveFacts,
+    Measured,
+    Observation,
+    Refresh,
+    Tick,
+    text_size,
+)
 from bot.daemon.memory import MemoryWorker, thread_text
 from bot.daemon.metrics import Metrics
 from bot.daemon.ports import Clock, PipelineStore, ProposalChange
@@ -82,6 +90,10 @@ def _nothing() -> None:
 
 def _unchecked(incident_id: str, offers: Sequence[ActionOffer]) -> bool:
     return False  # without live checks, an offer waiting on a fact stays withheld
+
+
+def _forget(item: Item) -> None:
+    return None
 
 
 class Pipeline:
@@ -106,10 +118,15 @@ class Pipeline:
         live_hold: timedelta = timedelta(seconds=30),
         queue_bytes: int = 256 << 20,
         busy_limit: float = 120.0,
+        taken: Callable[[Item], None] = _forget,
     ) -> None:
         """`queue_size` items and `queue_bytes` bytes of log text may wait (beyond either,
-        `submit` refuses); one item taking over `busy_limit` seconds makes `alive` false."""
+        `submit` refuses); one item taking over `busy_limit` seconds makes `alive` false;
+        `taken` hears of each item once it is taken in (its intake row may go)."""
         self._engine = engine
+        self._taken = taken
+        self._halting = threading.Event()
+        self._set_aside: list[tuple[object, float]] = []
         self._queue_bytes = queue_bytes
         self._bytes = 0
         self._bytes_lock = threading.Lock()
@@ -142,7 +159,7 @@ class Pipeline:
     def submit(self, item: Item, timeout: float = 1.0) -> bool:
         """Queue an item; False when the queue stayed full for `timeout` seconds, or when
         its text would take the queue past `queue_bytes`."""
-        size = _size(item)
+        size = text_size(item)
         with self._bytes_lock:
             if size and self._bytes and self._bytes + size > self._queue_bytes:
                 return False
@@ -155,6 +172,12 @@ class Pipeline:
             return False
         self._metrics.queue_depth.set(self._queue.qsize())
         return True
+
+    def has_room(self, size: int) -> bool:
+        """Whether an item of `size` bytes of text would be queued now."""
+        with self._bytes_lock:
+            over = size and self._bytes and self._bytes + size > self._queue_bytes
+        return not over and not self._queue.full()
 
     def pending(self) -> int:
         return self._queue.qsize()
@@ -171,16 +194,35 @@ class Pipeline:
         return self._thread is not None and self._thread.is_alive()
 
     def stop(self, timeout: float) -> bool:
-        """Finish what is queued, then stop; False if that took longer than `timeout`."""
+        """Finish what is queued, then stop; False if that took longer than `timeout`
+        (what was left is then in `left_over`)."""
         if self._thread is None:
             return True
         deadline = time.monotonic() + timeout
-        try:
+        with contextlib.suppress(queue.Full):
             self._queue.put((_STOP, time.monotonic()), timeout=max(timeout, 0.001))
-        except queue.Full:
-            return False
         self._thread.join(max(deadline - time.monotonic(), 0))
-        return not self._thread.is_alive()
+        if not self._thread.is_alive():
+            return True
+        self._halting.set()  # the thread sets aside what it takes from now on
+        return False
+
+    def left_over(self) -> list[Item]:
+        """After a `stop` that timed out: the items never taken in, oldest first (the one
+        being processed, if any, is not among them)."""
+        left: list[tuple[object, float]] = []
+        while True:
+            try:
+                left.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        with contextlib.suppress(queue.Full):
+            self._queue.put_nowait((_STOP, time.monotonic()))
+        if self._thread is not None:
+            self._thread.join(1.0)  # it has nothing to set aside once it takes the stop
+        left += self._set_aside
+        left.sort(key=lambda entry: entry[1])
+        return [item for item, _ in left if item is not _STOP]  # type: ignore[misc]
 
     def _loop(self) -> None:
         while True:
@@ -188,17 +230,27 @@ class Pipeline:
             if item is _STOP:
                 return
             with self._bytes_lock:
-                self._bytes -= _size(item)
-            self._busy_since = time.monotonic()
-            try:
-                self.process(item)  # type: ignore[arg-type]
-            except Exception as error:
-                log.error("could not process %s: %s", type(item).__name__, error)
-            finally:
-                self._busy_since = None
-            if isinstance(item, Observation):
-                self._metrics.pipeline_lag.observe(time.monotonic() - queued_at)
-            self._metrics.queue_depth.set(self._queue.qsize())
+                self._bytes -= text_size(item)  # type: ignore[arg-type]
+            if self._halting.is_set():
+                self._set_aside.append((item, queued_at))
+                continue
+            self._take(item, queued_at)  # type: ignore[arg-type]
+
+    def _take(self, item: Item, queued_at: float) -> None:
+        self._busy_since = time.monotonic()
+        try:
+            self.process(item)
+        except StoreError as error:  # its intake row stays: taken in again at the next start
+            log.error("could not process %s: %s", type(item).__name__, error)
+            return
+        except Exception as error:
+            log.error("could not process %s: %s", type(item).__name__, error)
+        finally:
+            self._busy_since = None
+        self._taken(item)
+        if isinstance(item, Observation):
+            self._metrics.pipeline_lag.observe(time.monotonic() - queued_at)
+        self._metrics.queue_depth.set(self._queue.qsize())
 
     # -- after a restart -----------------------------------------------------------------
 
@@ -532,15 +584,3 @@ def _cause(incident: Incident) -> str:
     primary = incident.diagnosis.primary
     where = str(incident.workload) if incident.workload else incident.key
     return f"{primary.category if primary else 'no failure'} on {where}"
-
-
-def _size(item: object) -> int:
-    """Bytes of log text an item holds while it waits (its chunks are read already)."""
-    if not isinstance(item, Observation):
-        return 0
-    return sum(
-        len(chunk)
-        for part in item.parts
-        if isinstance(part, LogText) and isinstance(part.chunks, list | tuple)  # never a stream
-        for chunk in part.chunks
-    )

@@ -51,6 +51,26 @@ class ProposalChange:
     at: datetime
 
 
+@dataclass(frozen=True, slots=True)
+class SpooledRow:
+    """Evidence kept in the store until the pipeline has taken it in (`bot.daemon.spool`
+    says what `meta` and `body` hold)."""
+
+    id: int
+    meta: str
+    body: bytes
+
+
+class IntakeStore(Protocol):
+    """Accepted evidence on disk before it is acknowledged, until it is taken in."""
+
+    def spool(self, meta: str, body: bytes, at: datetime) -> int: ...
+
+    def unspool(self, row_id: int) -> None: ...
+
+    def spooled(self, after: int = 0, limit: int = 64) -> tuple[SpooledRow, ...]: ...
+
+
 class QueuedMessage(Protocol):
     """An undelivered notification as the outbox returns it."""
 

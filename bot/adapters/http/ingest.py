@@ -15,8 +15,8 @@ findings that do not name their own are attached to it, so a driver log and a
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from io import BytesIO
+from typing import Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from bot.adapters.http.server import Route
@@ -24,7 +24,7 @@ from bot.core.errors import InputError
 from bot.core.incidents import SUBMISSION_KIND, WORKLOAD_KINDS
 from bot.core.inputs.reader import read_stream
 from bot.core.model import ObjectRef
-from bot.daemon.feed import Context, Observation, Sink, observe
+from bot.daemon.feed import Context, Observation, observe
 
 PATH = "/ingest"
 KINDS = (*WORKLOAD_KINDS, SUBMISSION_KIND)
@@ -56,22 +56,29 @@ def observation(body: bytes, target: str) -> Observation:
     return observe(read_stream(BytesIO(body), origin), context)
 
 
-def route(sink: Sink, store_failure: Callable[[], str | None] = lambda: None) -> Route:
-    """The HTTP route: 202 when queued, 400 for bad input, 503 when the queue is full or
-    the store cannot be written (`store_failure` says why), so the sender keeps it."""
+class Accepts(Protocol):
+    """Where accepted evidence goes (`bot.daemon.intake.Intake`)."""
+
+    def accept(self, observation: Observation) -> str | None:
+        """None once the evidence is kept and queued, else why it was not."""
+        ...
+
+
+def route(intake: Accepts) -> Route:
+    """The HTTP route: 202 once the evidence is kept in the store and queued, 400 for
+    bad input, 503 when the queue is full or the store cannot be written (nothing was
+    kept, so the sender keeps it and retries)."""
 
     def handle(
         target: str, headers: dict[str, str], body: bytes
     ) -> tuple[int, dict[str, str], bytes]:
-        failure = store_failure()
-        if failure is not None:
-            return _reply(503, {"error": f"the store cannot be written ({failure}); retry later"})
         try:
             item = observation(body, target)
         except InputError as error:
             return _reply(400, {"error": str(error)})
-        if not sink.submit(item):
-            return _reply(503, {"error": "the pipeline's queue is full; retry later"})
+        refusal = intake.accept(item)
+        if refusal is not None:
+            return _reply(503, {"error": refusal})
         return _reply(202, {"accepted": len(item.parts)})
 
     return handle

@@ -151,6 +151,17 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX unmatched_by_count ON unmatched (count DESC, last_seen DESC)",
         ),
     ),
+    Migration(
+        6,
+        "evidence accepted and not yet taken in by the pipeline (kept across a restart)",
+        (
+            """CREATE TABLE intake (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                received_at TEXT NOT NULL,
+                meta TEXT NOT NULL,
+                body BLOB NOT NULL)""",
+        ),
+    ),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -3,7 +3,7 @@
 Everything pitcrew must not forget across a restart lives here: incidents and
 their findings, proposals with their transition history and partial approvals,
 the action ledger, silences, the notification outbox with the chat references
-of delivered cards, and source bookmarks.
+of delivered cards, source bookmarks, and evidence accepted but not yet taken in.
 
 Safety rests on three rules:
 
@@ -17,7 +17,7 @@ Safety rests on three rules:
   channel, so a chat outage delays cards but never loses or repeats them.
 
 Each kind of record has its own module (`incidents`, `proposals`, `ledger`,
-`silences`, `outbox`, `bookmarks`, `unmatched`) over one `connection.SharedConnection`;
+`silences`, `outbox`, `bookmarks`, `unmatched`, `intake`) over one `connection.SharedConnection`;
 `Store` composes them and owns retention, which spans them all.
 
 Model values are stored as JSON through `bot.core.codec` (so fields added to them
@@ -41,6 +41,7 @@ from bot.adapters.sqlite.connection import (
     migrate,
 )
 from bot.adapters.sqlite.incidents import DEFAULT_FINDINGS_PER_INCIDENT, IncidentRecords
+from bot.adapters.sqlite.intake import IntakeRecords
 from bot.adapters.sqlite.ledger import INTERRUPTED_DETAIL, LedgerRecords
 from bot.adapters.sqlite.outbox import OutboxMessage, OutboxRecords, OutboxState
 from bot.adapters.sqlite.proposals import Approval, ProposalRecords
@@ -90,6 +91,7 @@ class Store(
     BookmarkRecords,
     ReplayRecords,
     UnmatchedRecords,
+    IntakeRecords,
 ):
     """pitcrew's state in one SQLite file, safe to share between threads and processes."""
 
