@@ -3,9 +3,13 @@
 Each case is one of the fault tests (uvicorn on loopback, the Slack emulator
 behind the real SlackChat and Bolt app, real `pitcrew run` processes, a real
 SQLite store refusing writes, RE2 and the render budget on real playbooks);
-this script runs them through pytest and sorts each case's outcome into what
-the issue counts: evidence lost, a card posted twice, an action run twice, a
-bad click accepted. A case that fails counts once in its kind. The last line:
+this script runs them through pytest and adds up what the issue counts:
+evidence lost, a card posted twice, an action run twice, a bad click accepted.
+The counts are what each case measured and reported through the `measured`
+fixture (`tests/faults.py`: accepted vs. arrived, cards vs. incidents,
+executions vs. approvals); a case that fails without having measured its kind
+counts once in the kind its file stands for. Each case's line shows its own
+counts (`measured=` how many measurements it made). The last line:
 
     cases=N passed=N lost=N duplicated=N double_runs=N bad_clicks_accepted=N
 
@@ -37,20 +41,38 @@ MATRIX: dict[str, str] = {
     "tests/test_classify.py": "lost",  # a regex that stalls the scan loses what follows
     "tests/test_pipeline_bounds.py": "lost",  # a flood that starves the ordinary failure
     "tests/test_daemon_flood.py": "lost",  # 1 MiB logs at a real daemon (bench/flood.py: 20 s)
+    "tests/test_intake.py": "lost",  # evidence acknowledged, then a kill or a short drain
     "tests/test_approvals.py": "bad_clicks_accepted",  # who may approve and silence
 }
 # cases inside those files that are about running an action once
 DOUBLE_RUNS = ("execute_once", "run_once", "runs_once", "fifty_simultaneous")
 
 
+KINDS = ("lost", "duplicated", "double_runs", "bad_clicks_accepted")
+
+
 @dataclass(eq=False)  # pytest keeps its plugins in a set
 class Tally:
     outcomes: dict[str, str] = field(default_factory=dict)
+    measured: dict[str, Counter[str]] = field(default_factory=dict)
 
     def pytest_runtest_logreport(self, report: Any) -> None:
         counted = report.when == "call" or (report.when == "setup" and report.outcome != "passed")
         if counted and (report.nodeid not in self.outcomes or report.outcome != "passed"):
             self.outcomes[report.nodeid] = report.outcome
+        if report.when == "call":
+            counts = self.measured.setdefault(report.nodeid, Counter())
+            for name, value in report.user_properties:
+                if str(name).startswith("faults."):
+                    counts[str(name).removeprefix("faults.")] += int(value)
+
+    def counts_of(self, nodeid: str) -> Counter[str]:
+        """What the case measured; a failure it did not measure counts once in its kind."""
+        counts = Counter(self.measured.get(nodeid, Counter()))
+        kind = kind_of(nodeid)
+        if self.outcomes[nodeid] != "passed" and not counts[kind]:
+            counts[kind] += 1
+        return counts
 
 
 def kind_of(nodeid: str) -> str:
@@ -70,10 +92,13 @@ def main() -> int:
     pytest.main([*args, "--rootdir", str(ROOT)], plugins=[tally])
     counts: Counter[str] = Counter()
     for nodeid, outcome in sorted(tally.outcomes.items()):
-        print(f"{outcome:7} {nodeid}")
-        if outcome != "passed":
-            counts[kind_of(nodeid)] += 1
+        case = tally.counts_of(nodeid)
+        found = " ".join(f"{kind}={case[kind]}" for kind in KINDS if case[kind])
+        print(f"{outcome:7} {nodeid}  measured={case['cases']} {found}".rstrip())
+        counts.update({kind: case[kind] for kind in KINDS})
     passed = sum(1 for outcome in tally.outcomes.values() if outcome == "passed")
+    counted = sum(1 for nodeid in tally.outcomes if tally.counts_of(nodeid)["cases"])
+    print(f"{counted} of the {len(tally.outcomes)} cases measured what they count")
     print(
         f"cases={len(tally.outcomes)} passed={passed} lost={counts['lost']} "
         f"duplicated={counts['duplicated']} double_runs={counts['double_runs']} "

@@ -12,7 +12,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import os
 import signal
 import sqlite3
 from collections.abc import Iterator
@@ -29,11 +28,11 @@ from bot.core.inputs.reader import read_stream
 from bot.core.model import ObjectRef, Signal, SourceKind
 from bot.daemon.feed import Context, Healthy, Item, Observation, observe
 from bot.daemon.spool import SpoolError, pack, unpack
+from tests.daemon_process import Daemon
 from tests.daemon_support import SEED, RecordingChat, engine
 from tests.faults import Measured
 from tests.helpers import playbook, write_library
 from tests.test_daemon import config, http, wait_until
-from tests.test_store_lock import Daemon
 
 JOBS = 12
 SPEND_BUDGET = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}x"
@@ -176,7 +175,7 @@ def _big_log() -> bytes:
 
 
 def test_the_first_evidence_after_the_disk_fills_is_refused_and_nothing_is_kept(
-    daemon: app.Daemon,
+    daemon: app.Daemon, measured: Measured
 ) -> None:
     base = f"http://127.0.0.1:{daemon.http.port}"
     conn = daemon.store._conn
@@ -185,6 +184,7 @@ def test_the_first_evidence_after_the_disk_fills_is_refused_and_nothing_is_kept(
     assert daemon.store.write_failure() is None
 
     status, body = http(f"{base}/ingest?origin=driver.log", _big_log())
+    measured.lost(accepted=int(status == 202), arrived=0)  # acknowledged, and could not be kept
     assert (status, json.loads(body)) == (
         503,
         {
@@ -242,11 +242,6 @@ def _post_jobs(port: int) -> int:
     return accepted
 
 
-def _port(daemon: Daemon) -> int:
-    line = next(li for li in daemon.err.read_text().splitlines() if "pitcrew running: " in li)
-    return int(line.split("http://", 1)[1].split(",", 1)[0].rsplit(":", 1)[1])
-
-
 def _kept_rows(db: Path) -> int:
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
         return int(conn.execute("SELECT COUNT(*) FROM intake").fetchone()[0])
@@ -270,16 +265,6 @@ def _all_cards_out(db: Path) -> dict[str, int] | None:
     return cards if done else None
 
 
-@pytest.fixture
-def daemons() -> Iterator[list[Daemon]]:
-    started: list[Daemon] = []
-    yield started
-    for daemon in started:
-        if daemon.proc.poll() is None:
-            os.kill(daemon.proc.pid, signal.SIGKILL)
-            daemon.proc.wait(10)
-
-
 @pytest.mark.slow
 def test_evidence_acknowledged_before_a_kill_gets_its_card_after_the_restart(
     tmp_path: Path, daemons: list[Daemon], measured: Measured
@@ -288,10 +273,8 @@ def test_evidence_acknowledged_before_a_kill_gets_its_card_after_the_restart(
     db = tmp_path / "state.db"
     first = Daemon(tmp_path, "first")
     daemons.append(first)
-    first.ready()
-    accepted = _post_jobs(_port(first))
-    os.kill(first.proc.pid, signal.SIGKILL)
-    first.proc.wait(10)
+    accepted = _post_jobs(first.ready())
+    first.kill()
     assert accepted == JOBS
     assert _kept_rows(db) > 0  # acknowledged, not yet taken in: only the store has them
 
@@ -312,11 +295,9 @@ def test_a_stop_that_outruns_its_drain_keeps_the_queue_for_the_next_start(
     db = tmp_path / "state.db"
     first = Daemon(tmp_path, "first")
     daemons.append(first)
-    first.ready()
-    accepted = _post_jobs(_port(first))
-    os.kill(first.proc.pid, signal.SIGTERM)
-    assert first.exit_code() == 0
-    said = first.err.read_text()
+    accepted = _post_jobs(first.ready())
+    assert first.signal(signal.SIGTERM) == 0
+    said = first.log()
     assert "the queue was not drained in time; " in said
     assert "items kept for the next start" in said
     assert "dropped" not in said

@@ -19,6 +19,7 @@ from bot.app import wiring as app
 from bot.app.settings import load
 from bot.core.errors import StoreError
 from tests.daemon_support import DRIVER_LOG, SEED, RecordingChat, engine
+from tests.faults import Measured
 from tests.test_daemon import config, http
 
 
@@ -52,7 +53,7 @@ def _read_only(daemon: app.Daemon) -> None:
     ids=["disk-full", "read-only"],
 )
 def test_a_store_that_cannot_write_is_not_ready_and_refuses_evidence(
-    daemon: app.Daemon, refuse: object, problem: str
+    daemon: app.Daemon, refuse: object, problem: str, measured: Measured
 ) -> None:
     base = f"http://127.0.0.1:{daemon.http.port}"
     assert http(f"{base}/readyz")[0] == 200
@@ -64,6 +65,7 @@ def test_a_store_that_cannot_write_is_not_ready_and_refuses_evidence(
     assert status == 503
     assert json.loads(body)["checks"]["store"] is False
     status, body = http(f"{base}/ingest?origin=driver.log", (SEED / DRIVER_LOG).read_bytes())
+    measured.lost(accepted=int(status == 202), arrived=0)  # acknowledged, and could not be kept
     assert (status, json.loads(body)) == (
         503,
         {"error": f"the store cannot be written ({problem}); retry later"},

@@ -26,6 +26,7 @@ from bot.adapters.slack.chat import SlackChat
 from bot.adapters.slack.commands import DiagnoseTarget
 from bot.core.model import ProposalState
 from bot.daemon.metrics import Metrics
+from tests.faults import Measured
 from tests.slack.conftest import (
     APPROVER,
     GROUP_MEMBER,
@@ -194,7 +195,7 @@ def test_commands_from_another_workspace_are_refused(http: Http) -> None:
 # -- approvals ----------------------------------------------------------------------------
 
 
-def test_an_approvers_click_approves_and_executes_once(http: Http) -> None:
+def test_an_approvers_click_approves_and_executes_once(http: Http, measured: Measured) -> None:
     assert http.click(blocks.APPROVE_ACTION).status == 200
     (told,) = http.ephemerals(1)
     assert told["user"] == APPROVER
@@ -206,6 +207,7 @@ def test_an_approvers_click_approves_and_executes_once(http: Http) -> None:
     second = http.ephemerals(2)[1]
     assert "Nothing changed" in second["text"]
     assert "already approved by U0ALICE" in second["text"]
+    measured.double_runs(executions=len(http.daemon.executed), approved=1)
     assert http.daemon.executed == [http.daemon.proposal.id]
     stored = http.daemon.store.get_proposal(http.daemon.proposal.id)
     assert stored is not None
@@ -213,11 +215,12 @@ def test_an_approvers_click_approves_and_executes_once(http: Http) -> None:
     assert http.emulator.parents()[0].updates == 0  # the card is the pipeline's to update
 
 
-def test_racing_clicks_execute_once(http: Http) -> None:
+def test_racing_clicks_execute_once(http: Http, measured: Measured) -> None:
     with concurrent.futures.ThreadPoolExecutor(6) as pool:
         replies = list(pool.map(lambda _: http.click(blocks.APPROVE_ACTION), range(6)))
     assert {r.status for r in replies} == {200}
     told = http.ephemerals(6)
+    measured.double_runs(executions=len(http.daemon.executed), approved=1)
     assert sum("approved by U0ALICE; it runs now" in t["text"] for t in told) == 1
     assert http.daemon.executed == [http.daemon.proposal.id]
 
@@ -233,7 +236,7 @@ def test_a_group_member_may_approve_and_groups_are_cached(http: Http) -> None:
     assert lookup.params["usergroup"] == "S0SRE"
 
 
-def test_a_non_approver_is_refused_and_counted(http: Http) -> None:
+def test_a_non_approver_is_refused_and_counted(http: Http, measured: Measured) -> None:
     http.click(blocks.APPROVE_ACTION, user=STRANGER)
     (told,) = http.ephemerals(1)
     assert told["user"] == STRANGER
@@ -244,6 +247,8 @@ def test_a_non_approver_is_refused_and_counted(http: Http) -> None:
     assert "not allowed to reject" in http.ephemerals(2)[1]["text"]
     stored = http.daemon.store.get_proposal(http.daemon.proposal.id)
     assert stored is not None
+    moved = stored.state is not ProposalState.OFFERED
+    measured.bad_clicks_accepted(len(http.daemon.executed) + moved)
     assert stored.state is ProposalState.OFFERED
 
 
@@ -251,20 +256,24 @@ def test_a_non_approver_is_refused_and_counted(http: Http) -> None:
     ("team", "user_team"), [("T0OTHER", "T0OTHER"), ("T0PITCREW", "T0EXTERNAL")]
 )
 def test_clicks_from_another_workspace_are_refused_and_counted(
-    http: Http, team: str, user_team: str
+    http: Http, team: str, user_team: str, measured: Measured
 ) -> None:
     http.click(blocks.APPROVE_ACTION, team=team, user_team=user_team)
     (told,) = http.ephemerals(1)
+    measured.bad_clicks_accepted(len(http.daemon.executed))
     assert "are not accepted" in told["text"]
     assert http.refused("workspace") == 1
     assert http.daemon.executed == []
     assert http.emulator.calls_to("usergroups.users.list") == []
 
 
-def test_an_expired_proposal_is_explained_and_nothing_runs(http: Http, clock: FakeTime) -> None:
+def test_an_expired_proposal_is_explained_and_nothing_runs(
+    http: Http, clock: FakeTime, measured: Measured
+) -> None:
     clock.advance(2 * 3600)
     http.click(blocks.APPROVE_ACTION)
     (told,) = http.ephemerals(1)
+    measured.bad_clicks_accepted(len(http.daemon.executed))
     assert "Nothing changed: expired at" in told["text"]
     assert http.daemon.executed == []
     stored = http.daemon.store.get_proposal(http.daemon.proposal.id)
@@ -273,11 +282,12 @@ def test_an_expired_proposal_is_explained_and_nothing_runs(http: Http, clock: Fa
     assert http.refused("expired") == 1
 
 
-def test_a_rejected_proposal_cannot_be_approved(http: Http) -> None:
+def test_a_rejected_proposal_cannot_be_approved(http: Http, measured: Measured) -> None:
     http.click(blocks.REJECT_ACTION)
     http.ephemerals(1)
     http.click(blocks.APPROVE_ACTION)
     rejected, approved = http.ephemerals(2)
+    measured.bad_clicks_accepted(len(http.daemon.executed))
     assert ":no_entry_sign:" in rejected["text"]
     assert "Nothing changed: rejected by U0ALICE" in approved["text"]
     assert http.daemon.executed == []
@@ -298,27 +308,36 @@ def test_the_silence_button_mutes_the_cards_workload(http: Http) -> None:
 # -- forged, stale, replayed --------------------------------------------------------------
 
 
-def test_forged_stale_and_replayed_requests_are_refused(http: Http) -> None:
+def test_forged_stale_and_replayed_requests_are_refused(http: Http, measured: Measured) -> None:
     body = payload_form(
         click_payload(http.emulator, blocks.APPROVE_ACTION, http.daemon.proposal.id, ts=http.ts)
     )
-    assert http.send(body, secret="not-the-secret").status == 401
-    assert http.send(body, timestamp=int(time.time()) - 600).status == 401
-    assert post(http.url, body, {"Content-Type": "application/x-www-form-urlencoded"}).status == 401
+    forged = [
+        http.send(body, secret="not-the-secret").status,
+        http.send(body, timestamp=int(time.time()) - 600).status,
+        post(http.url, body, {"Content-Type": "application/x-www-form-urlencoded"}).status,
+    ]
     time.sleep(0.2)
+    measured.bad_clicks_accepted(len(http.daemon.executed) + forged.count(200))
+    assert forged == [401, 401, 401]
     assert http.emulator.calls_to("chat.postEphemeral") == []
     assert http.daemon.executed == []
 
     headers = sign(body)
     assert post(http.url, body, headers).status == 200
-    assert post(http.url, body, headers).status == 401  # the same signed request again
+    replayed = post(http.url, body, headers).status  # the same signed request again
     http.ephemerals(1)
     time.sleep(0.2)
+    measured.bad_clicks_accepted(int(replayed == 200))
+    measured.double_runs(executions=len(http.daemon.executed), approved=1)
+    assert replayed == 401
     assert len(http.emulator.calls_to("chat.postEphemeral")) == 1
     assert http.daemon.executed == [http.daemon.proposal.id]
 
 
-def test_fifty_simultaneous_clicks_are_all_answered_and_run_once(http: Http) -> None:
+def test_fifty_simultaneous_clicks_are_all_answered_and_run_once(
+    http: Http, measured: Measured
+) -> None:
     barrier = threading.Barrier(50)
 
     def click(n: int) -> int:
@@ -335,6 +354,7 @@ def test_fifty_simultaneous_clicks_are_all_answered_and_run_once(http: Http) -> 
         statuses = list(pool.map(click, range(50)))
     assert statuses == [200] * 50
     told = http.ephemerals(50)
+    measured.double_runs(executions=len(http.daemon.executed), approved=1)
     assert sum("approved by U0ALICE; it runs now" in t["text"] for t in told) == 1
     assert http.daemon.executed == [http.daemon.proposal.id]
 
@@ -434,7 +454,11 @@ def test_a_click_the_store_cannot_record_is_answered_not_recorded(http: Http) ->
 
 
 def test_a_signed_silence_replayed_after_a_restart_is_refused(
-    make_chat: Any, emulator: SlackEmulator, daemon: Daemonish, http_server: HealthServer
+    make_chat: Any,
+    emulator: SlackEmulator,
+    daemon: Daemonish,
+    http_server: HealthServer,
+    measured: Measured,
 ) -> None:
     url = f"http://127.0.0.1:{http_server.port}/slack/events"
     body = form(command_body(emulator, "silence pod-oom-killed 2h known issue"))
@@ -450,13 +474,18 @@ def test_a_signed_silence_replayed_after_a_restart_is_refused(
     after = make_chat(socket_mode=False)  # the daemon restarted: a new app, the same store
     after.bind(daemon.service, http=http_server, replays=daemon.store)
     replayed = post(url, body, headers)
+    made = len(daemon.store.active_silences(after.app.clock())) - 1
+    measured.bad_clicks_accepted(made)
     assert (replayed.status, replayed.json()) == (401, {"error": "replayed request"})
     assert daemon.store.active_silences(after.app.clock()) == (silence,)
 
 
-def test_only_those_who_may_silence_can_and_not_for_longer_than_allowed(http: Http) -> None:
+def test_only_those_who_may_silence_can_and_not_for_longer_than_allowed(
+    http: Http, measured: Measured
+) -> None:
     http.click(blocks.SILENCE_ACTION, value="workload:ml-train/rayjob/verl-ppo-qwen", user=STRANGER)
     (told,) = http.ephemerals(1)
+    measured.bad_clicks_accepted(len(http.daemon.store.active_silences(http.chat.app.clock())))
     assert told["text"] == (
         "Nothing changed: U0MALLORY may not silence (approvals.silencers, or else the "
         "approvers, may)."
