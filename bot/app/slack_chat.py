@@ -44,6 +44,7 @@ def slack_config(settings: Settings) -> SlackConfig:
         ping_interval=slack.ping_interval,
         stale_after=6 * slack.ping_interval,
         events_path=slack.events_path,
+        timeout=slack.timeout,
     )
 
 

@@ -43,8 +43,9 @@ def settings_for(emulator: SlackEmulator, tmp_path: Path, **slack: Any) -> Setti
 def test_the_config_comes_from_settings_and_hides_tokens(
     emulator: SlackEmulator, tmp_path: Path
 ) -> None:
-    config = slack_config(settings_for(emulator, tmp_path, ping_interval=5))
+    config = slack_config(settings_for(emulator, tmp_path, ping_interval=5, timeout=3))
     assert config.bot_token == BOT_TOKEN
+    assert config.timeout == 3
     assert config.api_url == emulator.api_url
     assert config.stale_after == 30
     assert config.policy == POLICY

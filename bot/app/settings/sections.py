@@ -56,6 +56,12 @@ class SlackSettings(Closed):
         default=1.0, ge=0, description="seconds between messages to one channel"
     )
     ping_interval: float = Field(default=10.0, gt=0, description="Socket Mode ping, seconds")
+    timeout: int = Field(
+        default=10,
+        ge=1,
+        description="seconds a Web API call may take; a card post with no answer by then "
+        "is looked for in the channel's history before it is sent again",
+    )
 
 
 class ChatSettings(Closed):
