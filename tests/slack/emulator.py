@@ -9,7 +9,8 @@ Mode server), records `chat.postMessage`, `chat.update`, `chat.postEphemeral`,
 the messages it was sent (so a test reads a card as Slack would show it), checks
 the token on every call, and checks every message against Block Kit's limits on
 its own (independently of `bot.adapters.slack.blocks`), answering `invalid_blocks` like Slack.
-A test can script failures per method: 429 with Retry-After, 500, or a Slack error.
+A test can script failures per method: 429 with Retry-After, 500, or a Slack error;
+a call carried out but answered late (`slow`), or not until the test says (`hold`).
 `response_url`s point at `/response/<id>` on the same server, which records them.
 """
 
@@ -214,6 +215,9 @@ class SlackEmulator:
         self.files: dict[str, Uploaded] = {}
         self._failures: dict[str, deque[Failure]] = {}
         self._slow: dict[str, deque[float]] = {}
+        self._holds: dict[str, int] = {}
+        self._released = threading.Event()
+        self.held: list[Call] = []  # carried out, their answers withheld until release()
         self._lock = threading.Condition()
         self._ts = itertools.count(1)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -244,6 +248,7 @@ class SlackEmulator:
         return self
 
     def stop(self) -> None:
+        self.release()
         self._server.shutdown()
         self._server.server_close()
         if self._thread is not None:
@@ -270,6 +275,17 @@ class SlackEmulator:
         `seconds` (a client with a shorter timeout never hears that they worked)."""
         with self._lock:
             self._slow.setdefault(method, deque()).extend([seconds] * times)
+
+    def hold(self, method: str, times: int = 1) -> None:
+        """The next `times` calls of `method` are carried out, then not answered until
+        `release()` (or `stop()`): a client killed meanwhile never hears they worked."""
+        with self._lock:
+            self._holds[method] = self._holds.get(method, 0) + times
+            self._released.clear()
+
+    def release(self) -> None:
+        """Send the answers `hold` withheld (to whoever is still there to read them)."""
+        self._released.set()
 
     # -- reading what happened -----------------------------------------------------------
 
@@ -462,6 +478,14 @@ class SlackEmulator:
         self.messages[(channel, ts)] = posted
         return {"ok": True, "channel": channel, "ts": ts, "message": {"text": text}}
 
+    def _hold(self, method: str, call: Call) -> bool:
+        """Whether this call's answer is withheld (`hold`); called with the lock held."""
+        if self._holds.get(method, 0) <= 0:
+            return False
+        self._holds[method] -= 1
+        self.held.append(call)
+        return True
+
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         emulator = self
 
@@ -514,9 +538,12 @@ class SlackEmulator:
                     answer = None if failure else emulator._answer(method, params, token)
                     slow = emulator._slow.get(method)
                     delay = slow.popleft() if slow else 0.0
+                    held = answer is not None and emulator._hold(method, emulator.calls[-1])
                     emulator._lock.notify_all()
                 if delay:
                     time.sleep(delay)
+                if held:
+                    emulator._released.wait()
                 if failure is not None:
                     headers = {}
                     if failure.retry_after is not None:
