@@ -4,10 +4,13 @@ behind its evidence still gets its card within 5 s.
 A real daemon in process (`wiring.build` + `start`, HTTP on a free loopback port)
 loads the built-in library and ONE bad playbook from `playbooks.dirs`. Its evidence
 goes to `/ingest` first (on a workload of its own), the seed's driver log right
-behind it. The bad playbook's card shows its plain fallback text, `/healthz` answers
-while the daemon works through it, and `/metrics` counts the failed render under
-the playbook's name. A pathological regex is confirmed by RE2 in linear time: it
-matches nothing and costs nothing."""
+behind it. The bad kinds: a template that would run for hours (loops nested over
+`range` or over a string), raise, print or build gigabytes, or recurse without
+end; and a regex that backtracks exponentially in Python's `re`, which RE2
+confirms in linear time (it matches nothing and costs nothing). The bad
+playbook's card shows its plain fallback text, `/healthz` answers while the daemon
+works through it, `/metrics` counts the failed render under the playbook's name,
+and the log names its file, line and reason once."""
 
 from __future__ import annotations
 
@@ -75,6 +78,25 @@ CASES = {
         "{% macro again() %}{{ again() }}{% endmacro %}{{ again() }}",
         b"BadThing happened here\n",
         "maximum recursion depth exceeded",
+    ),
+    "loops-over-a-string": Bad(
+        "BadThing happened",
+        "{% set s = 'a' * 20000 %}{% for a in s %}{% for b in s %}{% endfor %}{% endfor %}x",
+        b"BadThing happened here\n",
+        "rendering took over 0.5s",
+    ),
+    "a-gigabyte-string": Bad(
+        "BadThing happened",
+        "{{ 'x' | center(10**9) | length }}",
+        b"BadThing happened here\n",
+        "a width or count over 20000",
+    ),
+    "doubling-in-a-macro": Bad(
+        "BadThing happened",
+        "{% macro grow(s, n) %}{% if n %}{{ grow(s ~ s, n - 1) }}{% else %}{{ s | length }}"
+        "{% endif %}{% endmacro %}{{ grow('ab', 60) }}",
+        b"BadThing happened here\n",
+        "a value over 20000 characters",
     ),
     "exponential-regex": Bad(
         "(a+)+$",

@@ -16,10 +16,21 @@ from bot.app.cli import app as cli_app
 from bot.core.analysis import diagnose
 from bot.core.inputs import LogText
 from bot.core.model import RenderFailure
+from bot.core.templating import compile_template, render
 from tests.helpers import engine_for, playbook, write_library
 
 LOG = b"BadThing happened here\nModuleNotFoundError: No module named 'vllm'\n"
 NESTED = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}x"
+STRING_LOOPS = "{% set s = 'a' * 20000 %}{% for a in s %}{% for b in s %}{% endfor %}{% endfor %}x"
+DOUBLING = (  # a macro that calls itself with its text twice over
+    "{% macro grow(s, n) %}{% if n %}{{ grow(s ~ s, n - 1) }}{% else %}{{ s | length }}"
+    "{% endif %}{% endmacro %}{{ grow('ab', 60) }}"
+)
+POWERS = (
+    "{% macro up(x, n) %}{% if n %}{{ up(x ** 64, n - 1) }}{% else %}{{ x > 1 }}"
+    "{% endif %}{% endmacro %}{{ up(10, 10) }}"
+)
+RECURSION = "{% macro again() %}{{ again() }}{% endmacro %}{{ again() }}"
 
 
 @pytest.mark.parametrize(
@@ -37,8 +48,35 @@ NESTED = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{%
             "{{ ''.__class__.__mro__ }}",
             "access to attribute '__class__' of 'str' object is unsafe.",
         ),
+        (STRING_LOOPS, "rendering took over 0.5s"),
+        ("{{ 'x' | center(10**9) }}", "a width or count over 20000"),
+        ("{{ 'x'.ljust(10**9) }}", "a width or count over 20000"),
+        ("{{ ('a' * 20000) | replace('a', 'a' * 20000) }}", "a value over 20000 characters"),
+        ("{{ ('a' * 20000) | join('a' * 20000) }}", "a value over 20000 characters"),
+        ("{{ '%999999999d' % 1 }}", "a width over 20000 characters"),
+        ("{{ '{:>999999999}'.format(1) }}", "a width over 20000 characters"),
+        (DOUBLING, "a value over 20000 characters"),
+        (POWERS, "an integer over 65536 bits"),
+        (RECURSION, "maximum recursion depth exceeded"),
     ],
-    ids=["nested-loops", "huge-range", "huge-output", "huge-string", "raises", "escape"],
+    ids=[
+        "nested-loops",
+        "huge-range",
+        "huge-output",
+        "huge-string",
+        "raises",
+        "escape",
+        "loops-over-a-string",
+        "huge-width-filter",
+        "huge-width-method",
+        "huge-replace",
+        "huge-join",
+        "huge-percent-width",
+        "huge-format-width",
+        "doubling-in-a-loop",
+        "huge-integer",
+        "recursion",
+    ],
 )
 def test_a_bad_template_costs_only_its_own_finding(tmp_path: Path, template: str, why: str) -> None:
     bad = playbook(
@@ -109,3 +147,18 @@ def test_diagnose_shows_the_fallback_and_why_without_a_traceback(
         f"(the playbook's text could not be rendered: {why})"
     ) in shown
     assert "Traceback" not in result.output
+
+
+def test_numbers_a_template_shows_are_values_not_widths() -> None:
+    template = compile_template(
+        "{{ '%d' | format(n) }} {{ '%d' % n }} {{ '{}'.format(n) }} {{ dict(a=n).a }}"
+    )
+    assert render(template, {"n": 86400}) == "86400 86400 86400 86400"
+
+
+def test_a_template_rendered_outside_a_budget_is_not_checked() -> None:
+    """The Slack card's own template builds its JSON in one render of any size."""
+    template = compile_template(
+        "{% for i in range(3) %}{{ 'x' * 10000 ~ 'y' * 10000 }}{% endfor %}"
+    )
+    assert len(template.render()) == 60_000

@@ -1,69 +1,49 @@
 """The one Jinja2 environment for playbook text: sandboxed, strict about missing names,
-and every render within a budget of time and size.
+and every render within a budget of time and size (`bot.core.render_budget`).
 
 Why the budget: a playbook's template runs on the pipeline's thread for every
 finding. The sandbox stops escapes but not work: two nested `range(100000)`
 loops ran 10^10 times and froze the pipeline while memory grew past 3 GB. So a
-render may take at most `TIME_BUDGET` seconds (checked at each step of a
-`range` and at each piece of output) and produce at most `SIZE_BUDGET`
-characters, and a string or list multiplied past that size is refused;
-beyond either the render raises `RenderBudgetError`. Callers turn any failed
-render into the finding's plain text, so one bad template never costs the other
-findings, and say so in the value they return (`Diagnosis.unrendered`): the
-daemon counts them, the CLI shows them. Nothing here is counted or kept.
+render may take at most `TIME_BUDGET` seconds (checked at each step of a loop
+and at each piece of output) and produce at most `SIZE_BUDGET` characters, and
+anything built on the way past that size is refused; beyond either the render
+raises `RenderBudgetError`. Callers turn any failed render into the finding's
+plain text, so one bad template never costs the other findings, and say so in
+the value they return (`Diagnosis.unrendered`): the daemon counts them, the CLI
+shows them. Nothing here is counted or kept.
 """
 
 from __future__ import annotations
 
-import operator
-import time
-from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
-from jinja2 import StrictUndefined, Template
-from jinja2.sandbox import MAX_RANGE, ImmutableSandboxedEnvironment
+from jinja2 import StrictUndefined, Template, nodes
+from jinja2.runtime import Context
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-TIME_BUDGET = 0.5  # seconds per render
-SIZE_BUDGET = 20_000  # characters of output, and of any string or list built on the way
+from bot.core import render_budget
+from bot.core.render_budget import SIZE_BUDGET, TIME_BUDGET, RenderBudgetError
 
-
-class RenderBudgetError(RuntimeError):
-    """A render took longer, or grew larger, than its budget."""
+__all__ = ["SIZE_BUDGET", "TIME_BUDGET", "RenderBudgetError", "compile_template", "render"]
 
 
 class _BudgetedEnvironment(ImmutableSandboxedEnvironment):
-    intercepted_binops = frozenset(["*", "**"])
+    intercepted_binops = frozenset(["*", "**", "+", "%"])
 
-    def call_binop(self, context: Any, operator_: str, left: Any, right: Any) -> Any:
-        if operator_ == "**":
-            if isinstance(right, int) and abs(right) > 64:
-                raise RenderBudgetError("an exponent over 64")
-            return operator.pow(left, right)
-        for sequence, times in ((left, right), (right, left)):
-            sized = isinstance(sequence, str | list | tuple) and isinstance(times, int)
-            if sized and len(sequence) * times > SIZE_BUDGET:
-                raise RenderBudgetError(f"a value over {SIZE_BUDGET} characters")
-        return operator.mul(left, right)
+    def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
+        render_budget.check_binop(operator, left, right, render_budget.of(context))
+        return super().call_binop(context, operator, left, right)
 
+    def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+        if render_budget.of(__context) is not None:
+            render_budget.check_call(__obj, args, kwargs)
+        return super().call(__context, __obj, *args, **kwargs)
 
-class _Deadline:
-    """One render's time budget; its `range` is the one the template sees."""
-
-    def __init__(self) -> None:
-        self.at = time.monotonic() + TIME_BUDGET
-
-    def check(self) -> None:
-        if time.monotonic() > self.at:
-            raise RenderBudgetError(f"rendering took over {TIME_BUDGET:g}s")
-
-    def range(self, *args: int) -> Iterator[int]:
-        numbers = range(*args)
-        if len(numbers) > MAX_RANGE:
-            raise RenderBudgetError(f"a range over {MAX_RANGE} items")
-        for number in numbers:
-            self.check()
-            yield number
+    def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
+        tree = super()._parse(source, name, filename)
+        render_budget.Checkpoints().visit(tree)
+        return tree
 
 
 @lru_cache(maxsize=1)
@@ -72,6 +52,12 @@ def environment() -> ImmutableSandboxedEnvironment:
         undefined=StrictUndefined, autoescape=False, keep_trailing_newline=False
     )
     env.filters["plural"] = lambda n, word: word if n == 1 else word + "s"
+    env.filters = {
+        name: render_budget.budgeted_filter(name, func) for name, func in env.filters.items()
+    }
+    env.filters[render_budget.EACH] = render_budget.each
+    env.filters[render_budget.SIZED] = render_budget.sized_in
+    del env.globals["lipsum"]  # paragraphs of filler, built in one call
     return env
 
 
@@ -83,13 +69,14 @@ def compile_template(source: str) -> Template:
 def render(template: Template, context: dict[str, Any]) -> str:
     """The rendered text; raises RenderBudgetError past the budget, or what the template
     itself raised (jinja2.UndefinedError for a missing name, and so on)."""
-    deadline = _Deadline()
+    budgeted = context | render_budget.start()
+    budget = budgeted[render_budget.KEY]
     pieces: list[str] = []
     size = 0
-    for piece in template.generate(**context, range=deadline.range):
+    for piece in template.generate(**budgeted):
         size += len(piece)
         if size > SIZE_BUDGET:
             raise RenderBudgetError(f"the text grew over {SIZE_BUDGET} characters")
-        deadline.check()
+        budget.check_time()
         pieces.append(piece)
     return "".join(pieces).strip()
