@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.adapters.kubernetes.api import (
+    CHECK_ERRORS,
     RAY_JOBS,
     ConflictError,
     KubeApi,
@@ -173,7 +174,7 @@ class RecreateRayJobExecutor(KubeExecutor):
             rerun = self.plan(params)
         except ActionRefusedError as error:
             return {FACT: False}, f"withheld: {error}"
-        except Exception as error:
+        except CHECK_ERRORS as error:
             return {FACT: False}, f"withheld: {reason_of(error)}"
         return {FACT: True}, "\n".join([*rerun.lines(), CATALOG[self.action].impact])
 

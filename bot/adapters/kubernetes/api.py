@@ -35,6 +35,7 @@ import urllib3
 from kubernetes import client, config
 
 from bot import __version__
+from bot.adapters.kubernetes.errors import CHECK_ERRORS as CHECK_ERRORS
 from bot.adapters.kubernetes.errors import ConflictError as ConflictError
 from bot.adapters.kubernetes.errors import ForbiddenError as ForbiddenError
 from bot.adapters.kubernetes.errors import GoneError as GoneError

@@ -18,6 +18,7 @@ from typing import Any
 
 from bot.adapters.kubernetes.api import (
     BY_KIND,
+    CHECK_ERRORS,
     NODES,
     RESOURCE_QUOTAS,
     ConflictError,
@@ -248,7 +249,7 @@ class BumpMemoryExecutor(KubeExecutor):
             plan = self.plan(params)
         except ActionRefusedError as error:
             return {"k8s.within_quota": False}, f"withheld: {error}"
-        except Exception as error:
+        except CHECK_ERRORS as error:
             return {"k8s.within_quota": False}, f"withheld: {reason_of(error)}"
         return {"k8s.within_quota": plan.fits}, plan.preview()
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bot.adapters.kubernetes.api import NODES, PODS, RbacRule, reason_of
+from bot.adapters.kubernetes.api import CHECK_ERRORS, NODES, PODS, RbacRule, reason_of
 from bot.adapters.kubernetes.base import KubeExecutor
 from bot.adapters.kubernetes.templates import (
     PROPOSAL_ANNOTATION,
@@ -96,7 +96,7 @@ class CordonNodeExecutor(KubeExecutor):
             return {FACT: True}, self.preview(p.name)
         except ActionRefusedError as error:
             return {FACT: False}, f"withheld: {error}"
-        except Exception as error:
+        except CHECK_ERRORS as error:
             return {FACT: False}, f"withheld: {reason_of(error)}"
 
     def execute(self, params: Mapping[str, Any], proposal_id: str, approver: str) -> str:

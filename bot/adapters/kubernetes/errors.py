@@ -89,6 +89,13 @@ def translating() -> Iterator[None]:
         raise UnavailableError(f"{type(error).__name__}: {error}") from error
 
 
+# What an action's precondition check can meet and still answer "withheld: <why>": the
+# API's answers, a configuration that does not reach a cluster, and parameters or
+# objects that do not parse (pydantic's errors are ValueErrors). Anything else is a
+# fault of pitcrew's own and goes up to the live check, which logs it.
+CHECK_ERRORS: tuple[type[Exception], ...] = (KubeApiError, KubeConfigError, ValueError)
+
+
 def reason_of(error: BaseException) -> str:
     """A one-line reason: an API error's message, else the error's type and text."""
     if isinstance(error, KubeApiError):

@@ -26,6 +26,7 @@ from typing import Any
 
 from bot.adapters.kubernetes.api import (
     BY_KIND,
+    CHECK_ERRORS,
     PODS,
     KubeApi,
     KubeApiError,
@@ -121,7 +122,7 @@ class DeletePodExecutor(KubeExecutor):
             _, _, failed, preview = self._state(params)
         except ActionRefusedError as error:
             return {"k8s.pod_failed": False}, f"withheld: {error}"
-        except Exception as error:
+        except CHECK_ERRORS as error:
             return {"k8s.pod_failed": False}, f"withheld: {reason_of(error)}"
         if not failed:
             preview = f"withheld: the pod is no longer Failed or Evicted; {preview}"

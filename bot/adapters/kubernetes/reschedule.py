@@ -14,6 +14,7 @@ from typing import Any
 
 from bot.adapters.kubernetes.api import (
     BY_KIND,
+    CHECK_ERRORS,
     NODES,
     PODS,
     KubeApiError,
@@ -184,7 +185,7 @@ class RescheduleGpuPoolExecutor(KubeExecutor):
             plan = self.plan(params)
         except ActionRefusedError as error:
             return {"k8s.gpu_pool_has_capacity": False}, f"withheld: {error}"
-        except Exception as error:
+        except CHECK_ERRORS as error:
             return {"k8s.gpu_pool_has_capacity": False}, f"withheld: {reason_of(error)}"
         return {"k8s.gpu_pool_has_capacity": plan.has_capacity}, plan.preview(
             self.config.gpu_resource

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.adapters.kubernetes.api import RAY_CLUSTERS, RbacRule, reason_of
+from bot.adapters.kubernetes.api import CHECK_ERRORS, RAY_CLUSTERS, RbacRule, reason_of
 from bot.adapters.kubernetes.base import KubeExecutor
 from bot.adapters.kubernetes.templates import (
     PROPOSAL_ANNOTATION,
@@ -123,7 +123,7 @@ class ScaleWorkerGroupExecutor(KubeExecutor):
             plan = self.plan(params)
         except ActionRefusedError as error:
             return {FACT: False}, f"withheld: {error}"
-        except Exception as error:
+        except CHECK_ERRORS as error:
             return {FACT: False}, f"withheld: {reason_of(error)}"
         return {FACT: True}, f"{plan.line()}\n{CATALOG[self.action].impact}"
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.adapters.kubernetes.api import BY_KIND, RbacRule, reason_of
+from bot.adapters.kubernetes.api import BY_KIND, CHECK_ERRORS, RbacRule, reason_of
 from bot.adapters.kubernetes.base import KubeExecutor
 from bot.adapters.kubernetes.capacity import quantity_text
 from bot.adapters.kubernetes.templates import (
@@ -150,7 +150,7 @@ class AddShmExecutor(KubeExecutor):
             changes = self.plan(params)
         except ActionRefusedError as error:
             return {FACT: False}, f"withheld: {error}"
-        except Exception as error:
+        except CHECK_ERRORS as error:
             return {FACT: False}, f"withheld: {reason_of(error)}"
         lines = [c.line() for c in changes] + [CATALOG[self.action].impact]
         return {FACT: True}, "\n".join(lines)
