@@ -12,7 +12,7 @@ from bot.adapters.kubernetes.api import StreamBrokenError, UnavailableError, Wat
 from bot.adapters.kubernetes.live import Target, parse_target
 from bot.adapters.kubernetes.owners import OwnerResolver
 from bot.adapters.kubernetes.state import Converter, Tracker, bounded, health_of, identity
-from bot.adapters.kubernetes.watch import Backoff
+from bot.adapters.kubernetes.watch import WatchBackoff
 from bot.core.errors import PitcrewError
 from bot.core.model import ObjectRef
 
@@ -104,7 +104,7 @@ def test_bounded_cuts_long_strings_only() -> None:
 
 def test_backoff_grows_to_its_cap_with_jitter() -> None:
     rolls = iter([0.0, 1.0, 0.5] * 10)
-    backoff = Backoff(1.0, 8.0, rng=lambda: next(rolls))
+    backoff = WatchBackoff(1.0, 8.0, rng=lambda: next(rolls))
     delays = [backoff.next() for _ in range(6)]
     assert delays == [0.5, 2.0, 3.0, 4.0, 8.0, 6.0]
     backoff.reset()

@@ -37,8 +37,9 @@ class NotServedError(Exception):
     """The API server does not serve the resource (a CRD that is not installed)."""
 
 
-class Backoff:
-    """Exponential back-off with jitter: `initial · 2ⁿ`, capped, times a random 0.5-1."""
+class WatchBackoff:
+    """A watch's wait before it reconnects: `initial · 2ⁿ`, capped, times a random 0.5-1;
+    `reset` once a connection delivers (the outbox's retries have their own `Backoff`)."""
 
     def __init__(
         self, initial: float, maximum: float, rng: Callable[[], float] = random.random
@@ -120,7 +121,7 @@ class WatchLoop:
         self.namespace = namespace
         self.id = f"{name}@{namespace}" if namespace else name
         self.clock = clock
-        self.backoff = Backoff(options.backoff_initial, options.backoff_max, host.rng)
+        self.backoff = WatchBackoff(options.backoff_initial, options.backoff_max, host.rng)
         self.rv: str | None = None
         self.state = "starting"
         self.synced = False
