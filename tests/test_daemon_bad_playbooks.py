@@ -180,3 +180,37 @@ def test_a_bad_playbook_costs_only_its_own_card(
         f"the card shows its plain text: {case.why}"
     ]
     assert logged == (expected if case.why else [])
+
+
+MISSING = b"ModuleNotFoundError: No module named 'vllm'\n"
+
+
+def test_a_bad_playbook_in_the_same_log_costs_only_its_own_line_of_the_card(
+    daemon: app.Daemon, case: Bad, measured: Measured
+) -> None:
+    """The bad playbook's evidence and an ordinary failure in one log are one card: the
+    ordinary root cause as it reads without the bad playbook, the bad finding's plain
+    text under it, one failed render counted."""
+    base = f"http://127.0.0.1:{daemon.http.port}"
+    chat = daemon.outbox._chat
+    assert isinstance(chat, RecordingChat)
+    log = case.evidence + MISSING
+    alone = engine().diagnose(read_stream(BytesIO(log), "driver.log")).text  # built-ins only
+    symptom = f"Symptom of dependency_runtime_env: Playbook {BAD} "
+    expected = alone + (
+        f"\n{symptom}(the playbook's text could not be rendered: {case.why})" if case.why else ""
+    )
+
+    posted = time.monotonic()
+    status, body = http(f"{base}/ingest?origin=driver.log", log)
+    assert (status, json.loads(body)) == (202, {"accepted": 1})
+    arrived = _card(chat, expected, posted + DEADLINE)
+    measured.lost(accepted=1, arrived=arrived)
+
+    assert arrived, f"no card within {DEADLINE:g}s; cards: {_cards(chat)}"
+    assert _cards(chat) == [expected]
+    metrics = http(f"{base}/metrics")[1].decode().splitlines()
+    counted = [line for line in metrics if line.startswith("pitcrew_render_failures_total{")]
+    assert counted == (
+        [f'pitcrew_render_failures_total{{playbook="{BAD}"}} 1.0'] if case.why else []
+    )

@@ -327,6 +327,8 @@ class Pipeline:
                 if change.kind in _RESHAPED:
                     reshaped.add(change.incident.id)
         for incident_id, incident in latest.items():
+            if incident_id in reshaped:
+                self._count_unrendered(incident)
             self._follow_up(incident, incident_id in reshaped, now)
             if self._memory is not None and incident.state is IncidentState.OPEN:
                 self._memory.ask(incident)
@@ -385,6 +387,8 @@ class Pipeline:
 
     def _record(self, change: Change, findings: Iterable[Finding], now: datetime) -> None:
         incident = self._keep(change, findings, now)
+        if change.kind in _RESHAPED:
+            self._count_unrendered(incident)
         self._follow_up(incident, change.kind in _RESHAPED, now)
 
     def _keep(self, change: Change, findings: Iterable[Finding], now: datetime) -> Incident:
@@ -395,8 +399,6 @@ class Pipeline:
         self._store.append_findings(incident.id, findings, now)
         if change.asks and self._check_live(incident.id, change.asks):
             self._hold_card(incident.id, now)
-        if change.kind in _RESHAPED:
-            self._count_unrendered(incident)
         if change.kind is ChangeKind.OPENED:
             self._metrics.incidents.inc()
             log.info("incident %s opened: %s", incident.id, _cause(incident))
@@ -409,8 +411,9 @@ class Pipeline:
         return incident
 
     def _count_unrendered(self, incident: Incident) -> None:
-        """The incident was just assessed again: each finding whose playbook text fell
-        back to plain text is one failed render, counted and logged."""
+        """The incident was assessed again and its card is decided now: each finding
+        whose playbook text fell back to plain text is one failed render on that card,
+        counted and logged (once per card, however many findings the evidence added)."""
         for failure in incident.diagnosis.unrendered:
             self._metrics.render_failures.labels(playbook=failure.playbook).inc()
             log.warning(
