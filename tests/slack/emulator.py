@@ -213,7 +213,7 @@ class SlackEmulator:
         self.channels: dict[str, str] = {"pitcrew": "C0PITCREW"}
         self.socket_url: str | None = None
         self.files: dict[str, Uploaded] = {}
-        self._failures: dict[str, deque[Failure]] = {}
+        self._failures: dict[str, deque[Failure | None]] = {}
         self._slow: dict[str, deque[float]] = {}
         self._holds: dict[str, int] = {}
         self._released = threading.Event()
@@ -264,10 +264,13 @@ class SlackEmulator:
         status: int = 429,
         error: str = "ratelimited",
         retry_after: int | None = 1,
+        after: int = 0,
     ) -> None:
-        """The next `times` calls of `method` fail (429 with Retry-After by default)."""
+        """The next `times` calls of `method` fail (429 with Retry-After by default);
+        with `after`, the `after` calls before them are answered as usual."""
         with self._lock:
             queue = self._failures.setdefault(method, deque())
+            queue.extend([None] * after)
             queue.extend(Failure(status, error, retry_after) for _ in range(times))
 
     def slow(self, method: str, seconds: float, times: int = 1) -> None:

@@ -138,28 +138,24 @@ def test_slack_answering_after_the_timeout_gets_one_card_through_the_outbox_retr
 ) -> None:
     write_config(tmp_path, emulator, timeout=TIMEOUT)
     emulator.slow("chat.postMessage", TIMEOUT + 1.5)  # recorded now, answered too late
+    # the look before the post finds nothing; the look after the timeout, and the
+    # outbox's next, fail as well
+    emulator.fail(
+        "conversations.history", failed_looks, status=500, error="internal_error", after=1
+    )
     daemon = Daemon(tmp_path, "slowed", env=SLACK)
     daemons.append(daemon)
     daemon.ready()
     ingest(daemon, DRIVER_LOG, f"workload={WORKLOAD}")
     emulator.wait_calls("chat.postMessage", 1, timeout=30)
-    looks_before = len(emulator.calls_to("conversations.history"))
-    if failed_looks:  # the look after the timeout, and the outbox's next, fail as well
-        emulator.fail(
-            "conversations.history",
-            failed_looks,
-            status=500,
-            error="internal_error",
-            retry_after=None,
-        )
     wait_until(outbox_empty(tmp_path), 30, "the outbox to deliver the card")
 
     cards, incidents = cards_and_incidents(emulator)
     measured.duplicated(cards=len(cards), incidents=len(incidents))
     assert len(card_posts(emulator)) == 1
     assert (len(cards), len(incidents)) == (1, 1)
-    looks = len(emulator.calls_to("conversations.history")) - looks_before
-    assert looks == failed_looks + 1  # each try looked before it would post
+    looks = len(emulator.calls_to("conversations.history"))
+    assert looks == 1 + failed_looks + 1  # each try looked before it would post
     log = daemon.log()
     if failed_looks:
         assert f"(attempt {failed_looks}, next in" in log  # the outbox tried again, twice
