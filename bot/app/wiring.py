@@ -79,7 +79,6 @@ class Daemon:
     lock: StoreLock | None = None
 
     def start(self) -> None:
-        self.live.start()
         self.pipeline.restore()
         self.pipeline.start()
         self.intake.resume()  # what a stop or a crash left, before anything new

@@ -8,9 +8,9 @@ keyed on `ActionOffer.pending_fact`); here they are checked:
 
 - `ask` runs each offer's check and merges what they found into one `FactAnswer`,
   naming the actions whose check failed;
-- `LiveChecks` is the daemon's small pool: `request` returns at once, a worker runs
-  `ask`, and the answer (or, past the timeout, "did not answer within N s") goes back
-  on the pipeline's queue as a `LiveFacts` item for the incident's next assessment;
+- `LiveChecks` is the daemon's: `request` returns at once, a worker (`OffThread`)
+  runs `ask`, and the answer (or, past the timeout, "did not answer within N s") goes
+  back on the pipeline's queue as a `LiveFacts` item for the incident's next assessment;
 - `decide` is the same rule for callers that may wait (`pitcrew diagnose --kube`,
   `--ray-job`, `/pitcrew diagnose`): ask, then assess the evidence again with the
   answer, offers whose check gave no answer withheld with the reason.
@@ -18,13 +18,8 @@ keyed on `ActionOffer.pending_fact`); here they are checked:
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import logging
-import threading
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -33,6 +28,7 @@ from bot.core.approvals import PRECONDITIONS, LiveCheck
 from bot.core.facts import FactAnswer, awaiting, merged, offer_key, refusal, settle, to_confirm
 from bot.core.model import ActionOffer, Diagnosis, Proposal, ProposalState
 from bot.daemon.feed import LiveFacts, Sink
+from bot.daemon.offthread import OffThread
 from bot.daemon.ports import Clock
 
 log = logging.getLogger("pitcrew.live")
@@ -147,20 +143,12 @@ def probe(offer: ActionOffer, clock: Clock) -> Proposal:
 # -- the daemon's workers ----------------------------------------------------------------
 
 
-@dataclass(eq=False)
-class _Request:
-    incident_id: str
-    offers: tuple[ActionOffer, ...]
-    answered: bool = False
-
-
 class LiveChecks:
-    """A few worker threads that run `ask` for the pipeline; the pipeline never waits.
-
-    Each request is answered exactly once on `sink`: with what the checks found, or,
-    when they take longer than `timeout` seconds (a dashboard that accepts and never
-    replies), with every asked action's offer decided as withheld for that reason. A
-    check that answers after that is ignored."""
+    """The pipeline's live checks, on a few threads of their own (`OffThread`); the
+    pipeline never waits. Each request is answered exactly once on `sink`: with what the
+    checks found, or, when they take longer than `timeout` seconds (a dashboard that
+    accepts and never replies), with every asked action's offer decided as withheld
+    for that reason. A check that answers after that is ignored."""
 
     def __init__(
         self,
@@ -172,21 +160,9 @@ class LiveChecks:
     ) -> None:
         self.timeout = timeout
         self._checks = dict(checks)
-        self._sink = sink
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pitcrew-live")
-        self._lock = threading.Condition()
-        self._deadlines: list[tuple[float, int, _Request]] = []
-        self._order = itertools.count()
-        self._closed = False
-        self._watch: threading.Thread | None = None
-
-    def start(self) -> None:
-        """Start the thread that answers requests whose checks took too long."""
-        if self._watch is None:
-            self._watch = threading.Thread(
-                target=self._watchdog, name="pitcrew-live-watch", daemon=True
-            )
-            self._watch.start()
+        self._work: OffThread[LiveFacts] = OffThread(
+            sink.submit, name="pitcrew-live", workers=workers
+        )
 
     def request(self, incident_id: str, offers: Sequence[ActionOffer]) -> bool:
         """Check the offers of one incident in the background (returns at once); True
@@ -194,56 +170,17 @@ class LiveChecks:
         asked = tuple(o for o in offers if o.action in self._checks)
         if not asked:
             return False
-        waiting = _Request(incident_id, asked)
-        with self._lock:
-            if self._closed:
-                return False
-            heapq.heappush(
-                self._deadlines, (time.monotonic() + self.timeout, next(self._order), waiting)
-            )
-            self._lock.notify()
-        self._pool.submit(self._run, waiting)
-        return True
+
+        def run() -> LiveFacts:
+            return LiveFacts(incident_id, ask(asked, self._checks).answer)
+
+        def late(why: str) -> LiveFacts:
+            log.warning("live check for incident %s: %s", incident_id, why)
+            problems = dict.fromkeys((o.action for o in asked), f"the live check {why}")
+            return LiveFacts(incident_id, FactAnswer(problems=problems))
+
+        return self._work.run(run, late, self.timeout, f"the live check of {incident_id}")
 
     def close(self) -> None:
         """Start no more checks; a check in flight is abandoned (its thread ends with it)."""
-        with self._lock:
-            self._closed = True
-            self._deadlines.clear()
-            self._lock.notify()
-        self._pool.shutdown(wait=False, cancel_futures=True)
-
-    def _run(self, waiting: _Request) -> None:
-        self._answer(waiting, ask(waiting.offers, self._checks).answer)
-
-    def _watchdog(self) -> None:
-        with self._lock:
-            while not self._closed:
-                if not self._deadlines:
-                    self._lock.wait()
-                    continue
-                deadline, _, waiting = self._deadlines[0]
-                left = deadline - time.monotonic()
-                if left > 0:
-                    self._lock.wait(left)
-                    continue
-                heapq.heappop(self._deadlines)
-                if not waiting.answered:
-                    self._lock.release()
-                    try:
-                        self._answer(waiting, self._timed_out(waiting))
-                    finally:
-                        self._lock.acquire()
-
-    def _timed_out(self, waiting: _Request) -> FactAnswer:
-        why = f"the live check did not answer within {self.timeout:g} s"
-        log.warning("live check for incident %s: %s", waiting.incident_id, why)
-        return FactAnswer(problems=dict.fromkeys((o.action for o in waiting.offers), why))
-
-    def _answer(self, waiting: _Request, answer: FactAnswer) -> None:
-        with self._lock:
-            if waiting.answered or self._closed:
-                return
-            waiting.answered = True
-        if not self._sink.submit(LiveFacts(waiting.incident_id, answer)):
-            log.warning("the pipeline queue is full: a live check's answer was dropped")
+        self._work.close()

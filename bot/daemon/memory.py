@@ -3,8 +3,9 @@
 Why this exists: an OOM kill's card should say whether the pod leaked or spiked and
 size the bump from what its group used, but the metrics live in Prometheus, and the
 pipeline thread must never wait on the network. The pipeline asks (`ask`, which only
-queues the work); a small pool fetches the series with the adapter's bounded timeout,
-renders the chart, and puts a `Measured` item back on the pipeline's queue. The next
+queues the work); a thread of its own (`OffThread`) fetches the series with the
+adapter's bounded timeout, renders the chart, and puts a `Measured` item back on the
+pipeline's queue (past `timeout`, one that says the metrics did not answer). The next
 decision about the incident uses it (`annotate`): the memory line on the card, the bump
 sized from the group's peak, and the chart for the card's thread. An unreachable
 Prometheus costs one timeout on a pool thread, never the card.
@@ -16,13 +17,13 @@ import dataclasses
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 from bot.core import memory
 from bot.core.actions import tuning
 from bot.core.memory import MemoryEvidence, MemoryTarget
 from bot.core.model import Incident
 from bot.daemon.feed import Measured
+from bot.daemon.offthread import OffThread
 
 log = logging.getLogger("pitcrew.memory")
 
@@ -46,12 +47,15 @@ class MemoryWorker:
         headroom: float,
         chart: Chart = _no_chart,
         workers: int = 2,
+        timeout: float = 60.0,
     ) -> None:
+        """`submit` puts an item on the pipeline's queue; `timeout` bounds a fetch and
+        its chart together (the fetch has its own, shorter, bound in the adapter)."""
         self._fetch = fetch
-        self._submit = submit  # onto the pipeline's queue
         self._chart = chart
         self.headroom = headroom
-        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="pitcrew-memory")
+        self.timeout = timeout
+        self._work = OffThread(submit, name="pitcrew-memory", workers=workers)
         self._asked: set[str] = set()
         self._lock = threading.Lock()
 
@@ -62,26 +66,29 @@ class MemoryWorker:
             if target is None or incident.id in self._asked:
                 return False
             self._asked.add(incident.id)
-        self._pool.submit(self._run, incident.id, target)
-        return True
+
+        def late(why: str) -> Measured:
+            return Measured(incident.id, None, f"no memory metrics: the fetch {why}")
+
+        what = f"the memory evidence of {incident.id}"
+        return self._work.run(lambda: self._run(incident.id, target), late, self.timeout, what)
 
     def close(self, wait: bool = True) -> None:
-        self._pool.shutdown(wait=wait, cancel_futures=not wait)
+        self._work.close(wait=wait)
 
-    def _run(self, incident_id: str, target: MemoryTarget) -> None:
+    def _run(self, incident_id: str, target: MemoryTarget) -> Measured:
         try:
             evidence = self._fetch(target)
-        except Exception as error:  # a pool thread: the answer says why, the card stays
+        except Exception as error:  # off the pipeline: the answer says why, the card stays
             log.warning("no memory evidence for incident %s: %s", incident_id, error)
-            self._submit(Measured(incident_id, None, f"no memory metrics: {error}"))
-            return
+            return Measured(incident_id, None, f"no memory metrics: {error}")
         chart = ""
         if evidence.killed.samples:
             try:
                 chart = self._chart(incident_id, evidence)
             except Exception as error:
                 log.warning("no memory chart for incident %s: %s", incident_id, error)
-        self._submit(Measured(incident_id, evidence, "", chart))
+        return Measured(incident_id, evidence, "", chart)
 
     def annotate(self, incident: Incident, measured: Measured) -> Incident:
         """The incident with its memory line and its bump sized from the evidence."""
