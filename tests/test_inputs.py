@@ -550,6 +550,11 @@ def test_raycluster_with_a_failing_replica_condition() -> None:
         "ray_cluster": "openrlhf-ppo-raycluster-m2d8k",
         "namespace": "rlhf",
         "state": "ready",
+        "condition": "ReplicaFailure",
+        "condition_reason": "FailedCreateWorkerPod",
+        "available_workers": "2",
+        "ready_workers": "2",
+        "desired_workers": "4",
     }
     assert signal.text.startswith(
         'pods "openrlhf-ppo-raycluster-m2d8k-actor-worker-q8r7t" is forbidden: exceeded quota'

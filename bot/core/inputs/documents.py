@@ -27,6 +27,7 @@ import yaml
 
 from bot.core.inputs import InputPart
 from bot.core.inputs.blocks import Block, Line, Miss, block_end, lines_from
+from bot.core.inputs.clusterstatus import cluster_status_parts
 from bot.core.inputs.kubeobjects import kube_parts
 from bot.core.inputs.rayjob import ray_job_parts
 
@@ -38,7 +39,8 @@ log = logging.getLogger(__name__)
 # log lines are not even tried.
 JSON_START = (
     r"[ \t]*(?:(?:\{|\[[ \t]*\{?)[ \t]*\r?$"
-    r'|[\[{][^\n]*?"(?:apiVersion|kind|metadata|items|job_id|submission_id|status)"[ \t]*:)'
+    r'|[\[{][^\n]*?"(?:apiVersion|kind|metadata|items|job_id|submission_id|status|actor_id'
+    r'|node_id|availableWorkerReplicas|desiredWorkerReplicas|conditions)"[ \t]*:)'
 )
 YAML_START = r"(?:---|apiVersion:|kind:)"
 
@@ -99,10 +101,14 @@ TOP_KEYS = frozenset(
 
 def structured_parts(data: Any, origin: str) -> tuple[InputPart, ...] | None:
     """Parts of parsed data that is Kubernetes objects or Ray job info; None otherwise."""
-    parts = kube_parts(data, origin)
-    if parts is None:
-        parts = ray_job_parts(data, origin)
-    return parts
+    for reader in _STRUCTURED_READERS:
+        parts = reader(data, origin)
+        if parts is not None:
+            return parts
+    return None
+
+
+_STRUCTURED_READERS = (kube_parts, ray_job_parts, cluster_status_parts)
 
 
 # -- JSON ---------------------------------------------------------------------------

@@ -3,13 +3,17 @@
 A RayJob's reason is `.status.reason` (`DeadlineExceeded`, `AppFailed` …) or,
 when KubeRay set none, its `jobDeploymentStatus`. A RayCluster's is
 `.status.state`, else `.status.reason`, else the reason of a failing
-condition. Field names follow docs/signals.md.
+condition; the failing condition itself (KubeRay's own rule: `ReplicaFailure`
+True, or `HeadPodReady` False for a reason other than the pods still being
+provisioned) is kept in the fields `condition` and `condition_reason`, since
+KubeRay ≥1.2 leaves `state` at `ready` once the cluster was ready. Field
+names follow docs/signals.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from bot.core.inputs import InputPart
 from bot.core.inputs.owners import RAY_CLUSTER_LABEL, object_ref
@@ -62,33 +66,68 @@ def raycluster_parts(cluster: Mapping[str, Any], origin: str = "") -> tuple[Inpu
     state = text_at(status, "state")
     status_reason = text_at(status, "reason")
     failing = _failing_conditions(status)
-    reason = state or status_reason or next((r for r, _ in failing if r), "")
-    details = [status_reason, *(message for _, message in failing if message)]
+    reason = state or status_reason or next((c.reason for c in failing if c.reason), "")
+    details = [status_reason, *(c.message for c in failing if c.message)]
     text = "\n".join(d for d in details if d)
-    fields = {"ray_cluster": ref.name, "namespace": ref.namespace, "state": state}
+    fields = {
+        "ray_cluster": ref.name,
+        "namespace": ref.namespace,
+        "state": state,
+        **_condition_fields(failing),
+        **_replica_fields(status),
+    }
     signal = Signal(
         source=SourceKind.RAY_CLUSTER,
         text=text or f"RayCluster {ref.name}: {state or 'no state'}",
         reason=reason,
         fields=compact(fields),
-        obj=ref,
-        workload=ref,
+        obj=ref if ref.name else None,
+        workload=ref if ref.name else None,
         time=parse_time(status.get("lastUpdateTime")),
         origin=origin,
     )
     return (signal,)
 
 
-def _failing_conditions(status: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(reason, message) of conditions that report a problem: ReplicaFailure=True,
-    HeadPodReady=False."""
-    failing: list[tuple[str, str]] = []
+class _Condition(NamedTuple):
+    kind: str
+    reason: str
+    message: str
+
+
+# HeadPodReady is False while the pods are first created; KubeRay does not count that
+# (nor a head pod its cache has not seen yet) as a failure.
+_PROVISIONING = frozenset({"RayClusterPodsProvisioning", "HeadPodNotFound"})
+_REPLICA_FIELDS = {
+    "available_workers": "availableWorkerReplicas",
+    "ready_workers": "readyWorkerReplicas",
+    "desired_workers": "desiredWorkerReplicas",
+}
+
+
+def _failing_conditions(status: Mapping[str, Any]) -> list[_Condition]:
+    """The conditions that report a problem, ReplicaFailure first: ReplicaFailure=True,
+    HeadPodReady=False (unless the pods are still being provisioned)."""
+    failing: list[_Condition] = []
     for item in as_list(status.get("conditions")):
         condition = as_map(item)
         kind = text_at(condition, "type")
         value = text_at(condition, "status").lower()
+        reason = text_at(condition, "reason")
         if (kind == "ReplicaFailure" and value == "true") or (
-            kind == "HeadPodReady" and value == "false"
+            kind == "HeadPodReady" and value == "false" and reason not in _PROVISIONING
         ):
-            failing.append((text_at(condition, "reason"), text_at(condition, "message")))
+            failing.append(_Condition(kind, reason, text_at(condition, "message")))
+    failing.sort(key=lambda c: c.kind != "ReplicaFailure")
     return failing
+
+
+def _condition_fields(failing: list[_Condition]) -> dict[str, str]:
+    if not failing:
+        return {}
+    first = failing[0]
+    return {"condition": first.kind, "condition_reason": first.reason}
+
+
+def _replica_fields(status: Mapping[str, Any]) -> dict[str, str]:
+    return {field: text_at(status, key) for field, key in _REPLICA_FIELDS.items()}

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator
 
 from bot.core.inputs import InputPart, LogText
 from bot.core.inputs.blocks import Block, Detector, Miss
+from bot.core.inputs.clusterstatus import STATUS_FRAGMENT_START, cluster_status_block
 from bot.core.inputs.correlate import with_known_pods
 from bot.core.inputs.describe import DESCRIBE_START, describe_block
 from bot.core.inputs.documents import JSON_START, YAML_START, json_block, yaml_block
@@ -39,6 +40,7 @@ _DETECTORS: dict[str, Detector] = {
     "events": events_table_block,
     "ray_status": job_status_block,
     "event_rows": event_rows_block,
+    "cluster_status": cluster_status_block,
 }
 # Regexes for the lines where a block could start, each group named after its shape.
 # JSON has a stream of its own because a JSON miss can skip far ahead, and so have
@@ -53,6 +55,7 @@ _STREAMS = (
         re.MULTILINE,
     ),
     re.compile(rf"^(?=[ \t0-9a-z<])(?P<event_rows>{ROWS_START})", re.MULTILINE),
+    re.compile(rf"^(?=[ \tacdehlmors])(?P<cluster_status>{STATUS_FRAGMENT_START})", re.MULTILINE),
 )
 
 
