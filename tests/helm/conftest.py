@@ -68,6 +68,13 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         "slack": {"existingSecret": "pitcrew-slack"},
         "config": {"chat": {"kind": "slack", "slack": {"socket_mode": False}}},
     },
+    "ingest-token": merged(
+        TOKENS,
+        {
+            "ingest": {"tokenSecret": "pitcrew-ingest", "tokenKey": "bearer"},
+            "config": {"http": {"ingest": True}},
+        },
+    ),
     "persistence-off": merged(TOKENS, {"persistence": {"enabled": False}}),
     "existing-claim": merged(TOKENS, {"persistence": {"existingClaim": "pitcrew-store"}}),
     "network-policy": merged(

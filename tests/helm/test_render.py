@@ -194,8 +194,7 @@ def test_every_path_pitcrew_uses_is_mounted(name: str, rendered: dict[str, Rende
     for variable, path in env.items():
         if variable.endswith("_FILE"):
             secret = _volume_at(release, path)["secret"]
-            key = PurePosixPath(path).name
-            assert {"key": key, "path": key} in secret["items"]
+            assert PurePosixPath(path).name in [item["path"] for item in secret["items"]]
     for directory in config.get("playbooks", {}).get("dirs", []):
         assert "projected" in _volume_at(release, directory)
 
@@ -213,6 +212,17 @@ def test_slack_tokens_become_a_secret_mounted_as_files(rendered: dict[str, Rende
     assert volume["secret"]["secretName"] == secret["metadata"]["name"]
     assert volume["readOnly"] is True
     assert "xoxb-test" not in yaml.safe_dump(release.one("Deployment"))
+
+
+def test_the_ingest_token_comes_from_its_secret_as_a_file(rendered: dict[str, Rendered]):
+    release = rendered["ingest-token"]
+    env = release.env()
+    assert env["PITCREW_INGEST_TOKEN_FILE"] == "/var/run/secrets/pitcrew/ingest/token"
+    volume = _volume_at(release, env["PITCREW_INGEST_TOKEN_FILE"])
+    assert volume["secret"]["secretName"] == "pitcrew-ingest"
+    assert volume["secret"]["items"] == [{"key": "bearer", "path": "token"}]
+    assert volume["readOnly"] is True
+    assert "PITCREW_INGEST_TOKEN_FILE" not in rendered["slack-tokens"].env()
 
 
 def test_an_existing_secret_is_used_and_none_is_created(rendered: dict[str, Rendered]):

@@ -65,6 +65,7 @@ app.kubernetes.io/component: bot
 {{- define "pitcrew.configFile" -}}/etc/pitcrew/config/config.yaml{{- end -}}
 {{- define "pitcrew.playbooksDir" -}}/etc/pitcrew/playbooks{{- end -}}
 {{- define "pitcrew.secretsDir" -}}/var/run/secrets/pitcrew/slack{{- end -}}
+{{- define "pitcrew.ingestTokenDir" -}}/var/run/secrets/pitcrew/ingest{{- end -}}
 {{- define "pitcrew.cacheDir" -}}/var/cache/pitcrew{{- end -}}
 {{- define "pitcrew.storePath" -}}
 {{- printf "%s/pitcrew.db" (trimSuffix "/" .Values.persistence.mountPath) -}}
