@@ -31,8 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -54,8 +53,10 @@ from bot.core.model import (
     NotificationKind,
     Role,
 )
+from bot.core.owners import Owner, Owners, belongs, complete
 from bot.core.playbooks import Library
 from bot.core.taxonomy import Category
+from bot.core.tracks import EMPTY_LABELS, Track, identity, merged, trimmed, with_labels
 from bot.core.workloads import LABEL_PREFIX as LABEL_PREFIX
 from bot.core.workloads import SUBMISSION_KIND as SUBMISSION_KIND
 from bot.core.workloads import WORKLOAD_KINDS as WORKLOAD_KINDS
@@ -155,6 +156,7 @@ class Change:
     primary_changed: bool = False
     previous_primary: Category | None = None
     asks: tuple[ActionOffer, ...] = ()  # offers waiting on a live fact, not asked before
+    say: str = ""  # said in the card's thread (it became a RayJob's, or was merged)
 
     @property
     def card(self) -> NotificationKind:
@@ -183,57 +185,20 @@ def _duration(value: timedelta) -> str:
 # -- the correlator ------------------------------------------------------------
 
 
-class _Track:
-    """The mutable bookkeeping behind one open incident (never leaves this module)."""
-
-    __slots__ = (
-        "answer",
-        "asked",
-        "capped",
-        "counts",
-        "incident",
-        "keys",
-        "kinds",
-        "names",
-        "notes",
-        "objects",
-        "reps",
-    )
-
-    def __init__(self, incident: Incident, max_notes: int) -> None:
-        self.incident = incident
-        self.keys: list[str] = [incident.key, *incident.keys]
-        self.reps: dict[str, Finding] = {
-            r.finding.playbook: r.finding for r in incident.diagnosis.findings
-        }
-        self.counts: dict[str, int] = dict(incident.counts)
-        self.objects: dict[str, int] = dict(incident.objects)
-        self.kinds: dict[str, dict[str, int]] = {
-            playbook: dict(kinds) for playbook, kinds in incident.object_kinds.items()
-        }
-        self.names: dict[str, set[str]] = {}
-        self.capped: set[str] = set(incident.objects_capped)
-        self.notes: deque[IncidentNote] = deque(incident.notes, maxlen=max_notes)
-        self.answer = FactAnswer()  # what live checks found so far
-        self.asked: set[tuple[str, str]] = set()  # offers handed out for a live check
-
-    @property
-    def last_seen(self) -> datetime:
-        return self.incident.last_seen_at or self.incident.updated_at
-
-
 class Correlator:
     """The open incidents, keyed by workload; findings in, `Change` values out.
 
-    `add` folds a finding into its workload's incident (or opens one), `healthy`
-    resolves the incidents of a workload reported healthy, `tick` resolves quiet
-    ones. `restore` reloads open incidents after a restart."""
+    `add` folds a finding into its workload's incident (or opens one), `own` learns
+    which RayJob a Ray submission is (`bot.core.owners`), `healthy` resolves the
+    incidents of a workload reported healthy, `tick` resolves quiet ones. `restore`
+    reloads open incidents after a restart."""
 
     def __init__(self, assess: Assess = rank_only, config: CorrelationConfig | None = None) -> None:
         self.config = config or CorrelationConfig()
         self._assess = assess
-        self._tracks: dict[str, _Track] = {}
+        self._tracks: dict[str, Track] = {}
         self._by_key: dict[str, str] = {}
+        self._owners = Owners()
 
     # -- queries ---------------------------------------------------------------
 
@@ -256,7 +221,11 @@ class Correlator:
 
     def add(self, finding: Finding, now: datetime) -> tuple[Change, ...]:
         """Fold one finding in; usually one change, two when a stale incident of the same
-        workload had to be closed first (its window had passed)."""
+        workload had to be closed first (its window had passed). A finding naming a Ray
+        submission whose RayJob is known is that RayJob's."""
+        owner = self._owners.of(finding)
+        if owner is not None:
+            finding = complete(finding, owner)
         keys = workload_keys(finding)
         track = self._track_for(keys)
         changes: list[Change] = []
@@ -268,6 +237,27 @@ class Correlator:
             changes.append(self._open(finding, keys, now))
         else:
             changes.append(self._absorb(track, finding, keys, now))
+        return tuple(changes)
+
+    def own(self, owner: Owner, now: datetime) -> tuple[Change, ...]:
+        """Learn that `owner`'s RayJob submitted its Ray job. An open incident opened on
+        the submission id alone becomes the RayJob's (same incident, same card) or, when
+        the RayJob has one already, is merged into it and resolved, saying where."""
+        if not self._owners.learn(owner):
+            return ()
+        home = self._track_for(owner.home_keys)
+        strays = [
+            t
+            for t in self._tracks_for(owner.stray_keys)
+            if t is not home and all(belongs(f, owner) for f in t.reps.values())
+        ]
+        changes: list[Change] = []
+        if home is None and strays:
+            home = strays.pop(0)
+            changes.append(self._adopt(home, owner, now))
+        for stray in strays:
+            assert home is not None
+            changes.extend(self._fold(stray, home, owner, now))
         return tuple(changes)
 
     def learn(self, incident_id: str, answer: FactAnswer, now: datetime) -> Change | None:
@@ -316,23 +306,93 @@ class Correlator:
         counting continues from the stored numbers (names seen before are not kept)."""
         for incident in incidents:
             if incident.state is IncidentState.OPEN and incident.id not in self._tracks:
-                track = _Track(incident, self.config.max_notes)
+                track = Track(incident, self.config.max_notes)
                 self._tracks[incident.id] = track
                 for key in track.keys:
                     self._by_key.setdefault(key, incident.id)
 
     # -- internals -------------------------------------------------------------
 
-    def _track_for(self, keys: Sequence[str]) -> _Track | None:
+    def _track_for(self, keys: Sequence[str]) -> Track | None:
         for key in keys:
             found = self._by_key.get(key)
             if found is not None:
                 return self._tracks[found]
         return None
 
+    def _tracks_for(self, keys: Sequence[str]) -> list[Track]:
+        found = dict.fromkeys(self._by_key[k] for k in keys if k in self._by_key)
+        return [self._tracks[i] for i in found]
+
+    def _adopt(self, track: Track, owner: Owner, now: datetime) -> Change:
+        """The incident opened on `owner`'s submission id becomes its RayJob's."""
+        old = track.incident
+        home_key = owner.home_keys[0]
+        self._by_key[home_key] = old.id
+        track.keys = [home_key, *(k for k in track.keys if k != home_key)]
+        self._link(track, owner.home_keys)
+        track.reps = {p: complete(f, owner) for p, f in track.reps.items()}
+        diagnosis = self._assessed(track)
+        changed_from = _moved(track, old.diagnosis, diagnosis, now)
+        said = (
+            f"Ray job {owner.submission} is {owner.describe()}'s (its status.jobId): "
+            "this incident is now that RayJob's"
+        )
+        track.notes.append(IncidentNote(now, said))
+        track.incident = self._rebuild(
+            track,
+            now,
+            diagnosis,
+            key=home_key,
+            workload=owner.rayjob,
+            cluster=owner.cluster or old.cluster,
+            namespace=owner.rayjob.namespace or old.namespace,
+            ray_job_id=old.ray_job_id or owner.submission,
+        )
+        return Change(
+            track.incident,
+            ChangeKind.UPDATED,
+            primary_changed=changed_from is not None,
+            previous_primary=changed_from,
+            asks=self._asks(track),
+            say=f"{said}.",
+        )
+
+    def _fold(self, stray: Track, home: Track, owner: Owner, now: datetime) -> tuple[Change, ...]:
+        """`stray` (opened on `owner`'s submission id) merged into `home`, the RayJob's:
+        its findings, counters and keys move, it resolves saying where they went."""
+        gone = self._resolve(
+            stray,
+            now,
+            f"merged into incident {home.incident.id}: Ray job {owner.submission} "
+            f"is {owner.describe()}'s",
+        )
+        old = home.incident
+        for playbook, finding in stray.reps.items():
+            home.reps[playbook] = self._folded(home.reps.get(playbook), complete(finding, owner))
+        home.take_counts(stray)
+        self._link(home, (*stray.keys, *owner.home_keys))
+        diagnosis = self._assessed(home)
+        changed_from = _moved(home, old.diagnosis, diagnosis, now)
+        said = (
+            f"merged in incident {stray.incident.id}: Ray job {owner.submission} is this RayJob's"
+        )
+        home.notes.append(IncidentNote(now, said))
+        home.incident = self._rebuild(home, now, diagnosis)
+        kept = Change(
+            home.incident,
+            ChangeKind.UPDATED,
+            primary_changed=changed_from is not None,
+            previous_primary=changed_from,
+            asks=self._asks(home),
+            say=f"{said[0].upper()}{said[1:]}.",
+        )
+        moved = dataclasses.replace(gone, say=f"This incident is {gone.incident.resolution}.")
+        return (moved, kept)
+
     def _open(self, finding: Finding, keys: tuple[str, ...], now: datetime) -> Change:
         key = keys[0]
-        first = self._trim(finding)
+        first = trimmed(finding, self.config.max_evidence)
         diagnosis = self._assess([first])
         workload = workload_from_key(key)
         namespace = namespace_of(finding)
@@ -349,53 +409,42 @@ class Correlator:
             namespace=namespace,
             ray_job_id=submission_id(finding),
             last_seen_at=now,
-            labels=self._labels(EMPTY_LABELS, finding),
+            labels=with_labels(EMPTY_LABELS, finding, self.config.max_labels),
             notes=(note,),
         )
-        track = _Track(incident, self.config.max_notes)
+        track = Track(incident, self.config.max_notes)
         track.reps = {first.playbook: first}
         track.counts = {finding.playbook: finding.count}
         track.keys = [key]
         self._tracks[incident.id] = track
         self._link(track, keys)
-        self._count_object(track, finding)
+        track.count_object(finding, self.config.max_objects)
         track.incident = self._rebuild(track, now, diagnosis)
         return Change(track.incident, ChangeKind.OPENED, asks=self._asks(track))
 
     def _absorb(
-        self, track: _Track, finding: Finding, keys: tuple[str, ...], now: datetime
+        self, track: Track, finding: Finding, keys: tuple[str, ...], now: datetime
     ) -> Change:
         playbook = finding.playbook
         track.counts[playbook] = track.counts.get(playbook, 0) + finding.count
-        self._count_object(track, finding)
+        track.count_object(finding, self.config.max_objects)
         self._link(track, keys)
         old = track.incident
         rep = track.reps.get(playbook)
-        merged = self._trim(finding) if rep is None else self._merge(rep, finding)
-        reshaped = merged is not rep
+        folded = self._folded(rep, finding)
+        reshaped = folded is not rep
         diagnosis = old.diagnosis
-        previous = old.diagnosis.primary
         if reshaped:
-            track.reps[playbook] = merged
+            track.reps[playbook] = folded
             diagnosis = self._assessed(track)
-            if rep is None or rep.category is not merged.category:
-                track.notes.append(IncidentNote(now, f"also seen: {merged.category}"))
-        current = diagnosis.primary
-        changed_from: Category | None = None
-        if (
-            previous is not None
-            and current is not None
-            and _identity(previous) != _identity(current)
-        ):
-            changed_from = previous.category
-            track.notes.append(
-                IncidentNote(now, f"root cause is now {current.category} (was {changed_from})")
-            )
+            if rep is None or rep.category is not folded.category:
+                track.notes.append(IncidentNote(now, f"also seen: {folded.category}"))
+        changed_from = _moved(track, old.diagnosis, diagnosis, now)
         incident = self._rebuild(
             track,
             now,
             diagnosis,
-            labels=self._labels(old.labels, finding),
+            labels=with_labels(old.labels, finding, self.config.max_labels),
             cluster=old.cluster or cluster_of(finding),
             namespace=old.namespace or namespace_of(finding),
             ray_job_id=old.ray_job_id or submission_id(finding),
@@ -409,13 +458,18 @@ class Correlator:
             asks=self._asks(track) if reshaped else (),
         )
 
-    def _assessed(self, track: _Track) -> Diagnosis:
+    def _folded(self, rep: Finding | None, finding: Finding) -> Finding:
+        """The playbook's representative once `finding` is in (`rep` itself: no change)."""
+        limit = self.config.max_evidence
+        return trimmed(finding, limit) if rep is None else merged(rep, finding, limit)
+
+    def _assessed(self, track: Track) -> Diagnosis:
         """The incident's findings assessed with the live facts found so far; offers
         whose check gave no answer are decided (withheld, with the reason)."""
         diagnosis = self._assess(list(track.reps.values()), track.answer.facts)
         return settle(diagnosis, track.answer)
 
-    def _asks(self, track: _Track) -> tuple[ActionOffer, ...]:
+    def _asks(self, track: Track) -> tuple[ActionOffer, ...]:
         """The incident's offers waiting on a live fact, and its offered actions whose
         preconditions need confirming, that were not asked about yet."""
         diagnosis = track.incident.diagnosis
@@ -425,7 +479,7 @@ class Correlator:
         return tuple(new)
 
     def _rebuild(
-        self, track: _Track, now: datetime, diagnosis: Diagnosis, **changes: Any
+        self, track: Track, now: datetime, diagnosis: Diagnosis, **changes: Any
     ) -> Incident:
         old = track.incident
         return dataclasses.replace(
@@ -445,7 +499,7 @@ class Correlator:
             notes=tuple(track.notes),
         )
 
-    def _resolve(self, track: _Track, now: datetime, reason: str) -> Change:
+    def _resolve(self, track: Track, now: datetime, reason: str) -> Change:
         incident = track.incident
         self._tracks.pop(incident.id, None)
         for key in track.keys:
@@ -463,7 +517,7 @@ class Correlator:
         )
         return Change(resolved, ChangeKind.RESOLVED)
 
-    def _link(self, track: _Track, keys: Sequence[str]) -> None:
+    def _link(self, track: Track, keys: Sequence[str]) -> None:
         """Let the incident answer to every workload key the finding names (a RayJob
         status names its RayCluster and submission), unless another incident has it."""
         for key in keys:
@@ -474,83 +528,13 @@ class Correlator:
                 if key not in track.keys:
                     track.keys.append(key)
 
-    def _count_object(self, track: _Track, finding: Finding) -> None:
-        if finding.obj is None:
-            return
-        playbook = finding.playbook
-        if playbook in track.capped:
-            return
-        names = track.names.setdefault(playbook, set())
-        name = str(finding.obj)
-        if name in names:
-            return
-        if len(names) >= self.config.max_objects:
-            # From here on the count is a lower bound; the names are no longer needed.
-            track.capped.add(playbook)
-            del track.names[playbook]
-            return
-        names.add(name)
-        track.objects[playbook] = track.objects.get(playbook, 0) + 1
-        kinds = track.kinds.setdefault(playbook, {})
-        kinds[finding.obj.kind] = kinds.get(finding.obj.kind, 0) + 1
 
-    def _trim(self, finding: Finding) -> Finding:
-        if len(finding.evidence) <= self.config.max_evidence:
-            return finding
-        return dataclasses.replace(finding, evidence=finding.evidence[: self.config.max_evidence])
-
-    def _merge(self, rep: Finding, new: Finding) -> Finding:
-        """The finding that represents a playbook on the card: a strong one replaces a
-        weak one; otherwise missing captures, fields and evidence lines are added
-        (bounded). Returns `rep` itself when nothing changed, so callers can tell."""
-        limit = self.config.max_evidence
-        if rep.weak and not new.weak:
-            evidence = tuple(dict.fromkeys((*new.evidence, *rep.evidence)))[:limit]
-            return dataclasses.replace(new, evidence=evidence)
-        captures = _missing(rep.captures, new.captures)
-        fields = _missing(rep.fields, new.fields)
-        evidence = rep.evidence
-        if len(evidence) < limit:
-            extra = tuple(e for e in new.evidence if e not in evidence)
-            evidence = (*evidence, *extra)[:limit]
-        if captures is None and fields is None and evidence == rep.evidence:
-            return rep
-        return dataclasses.replace(
-            rep,
-            captures=captures if captures is not None else rep.captures,
-            fields=fields if fields is not None else rep.fields,
-            evidence=evidence,
-            obj=rep.obj or new.obj,
-            workload=rep.workload or new.workload,
-        )
-
-    def _labels(self, current: Mapping[str, str], finding: Finding) -> Mapping[str, str]:
-        """Fields named `label.KEY` (set by sources from workload labels) become labels."""
-        extra = {
-            k.removeprefix(LABEL_PREFIX): v
-            for k, v in finding.fields.items()
-            if k.startswith(LABEL_PREFIX) and k.removeprefix(LABEL_PREFIX) not in current
-        }
-        if not extra or len(current) >= self.config.max_labels:
-            return current
-        merged = dict(current)
-        for key, value in extra.items():
-            if len(merged) >= self.config.max_labels:
-                break
-            merged[key] = value
-        return MappingProxyType(merged)
-
-
-EMPTY_LABELS: Mapping[str, str] = MappingProxyType({})
-
-
-def _identity(finding: Finding) -> tuple[str, Category]:
-    return (finding.playbook, finding.category)
-
-
-def _missing(base: Mapping[str, str], new: Mapping[str, str]) -> Mapping[str, str] | None:
-    """`base` plus the keys only `new` has, or None when `new` adds nothing."""
-    added = {k: v for k, v in new.items() if k not in base}
-    if not added:
+def _moved(track: Track, before: Diagnosis, after: Diagnosis, now: datetime) -> Category | None:
+    """The category the root cause moved away from (noted on the incident), if it did."""
+    previous, current = before.primary, after.primary
+    if previous is None or current is None or identity(previous) == identity(current):
         return None
-    return MappingProxyType({**base, **added})
+    track.notes.append(
+        IncidentNote(now, f"root cause is now {current.category} (was {previous.category})")
+    )
+    return previous.category

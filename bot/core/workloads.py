@@ -82,7 +82,8 @@ def workload_refs(item: Item) -> tuple[ObjectRef, ...]:
     return tuple(unique)
 
 
-def _key(cluster: str, ref: ObjectRef) -> str:
+def key_of(cluster: str, ref: ObjectRef) -> str:
+    """The workload key of `ref` on `cluster`: `cluster/namespace/Kind/name`."""
     return f"{cluster}/{ref.namespace}/{ref.kind}/{ref.name}"
 
 
@@ -94,9 +95,9 @@ def workload_keys(item: Item) -> tuple[str, ...]:
     cluster = cluster_of(item)
     refs = workload_refs(item)
     if refs:
-        return tuple(_key(cluster, ref) for ref in refs)
+        return tuple(key_of(cluster, ref) for ref in refs)
     if item.obj is not None:
-        return (_key(cluster, ObjectRef(item.obj.kind, item.obj.name, namespace_of(item))),)
+        return (key_of(cluster, ObjectRef(item.obj.kind, item.obj.name, namespace_of(item))),)
     return (f"{cluster}/{namespace_of(item)}/{_UNATTRIBUTED}/{_UNATTRIBUTED}",)
 
 

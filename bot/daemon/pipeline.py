@@ -3,7 +3,8 @@
 Why this exists: everything pitcrew observes ends here, and the order of the
 steps is the product's promise (DESIGN.md "The pipeline"):
 
-    observation -> classify (Engine) -> findings
+    observation -> the RayJobs its signals name as owners of Ray jobs (Correlator.own)
+                -> classify (Engine) -> findings
                 -> correlate (Correlator.add) -> incident changes
                 -> store the incident and its findings
                 -> offers waiting on a live fact: handed to the live checks (`check_live`)
@@ -58,6 +59,7 @@ from bot.core.model import (
     frozen_map,
 )
 from bot.core.notify import Delivery, NotifyConfig, decide
+from bot.core.owners import owners_named
 from bot.core.reports import build_report
 from bot.core.unmatched import part_lines
 from bot.daemon.feed import (
@@ -318,6 +320,10 @@ class Pipeline:
         a driver log's three findings are one card, not a post and two updates."""
         latest: dict[str, Incident] = {}
         reshaped: set[str] = set()
+        for owner in owners_named(observation.parts, observation.context.cluster):
+            for change in self._correlator.own(owner, now):  # before the findings it owns
+                latest[change.incident.id] = self._keep(change, (), now)
+                reshaped.add(change.incident.id)
         findings = self._classify(observation)
         if not findings:
             self._keep_unmatched(observation, now)
@@ -397,6 +403,8 @@ class Pipeline:
         incident = self._annotated(change.incident)
         self._store.upsert_incident(incident)
         self._store.append_findings(incident.id, findings, now)
+        if change.say:
+            self._say_in_thread(incident.id, change.say, now)
         if change.asks and self._check_live(incident.id, change.asks):
             self._hold_card(incident.id, now)
         if change.kind is ChangeKind.OPENED:

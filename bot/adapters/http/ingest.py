@@ -9,7 +9,10 @@ until then, and in CI, evidence reaches a running daemon over its HTTP port
 
 `workload` is `Kind/name` (or `namespace/Kind/name`) of the owning workload:
 findings that do not name their own are attached to it, so a driver log and a
-`kubectl describe` of its worker pod land in one incident.
+`kubectl describe` of its worker pod land in one incident. Without it, a paste
+whose lines name one Ray submission (`Job 'raysubmit_…' failed`) is about that
+job. A Ray submission is its RayJob's once the RayJob's status has been seen
+(`bot.core.owners`), before or after the evidence.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from bot.core.errors import InputError
 from bot.core.incidents import SUBMISSION_KIND, WORKLOAD_KINDS
 from bot.core.inputs.reader import read_stream
 from bot.core.model import ObjectRef
+from bot.core.owners import sole_submission
 from bot.daemon.feed import Context, Observation, observe
 
 PATH = "/ingest"
@@ -52,8 +56,11 @@ def observation(body: bytes, target: str) -> Observation:
     workload = parse_workload(query["workload"], namespace) if query.get("workload") else None
     if not body.strip():
         raise InputError(f"{origin}: empty body")
+    observed = observe(read_stream(BytesIO(body), origin))
+    if workload is None:
+        workload = sole_submission(observed.parts)
     context = Context(cluster=query.get("cluster", ""), namespace=namespace, workload=workload)
-    return observe(read_stream(BytesIO(body), origin), context)
+    return Observation(observed.parts, context)
 
 
 class Accepts(Protocol):

@@ -1,0 +1,179 @@
+"""Which RayJob owns a Ray job submission, as the RayJob's own status says.
+
+Why this exists: evidence that names only its Ray submission id (a driver log
+posted to `/ingest` with `workload=RayJobSubmission/raysubmit_…`, or whose
+`Job '…' failed` line names it) belongs to the RayJob that submitted it, and
+must join that RayJob's incident instead of opening one beside it. KubeRay
+records the mapping in the RayJob's status (`status.jobId`, the submission id,
+and `status.rayClusterName` in ray.io/v1); signals carry it as the fields
+`rayjob`, `job_id` (or `submission_id`) and `ray_cluster`. The correlator
+remembers the owners it was shown (`Owners`, bounded) and completes a finding
+that names an owned submission with its RayJob (`complete`), whichever arrived
+first. Pure: values in, values out; nothing here asks a cluster.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from bot.core.inputs import InputPart
+from bot.core.model import Finding, ObjectRef, Signal, frozen_map
+from bot.core.workloads import (
+    SUBMISSION_KIND,
+    Item,
+    cluster_of,
+    key_of,
+    namespace_of,
+    submission_id,
+)
+
+MAX_OWNERS = 10_000
+"""Submissions remembered; the least recently shown are forgotten first."""
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """The RayJob (on `cluster`) whose status names `submission` as its Ray job."""
+
+    submission: str
+    rayjob: ObjectRef
+    cluster: str = ""
+    ray_cluster: str = ""
+
+    @property
+    def home_keys(self) -> tuple[str, ...]:
+        """The keys of the RayJob's incident: the RayJob's, then its RayCluster's."""
+        keys = [key_of(self.cluster, self.rayjob)]
+        if self.ray_cluster:
+            cluster = ObjectRef("RayCluster", self.ray_cluster, self.rayjob.namespace)
+            keys.append(key_of(self.cluster, cluster))
+        return tuple(keys)
+
+    @property
+    def stray_keys(self) -> tuple[str, ...]:
+        """The keys of an incident opened on the submission id alone: on the RayJob's
+        cluster, or on none (a paste that named no cluster)."""
+        ref = ObjectRef(SUBMISSION_KIND, self.submission)
+        return tuple(dict.fromkeys((key_of(self.cluster, ref), key_of("", ref))))
+
+    def describe(self) -> str:
+        return f"RayJob {self.rayjob.namespace}/{self.rayjob.name}"
+
+
+def owners_named(parts: Iterable[InputPart], cluster: str = "") -> tuple[Owner, ...]:
+    """The owners the signals among `parts` name: a RayJob status with its `jobId`, a Ray
+    job whose metadata names its RayJob. `cluster` is where the sender saw them, for
+    signals that do not say (a Kubernetes watch's RayJob)."""
+    found: dict[str, Owner] = {}
+    for part in parts:
+        if not isinstance(part, Signal) or not part.fields.get("rayjob"):
+            continue
+        submission = submission_id(part)
+        if not submission:
+            continue
+        found[submission] = Owner(
+            submission=submission,
+            rayjob=ObjectRef("RayJob", part.fields["rayjob"], namespace_of(part)),
+            cluster=cluster_of(part) or cluster,
+            ray_cluster=part.fields.get("ray_cluster", ""),
+        )
+    return tuple(found.values())
+
+
+class Owners:
+    """The owners seen so far, by submission id (bounded by `limit`)."""
+
+    def __init__(self, limit: int = MAX_OWNERS) -> None:
+        self._by_id: OrderedDict[str, Owner] = OrderedDict()
+        self._limit = limit
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def learn(self, owner: Owner) -> bool:
+        """Remember `owner`; True when it is news (not known, or known otherwise)."""
+        known = self._by_id.get(owner.submission)
+        self._by_id[owner.submission] = owner
+        self._by_id.move_to_end(owner.submission)
+        while len(self._by_id) > self._limit:
+            self._by_id.popitem(last=False)
+        return known != owner
+
+    def of(self, item: Item) -> Owner | None:
+        """The owner of the submission `item` names, unless `item` says it is elsewhere
+        (another cluster, namespace or RayJob)."""
+        submission = submission_id(item)
+        owner = self._by_id.get(submission) if submission else None
+        if owner is None or not belongs(item, owner):
+            return None
+        return owner
+
+
+def belongs(item: Item, owner: Owner) -> bool:
+    """Nothing `item` says about where it is contradicts `owner`."""
+    cluster, namespace = cluster_of(item), namespace_of(item)
+    rayjob = item.fields.get("rayjob", "")
+    return (
+        cluster in ("", owner.cluster)
+        and namespace in ("", owner.rayjob.namespace)
+        and rayjob in ("", owner.rayjob.name)
+    )
+
+
+def complete(finding: Finding, owner: Owner) -> Finding:
+    """`finding` as its owner's: the RayJob, its namespace, RayCluster and cluster added
+    where the finding says none; its submission id kept as a field."""
+    fields = dict(finding.fields)
+    added = {
+        "rayjob": owner.rayjob.name,
+        "namespace": owner.rayjob.namespace,
+        "ray_cluster": owner.ray_cluster,
+        "submission_id": owner.submission,
+    }
+    for name, value in added.items():
+        if value and not fields.get(name):
+            fields[name] = value
+    if not cluster_of(finding) and owner.cluster:
+        fields["cluster"] = owner.cluster
+    workload = finding.workload
+    if workload is None or workload.kind == SUBMISSION_KIND:
+        workload = owner.rayjob
+    if fields == dict(finding.fields) and workload == finding.workload:
+        return finding
+    return dataclasses.replace(finding, fields=frozen_map(fields), workload=workload)
+
+
+# What `ray job submit` and `ray job status` print about a job, wherever the line starts
+# (a log prefix such as "2025-11-03 10:14:20,511 ERR cli.py:74 -- " comes first).
+_JOB_LINE = re.compile(
+    rb"(?:\bJob|Status for job) '(?P<id>[\w.:-]{1,128})'"
+    rb"(?: submitted successfully| succeeded| failed| was stopped|: [A-Z]+)"
+)
+_SCREEN = (b"Job '", b"job '")
+
+
+def sole_submission(parts: Iterable[InputPart]) -> ObjectRef | None:
+    """The one Ray submission `parts` name (a pasted `ray job submit` output's
+    `Job '…' submitted successfully` and `Job '…' failed`, a Ray job's status), or
+    None when they name none or several: then the rest of the paste is about it too.
+    Log chunks must be read already (`bot.daemon.feed.observe` reads them)."""
+    named: set[str] = set()
+    for part in parts:
+        if isinstance(part, Signal):
+            named.add(submission_id(part))
+        elif isinstance(part.chunks, list | tuple):
+            named.update(_named_in(part.chunks))
+    named.discard("")
+    return ObjectRef(SUBMISSION_KIND, named.pop()) if len(named) == 1 else None
+
+
+def _named_in(chunks: Iterable[bytes]) -> set[str]:
+    found: set[str] = set()
+    for chunk in chunks:
+        if any(screen in chunk for screen in _SCREEN):
+            found.update(m["id"].decode() for m in _JOB_LINE.finditer(chunk))
+    return found
