@@ -73,10 +73,13 @@ def render(template: Template, context: dict[str, Any]) -> str:
     budget = budgeted[render_budget.KEY]
     pieces: list[str] = []
     size = 0
-    for piece in template.generate(**budgeted):
-        size += len(piece)
-        if size > SIZE_BUDGET:
-            raise RenderBudgetError(f"the text grew over {SIZE_BUDGET} characters")
-        budget.check_time()
-        pieces.append(piece)
+    try:
+        for piece in template.generate(**budgeted):
+            size += len(piece)
+            if size > SIZE_BUDGET:
+                raise RenderBudgetError(f"the text grew over {SIZE_BUDGET} characters")
+            budget.check_time()
+            pieces.append(piece)
+    except RecursionError:  # Python words it after wherever the limit was hit
+        raise RenderBudgetError("maximum recursion depth exceeded") from None
     return "".join(pieces).strip()
