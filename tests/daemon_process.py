@@ -96,6 +96,21 @@ class Daemon:
         os.kill(self.proc.pid, signum)
         return self.proc.wait(timeout)
 
+    @property
+    def events(self) -> str:
+        """Where Slack's HTTP mode sends this daemon its requests."""
+        return f"{self.url}/slack/events"
+
+    def stop(self, timeout: float = 60) -> int:
+        """SIGTERM and its exit status; SIGKILL and an AssertionError if it ignores it."""
+        if self.proc.poll() is not None:
+            return self.proc.returncode
+        try:
+            return self.signal(signal.SIGTERM, timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"pitcrew ignored SIGTERM for {timeout:g}s") from None
+
     def kill(self) -> None:
         """SIGKILL, as a crash or the OOM killer would: nothing of it runs after this."""
         if self.proc.poll() is None:

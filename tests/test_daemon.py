@@ -33,6 +33,7 @@ from bot.app import wiring as app
 from bot.app.cli import app as cli_app
 from bot.app.settings import load
 from bot.core.model import ActionResult, ProposalState
+from tests.daemon_process import Daemon, wait_until
 from tests.daemon_support import DESCRIBE, DRIVER_LOG, SEED, RecordingChat, engine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,16 +58,6 @@ scheduler: {{tick: 200ms, approved: 200ms, outbox: 1s, expiry: 1s}}
     path = tmp_path / "pitcrew.yaml"
     path.write_text(text + "".join(extra.values()))
     return path
-
-
-def wait_until(check: Callable[[], Any], timeout: float = 15.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what or check}")
 
 
 def http(url: str, body: bytes | None = None) -> tuple[int, bytes]:
@@ -188,56 +179,13 @@ def test_readyz_waits_for_every_enabled_source(
 # -- real processes: restart safety and clean shutdown -----------------------------------------
 
 
-class Process:
-    """One `pitcrew run`, its output in files; stopped by process id."""
-
-    def __init__(self, tmp_path: Path, cfg: Path, name: str) -> None:
-        self.out = tmp_path / f"{name}.out"
-        self.err = tmp_path / f"{name}.err"
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "PITCREW_"))}
-        with self.out.open("w") as out, self.err.open("w") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "bot", "run", "--config", str(cfg)],
-                stdout=out,
-                stderr=err,
-                cwd=tmp_path,
-                env=env,
-            )
-        self.port = 0
-
-    def ready(self) -> int:
-        def port() -> int:
-            found = re.search(r"pitcrew running: http://127\.0\.0\.1:(\d+)", self.err.read_text())
-            if self.proc.poll() is not None:
-                raise AssertionError(f"pitcrew exited: {self.err.read_text()}")
-            return int(found.group(1)) if found else 0
-
-        self.port = wait_until(port, 30, "the daemon to start")
-        return self.port
-
-    def output(self) -> str:
-        return self.out.read_text()
-
-    def cards(self) -> list[tuple[str, bool]]:
-        """(card ref, is an update) for every card printed."""
-        return [(m.group(1), bool(m.group(2))) for m in CARD.finditer(self.output())]
-
-    def posts(self) -> int:
-        return sum(1 for _, updated in self.cards() if not updated)
-
-    def signal(self, signum: int, timeout: float = 15) -> int:
-        os.kill(self.proc.pid, signum)
-        return self.proc.wait(timeout)
+def cards(daemon: Daemon) -> list[tuple[str, bool]]:
+    """(card ref, is an update) for every card the console chat printed."""
+    return [(m.group(1), bool(m.group(2))) for m in CARD.finditer(daemon.output())]
 
 
-@pytest.fixture
-def processes() -> Iterator[list[Process]]:
-    started: list[Process] = []
-    yield started
-    for process in started:
-        if process.proc.poll() is None:
-            os.kill(process.proc.pid, signal.SIGKILL)
-            process.proc.wait(10)
+def posts(daemon: Daemon) -> int:
+    return sum(1 for _, updated in cards(daemon) if not updated)
 
 
 def pitcrew(*args: str) -> subprocess.CompletedProcess[str]:
@@ -266,17 +214,17 @@ def state(path: Path, read: Callable[[Store], Any]) -> Any:
 
 @pytest.mark.slow
 def test_a_daemon_killed_mid_flow_and_restarted_posts_nothing_twice_and_runs_once(
-    tmp_path: Path, processes: list[Process]
+    tmp_path: Path, daemons: list[Daemon]
 ) -> None:
     cfg = config(tmp_path)
     db = tmp_path / "state.db"
     echo = tmp_path / "echo.log"
 
-    first = Process(tmp_path, cfg, "first")
-    processes.append(first)
+    first = Daemon(tmp_path, "first", config=cfg)
+    daemons.append(first)
     port = first.ready()
     ingest(port, DRIVER_LOG, "--workload", WORKLOAD)
-    wait_until(lambda: first.posts() == 1, what="the first card")
+    wait_until(lambda: posts(first) == 1, what="the first card")
     ingest(port, DESCRIBE)
     offered = wait_until(
         lambda: state(db, lambda s: s.proposals_in_state(ProposalState.OFFERED)),
@@ -285,13 +233,13 @@ def test_a_daemon_killed_mid_flow_and_restarted_posts_nothing_twice_and_runs_onc
     (proposal,) = offered
     assert first.signal(signal.SIGKILL) == -signal.SIGKILL  # mid-flow: an update may be queued
 
-    second = Process(tmp_path, cfg, "second")
-    processes.append(second)
+    second = Daemon(tmp_path, "second", config=cfg)
+    daemons.append(second)
     second.ready()
     wait_until(lambda: state(db, lambda s: s.pending_notifications() == 0), what="the outbox")
     time.sleep(0.6)  # a few ticks: anything wrongly re-posted would show by now
-    assert second.posts() == 0
-    assert first.posts() == 1
+    assert posts(second) == 0
+    assert posts(first) == 1
 
     approved = pitcrew("approve", proposal.id, "--as", "tester", "--config", str(cfg))
     assert approved.returncode == 0, approved.stderr
@@ -307,11 +255,11 @@ def test_a_daemon_killed_mid_flow_and_restarted_posts_nothing_twice_and_runs_onc
     assert entry.approver == "console:tester"
     assert second.signal(signal.SIGTERM) == 0
 
-    third = Process(tmp_path, cfg, "third")
-    processes.append(third)
+    third = Daemon(tmp_path, "third", config=cfg)
+    daemons.append(third)
     third.ready()
     time.sleep(0.6)
-    assert third.posts() == 0
+    assert posts(third) == 0
     assert third.signal(signal.SIGTERM) == 0
 
     assert [json.loads(line)["proposal"] for line in echo.read_text().splitlines()] == [proposal.id]
@@ -319,24 +267,24 @@ def test_a_daemon_killed_mid_flow_and_restarted_posts_nothing_twice_and_runs_onc
     again = pitcrew("approve", proposal.id, "--as", "tester", "--config", str(cfg))
     assert again.returncode == 1
     assert again.stdout == "already_decided: already applied\n"
-    refs = {ref for p in (first, second, third) for ref, _ in p.cards()}
+    refs = {ref for p in (first, second, third) for ref, _ in cards(p)}
     assert len(refs) == 1  # one card, updated, across three daemons
 
 
 def test_sigterm_drains_the_queue_flushes_the_outbox_and_exits_0(
-    tmp_path: Path, processes: list[Process]
+    tmp_path: Path, daemons: list[Daemon]
 ) -> None:
     cfg = config(tmp_path)
-    daemon = Process(tmp_path, cfg, "daemon")
-    processes.append(daemon)
+    daemon = Daemon(tmp_path, "daemon", config=cfg)
+    daemons.append(daemon)
     port = daemon.ready()
     ingest(port, DESCRIBE)
     started = time.monotonic()
     assert daemon.signal(signal.SIGTERM) == 0
     assert time.monotonic() - started < 5
-    assert daemon.posts() == 1
+    assert posts(daemon) == 1
     assert state(tmp_path / "state.db", lambda s: s.pending_notifications()) == 0
-    log = daemon.err.read_text()
+    log = daemon.log()
     assert "received SIGTERM, stopping" in log
     assert log.rstrip().endswith("pitcrew stopped")
     assert all(re.match(r"\d{4}-\d\d-\d\d ", line) for line in log.splitlines())

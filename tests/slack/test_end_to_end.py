@@ -18,11 +18,6 @@ daemon and the remediation job at once); the daemon is stopped by its pid only.
 from __future__ import annotations
 
 import json
-import os
-import re
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,6 +28,7 @@ import pytest
 from bot.adapters.slack import blocks
 from bot.adapters.sqlite.store import Store
 from bot.core.model import ActionResult
+from tests.daemon_process import Daemon
 from tests.ray.support import Jobs
 from tests.slack.conftest import (
     APPROVER,
@@ -87,65 +83,14 @@ scheduler: {{tick: 200ms, approved: 200ms, outbox: 1s, expiry: 1s}}
     return path
 
 
-class Daemon:
-    """One `pitcrew run` subprocess, its output in files; stopped by its pid only."""
-
-    def __init__(self, tmp_path: Path, config: Path) -> None:
-        self.err = tmp_path / "daemon.err"
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "PITCREW_"))}
-        env.pop("RAY_ADDRESS", None)
-        env["SLACK_BOT_TOKEN"] = BOT_TOKEN
-        env["SLACK_SIGNING_SECRET"] = SECRET
-        with (tmp_path / "daemon.out").open("w") as out, self.err.open("w") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "bot", "run", "--config", str(config)],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                cwd=tmp_path,
-                env=env,
-            )
-        self.port = 0
-
-    def log(self) -> str:
-        return self.err.read_text()
-
-    def ready(self, timeout: float = 90) -> int:
-        def port() -> int:
-            found = re.search(r"pitcrew running: http://127\.0\.0\.1:(\d+)", self.log())
-            if found is None and self.proc.poll() is not None:
-                raise AssertionError(f"pitcrew exited {self.proc.returncode}:\n{self.log()}")
-            return int(found.group(1)) if found else 0
-
-        self.port = wait_until(port, timeout, "the daemon to start")
-        return self.port
-
-    @property
-    def events(self) -> str:
-        return f"http://127.0.0.1:{self.port}/slack/events"
-
-    def stop(self, timeout: float = 60) -> int:
-        """SIGTERM, then SIGKILL if it has not exited within `timeout` seconds."""
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                return self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(30)
-                raise AssertionError(f"pitcrew ignored SIGTERM for {timeout}s") from None
-        return self.proc.returncode
-
-
 @pytest.fixture
 def daemon(tmp_path: Path, emulator: SlackEmulator, jobs: Jobs) -> Iterator[Daemon]:
-    process = Daemon(tmp_path, write_config(tmp_path, emulator, jobs.url))
+    env = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": SECRET}
+    process = Daemon(tmp_path, "daemon", env=env, config=write_config(tmp_path, emulator, jobs.url))
     try:
         yield process
     finally:
-        if process.proc.poll() is None:
-            os.kill(process.proc.pid, signal.SIGKILL)
-            process.proc.wait(30)
+        process.kill()
 
 
 def buttons(message: Posted) -> list[dict[str, Any]]:
