@@ -86,7 +86,32 @@ def translating() -> Iterator[None]:
     except ApiException as error:
         raise _translated(error) from error
     except (urllib3.exceptions.HTTPError, OSError) as error:
-        raise UnavailableError(f"{type(error).__name__}: {error}") from error
+        raise UnavailableError(unreachable(error)) from error
+
+
+def unreachable(error: BaseException) -> str:
+    """One line for a transport failure, naming the server and the innermost cause:
+    "the Kubernetes API at 127.0.0.1:6443 did not answer (connection refused)"."""
+    pool = getattr(error, "pool", None)
+    host, port = getattr(pool, "host", ""), getattr(pool, "port", None)
+    where = f" at {host}:{port}" if host and port else f" at {host}" if host else ""
+    return f"the Kubernetes API{where} did not answer ({_innermost(error)})"
+
+
+def _innermost(error: BaseException) -> str:
+    """The deepest cause's words: an OS error's ("connection refused"), else its text."""
+    seen: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in seen and len(seen) < 8:
+        seen.append(current)
+        reason = getattr(current, "reason", None)
+        following = reason if isinstance(reason, BaseException) else None
+        current = following or current.__cause__ or current.__context__
+    for cause in reversed(seen):
+        if isinstance(cause, OSError) and cause.strerror:
+            return cause.strerror.lower()
+    deepest = seen[-1]
+    return str(deepest) or type(deepest).__name__
 
 
 # What an action's precondition check can meet and still answer "withheld: <why>": the
