@@ -89,7 +89,7 @@ class SchedulerSettings(Closed):
 
 
 class PipelineSettings(Closed):
-    queue_size: int = Field(default=10000, ge=1)
+    queue_size: int = Field(default=10000, ge=1, description="items that may wait (503 beyond)")
     queue_bytes: int = Field(
         default=256 << 20, ge=1 << 20, description="bytes of log text that may wait (503 beyond)"
     )
@@ -98,8 +98,17 @@ class PipelineSettings(Closed):
         gt=timedelta(0),
         description="one item taking longer makes the pipeline unhealthy (/healthz)",
     )
-    drain_timeout: timedelta = Field(default=timedelta(seconds=10), ge=timedelta(0))
-    flush_timeout: timedelta = Field(default=timedelta(seconds=5), ge=timedelta(0))
+    drain_timeout: timedelta = Field(
+        default=timedelta(seconds=10),
+        ge=timedelta(0),
+        description="how long a stop works through the queue; what is left is kept in the "
+        "store and taken in at the next start",
+    )
+    flush_timeout: timedelta = Field(
+        default=timedelta(seconds=5),
+        ge=timedelta(0),
+        description="how long a stop delivers due chat messages; the rest wait in the store",
+    )
     live_check_timeout: timedelta = Field(
         default=timedelta(seconds=5),
         gt=timedelta(0),
