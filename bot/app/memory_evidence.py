@@ -68,16 +68,35 @@ def chart_writer(directory: Path) -> Chart:
     return write
 
 
+def charts_dir(settings: Settings) -> Path:
+    """Where the daemon keeps memory charts: `charts/` beside the store."""
+    return settings.store.path.expanduser().resolve().parent / "charts"
+
+
+def prune_charts(directory: Path, older_than: datetime) -> int:
+    """Delete the chart files last written before `older_than` (their cards' threads
+    have them, or their incidents are past the retention); returns how many."""
+    cutoff = older_than.timestamp()
+    removed = 0
+    for path in directory.glob("memory-*.png"):
+        try:
+            if path.stat().st_mtime < cutoff:
+                path.unlink()
+                removed += 1
+        except FileNotFoundError:
+            continue
+    return removed
+
+
 def memory_worker(settings: Settings, submit: Callable[[Measured], bool]) -> MemoryWorker | None:
     fetch = fetcher(settings)
     if fetch is None:
         return None
-    charts = settings.store.path.expanduser().resolve().parent / "charts"
     return MemoryWorker(
         fetch,
         submit,
         headroom=settings.actions.bump_memory.headroom,
-        chart=chart_writer(charts),
+        chart=chart_writer(charts_dir(settings)),
     )
 
 

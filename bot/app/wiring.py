@@ -18,7 +18,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TextIO
 
@@ -31,7 +31,7 @@ from bot.adapters.sqlite.lock import StoreLock
 from bot.adapters.sqlite.store import Store
 from bot.app.factories import build_registry, build_sources
 from bot.app.live_diagnosis import Diagnoser
-from bot.app.memory_evidence import memory_worker
+from bot.app.memory_evidence import charts_dir, memory_worker, prune_charts
 from bot.app.settings import Settings
 from bot.core.actions import tuning
 from bot.core.diagnosis import Engine
@@ -338,6 +338,20 @@ def _serve(daemon: Daemon, library: Library) -> None:
         )
 
 
+def clean_up(settings: Settings, store: Store, now: datetime) -> None:
+    """State past the retention: the store's rows, and the memory charts beside it."""
+    cutoff = now - settings.store.retention
+    removed = store.cleanup(now, settings.store.retention)
+    charts = prune_charts(charts_dir(settings), cutoff)
+    log.info(
+        "cleaned up %d incidents, %d notifications, %d silences and %d charts",
+        removed.incidents,
+        removed.notifications,
+        removed.silences,
+        charts,
+    )
+
+
 def _scheduler(
     settings: Settings,
     clock: Clock,
@@ -354,7 +368,7 @@ def _scheduler(
             tick=lambda: pipeline.submit(Tick()),
             expire=lambda: service.expire(clock()),
             wake_outbox=outbox.wake,
-            cleanup=lambda: store.cleanup(clock(), settings.store.retention),
+            cleanup=lambda: clean_up(settings, store, clock()),
             run_approved=runner.run_approved,
         ),
         Intervals(**dict(settings.scheduler)),
