@@ -30,6 +30,7 @@ from bot.core.inputs.blocks import Block, Line, Miss, block_end, lines_from
 from bot.core.inputs.clusterstatus import cluster_status_parts
 from bot.core.inputs.kubeobjects import kube_parts
 from bot.core.inputs.rayjob import ray_job_parts
+from bot.core.inputs.raystate import state_parts
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,7 @@ def structured_parts(data: Any, origin: str) -> tuple[InputPart, ...] | None:
     return None
 
 
-_STRUCTURED_READERS = (kube_parts, ray_job_parts, cluster_status_parts)
+_STRUCTURED_READERS = (kube_parts, ray_job_parts, state_parts, cluster_status_parts)
 
 
 # -- JSON ---------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Splitting a paste into its parts: structured blocks become signals, the rest stays log.
 
 A paste may mix a driver log with `kubectl describe` output, an events table
-(or its rows without the header),
-Kubernetes or Ray JSON/YAML and `ray job status` lines. Regexes find the lines
+(or its rows without the header), Kubernetes or Ray JSON/YAML, `ray job status`
+lines, `ray list actors|jobs|nodes` output and a RayCluster status fragment. Regexes find the lines
 where such a block could start (cheap: a first-character lookahead rejects
 most lines at once, and each regex scans the text once), and the detector for
 that shape decides whether a block really starts there and where it ends.
@@ -30,6 +30,7 @@ from bot.core.inputs.documents import JSON_START, YAML_START, json_block, yaml_b
 from bot.core.inputs.event_rows import ROWS_START, event_rows_block
 from bot.core.inputs.events_table import HEADER_START, events_table_block
 from bot.core.inputs.rayjob import STATUS_START, job_status_block
+from bot.core.inputs.raylist import LIST_START, TABLE_HEADER_START, ray_list_block
 
 log = logging.getLogger(__name__)
 
@@ -41,21 +42,30 @@ _DETECTORS: dict[str, Detector] = {
     "ray_status": job_status_block,
     "event_rows": event_rows_block,
     "cluster_status": cluster_status_block,
+    "ray_list": ray_list_block,
+    "ray_list_header": ray_list_block,
 }
 # Regexes for the lines where a block could start, each group named after its shape.
 # JSON has a stream of its own because a JSON miss can skip far ahead, and so have
-# header-less event rows (they start with a digit or an indent); the other shapes
-# share one. The first-character lookahead rejects most lines at once.
+# header-less event rows (they start with a digit or an indent), which share theirs
+# with the other shapes that may start indented (RayCluster status fragments, a
+# `ray list` table's header); the other shapes share one. Every stream is a
+# pass over the text, so a new shape joins a stream rather than adding one. The
+# first-character lookahead rejects most lines at once; within a stream the first
+# alternative that fits a line is the one asked (a `ray list` YAML before plain YAML).
 _STREAMS = (
     re.compile(rf"^(?=[ \t{{\[])(?P<json>{JSON_START})", re.MULTILINE),
     re.compile(
-        r"^(?=[-akNLSJ\x1b])(?:"
-        rf"(?P<yaml>{YAML_START})|(?P<describe>{DESCRIBE_START})"
+        r"^(?=[-akNLSJ\x1b=])(?:"
+        rf"(?P<ray_list>{LIST_START})|(?P<yaml>{YAML_START})|(?P<describe>{DESCRIBE_START})"
         rf"|(?P<events>{HEADER_START})|(?P<ray_status>{STATUS_START}))",
         re.MULTILINE,
     ),
-    re.compile(rf"^(?=[ \t0-9a-z<])(?P<event_rows>{ROWS_START})", re.MULTILINE),
-    re.compile(rf"^(?=[ \tacdehlmors])(?P<cluster_status>{STATUS_FRAGMENT_START})", re.MULTILINE),
+    re.compile(
+        rf"^(?=[ \t0-9a-z<AJN])(?:(?P<event_rows>{ROWS_START})"
+        rf"|(?P<cluster_status>{STATUS_FRAGMENT_START})|(?P<ray_list_header>{TABLE_HEADER_START}))",
+        re.MULTILINE,
+    ),
 )
 
 
