@@ -16,6 +16,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from bot.adapters.slack import blocks
 from bot.adapters.slack.chat import SlackChat
 from bot.adapters.slack.commands import DiagnoseTarget
 from bot.core.model import ProposalState
+from bot.core.unmatched import FailureLine
 from bot.daemon.metrics import Metrics
 from tests.faults import Measured
 from tests.slack.conftest import (
@@ -183,6 +185,30 @@ def test_each_command_is_answered(http: Http) -> None:
     answer = text_of(http.response("diagnose"))
     assert "pod_oom_killed &lt;!channel&gt;" in answer
     assert http.diagnosed == [(DiagnoseTarget("rayjob", "verl-ppo-qwen", "ml-train"), APPROVER)]
+
+
+def test_unmatched_lists_the_failures_no_playbook_knows_by_shape(http: Http) -> None:
+    http.command("unmatched", response="none")
+    assert text_of(http.response("none")) == (
+        "No unmatched failures: every failure seen matched a playbook."
+    )
+    seen = datetime(2026, 11, 3, 10, 0, tzinfo=UTC)
+    lines = [
+        FailureLine("FooBarError: shard 17 of job 4411 could not be opened", 3, "driver.log"),
+        FailureLine("FooBarError: shard 3 of job 982 could not be opened", 9, "driver.log"),
+        FailureLine("ERROR <!channel> quota sync failed after 5 retries", 1, "worker.log"),
+    ]
+    http.daemon.store.record_unmatched(lines[:2], seen)
+    http.daemon.store.record_unmatched(lines, seen + timedelta(minutes=5))
+
+    http.command("unmatched 5", response="shapes")
+    assert text_of(http.response("shapes")) == (
+        "*Failures no playbook knows (by shape):*\n"
+        "• ×4 (2026-11-03 10:00 to 2026-11-03 10:05) "
+        "`FooBarError: shard &lt;n&gt; of job &lt;n&gt; could not be opened`\n"
+        "• ×1 (2026-11-03 10:05 to 2026-11-03 10:05) "
+        "`ERROR &lt;!channel&gt; quota sync failed after &lt;n&gt; retries`"  # never a mention
+    )
 
 
 def test_commands_from_another_workspace_are_refused(http: Http) -> None:
