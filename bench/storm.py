@@ -36,6 +36,7 @@ from bot.core.inputs import LogText
 from bot.core.model import ObjectRef, Report, Signal, SourceKind, frozen_map
 from bot.core.notify import NotifyConfig
 from bot.core.playbooks import load_builtin
+from bot.daemon.chat import Attempt
 from bot.daemon.feed import Context, Observation, Tick
 from bot.daemon.metrics import Metrics
 from bot.daemon.outbox import Outbox
@@ -75,10 +76,10 @@ class CountingChat:
     def update(self, ref: str, report: Report) -> None:
         self._count(ref, "update")
 
-    def reply(self, ref: str, text: str) -> None:
+    def reply(self, ref: str, text: str, attempt: Attempt | None = None) -> None:
         self._count(ref, "reply")
 
-    def attach(self, ref: str, path: str, text: str) -> None:
+    def attach(self, ref: str, path: str, text: str, attempt: Attempt | None = None) -> None:
         self._count(ref, "reply")
 
     def healthy(self) -> bool:

@@ -21,7 +21,7 @@ from bot.core.inputs.reader import read_stream
 from bot.core.model import ObjectRef, Report
 from bot.core.notify import NotifyConfig
 from bot.core.playbooks import load_builtin
-from bot.daemon.chat import ChatUnavailableError
+from bot.daemon.chat import Attempt, ChatUnavailableError
 from bot.daemon.feed import Context, Observation, Tick, observe
 from bot.daemon.outbox import Backoff, Outbox
 from bot.daemon.pipeline import Pipeline
@@ -109,13 +109,13 @@ class RecordingChat:
         with self.lock:
             self.calls.append(Recorded("update", ref, report))
 
-    def reply(self, ref: str, text: str) -> None:
+    def reply(self, ref: str, text: str, attempt: Attempt | None = None) -> None:
         self._check()
         self.console.reply(ref, text)
         with self.lock:
             self.calls.append(Recorded("reply", ref, text=text))
 
-    def attach(self, ref: str, path: str, text: str) -> None:
+    def attach(self, ref: str, path: str, text: str, attempt: Attempt | None = None) -> None:
         self._check()
         self.console.attach(ref, path, text)
         with self.lock:

@@ -6,6 +6,8 @@ implement it, so the daemon runs the same with either.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
 from bot.core.model import Report
@@ -26,6 +28,21 @@ class ChatRejectedError(Exception):
     same message cannot help, so the outbox abandons it instead of blocking its queue."""
 
 
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One try at delivering an outbox message to a card's thread.
+
+    `message_id` names the message the same way on every try and in every process, so
+    the chat can mark what it sends with it and, when `uncertain` (an earlier try may
+    have reached the chat: it went unanswered, or a process died with it in flight),
+    find it in the thread instead of sending it twice. `queued_at` bounds that look."""
+
+    message_id: int
+    incident_id: str
+    queued_at: datetime | None = None
+    uncertain: bool = False
+
+
 class Chat(Protocol):
     name: str
 
@@ -37,11 +54,11 @@ class Chat(Protocol):
         """Replace the card at `ref` with a new rendering of the report."""
         ...
 
-    def reply(self, ref: str, text: str) -> None:
-        """Add a message to the card's thread."""
+    def reply(self, ref: str, text: str, attempt: Attempt | None = None) -> None:
+        """Add a message to the card's thread (once per `attempt.message_id`)."""
         ...
 
-    def attach(self, ref: str, path: str, text: str) -> None:
+    def attach(self, ref: str, path: str, text: str, attempt: Attempt | None = None) -> None:
         """Add a file (a PNG chart) to the card's thread, with `text` as its comment."""
         ...
 

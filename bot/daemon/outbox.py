@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from bot.core.model import Notification, NotificationKind
-from bot.daemon.chat import Chat, ChatRejectedError, ChatUnavailableError
+from bot.daemon.chat import Attempt, Chat, ChatRejectedError, ChatUnavailableError
 from bot.daemon.metrics import Metrics
 from bot.daemon.ports import Clock, OutboxStore, QueuedMessage
 
@@ -68,6 +68,7 @@ class Outbox:
         self._metrics = metrics or Metrics()
         self._backoff = backoff or Backoff()
         self._poll = poll_seconds
+        self._since = clock()
         self._paused_until: datetime | None = None
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -114,7 +115,7 @@ class Outbox:
         assert notification.id is not None
         kind = str(notification.kind)
         try:
-            ref = self._send(notification)
+            ref = self._send(notification, self._attempt(message))
         except ChatUnavailableError as error:
             asked = error.retry_after
             delay = asked if asked is not None else self._backoff.delay(message.attempts)
@@ -136,7 +137,16 @@ class Outbox:
         log.info("delivered %s for incident %s (%s)", kind, notification.incident_id, ref)
         return True
 
-    def _send(self, notification: Notification) -> str:
+    def _attempt(self, message: QueuedMessage) -> Attempt:
+        """A message tried before, or queued before this outbox began (a process may have
+        died with it in flight), may already be in the chat."""
+        notification = message.notification
+        assert notification.id is not None
+        queued = notification.created_at
+        uncertain = message.attempts > 0 or queued is None or queued < self._since
+        return Attempt(notification.id, notification.incident_id, queued, uncertain)
+
+    def _send(self, notification: Notification, attempt: Attempt) -> str:
         if notification.kind is NotificationKind.POST:
             if notification.report is None:
                 raise ValueError("a post needs a report")
@@ -149,9 +159,9 @@ class Outbox:
                 raise ValueError("an update needs a report")
             self._chat.update(ref, notification.report)
         elif notification.attachment:
-            self._chat.attach(ref, notification.attachment, notification.text)
+            self._chat.attach(ref, notification.attachment, notification.text, attempt)
         else:
-            self._chat.reply(ref, notification.text)
+            self._chat.reply(ref, notification.text, attempt)
         return ref
 
     def _retry_later(self, message: QueuedMessage, error: str, delay: float | None) -> None:

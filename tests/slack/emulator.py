@@ -5,7 +5,9 @@ It answers `auth.test` and `apps.connections.open` (pointing at the test's Socke
 Mode server), records `chat.postMessage`, `chat.update`, `chat.postEphemeral`,
 `views.*`, `usergroups.users.list`, `reactions.add` and the three steps of
 `files.uploadV2` (`files.getUploadURLExternal`, the POST of the bytes to the upload URL,
-`files.completeUploadExternal`) with their payloads, keeps
+`files.completeUploadExternal`, which posts the files' message in the thread) with
+their payloads, lists a channel's history and a thread's replies
+(`conversations.history`, `conversations.replies`, with metadata when asked), keeps
 the messages it was sent (so a test reads a card as Slack would show it), checks
 the token on every call, and checks every message against Block Kit's limits on
 its own (independently of `bot.adapters.slack.blocks`), answering `invalid_blocks` like Slack.
@@ -87,6 +89,7 @@ class Posted:
     thread_ts: str | None = None
     updates: int = 0
     metadata: dict[str, Any] | None = None
+    files: list[dict[str, Any]] = field(default_factory=list)  # shared with the message
 
 
 @dataclass
@@ -364,6 +367,8 @@ class SlackEmulator:
             return self._complete_upload(params)
         if method == "conversations.history":
             return self._history(params)
+        if method == "conversations.replies":
+            return self._replies(params)
         if method == "conversations.list":
             channels = [{"id": i, "name": n} for n, i in self.channels.items()]
             return {"ok": True, "channels": channels, "response_metadata": {"next_cursor": ""}}
@@ -416,7 +421,16 @@ class SlackEmulator:
             done.append({"id": uploaded.id, "title": uploaded.title, "name": uploaded.filename})
         if not done:
             return {"ok": False, "error": "invalid_arguments"}
+        self._share(channel, uploaded.thread_ts, uploaded.comment, done)
         return {"ok": True, "files": done}
+
+    def _share(
+        self, channel: str, thread_ts: str | None, comment: str, files: list[dict[str, Any]]
+    ) -> None:
+        """The message Slack posts for shared files: the initial comment as its text."""
+        ts = f"{int(time.time())}.{next(self._ts):06d}"
+        shown = [{**f, "mimetype": "image/png", "filetype": "png"} for f in files]
+        self.messages[(channel, ts)] = Posted(channel, ts, comment, [], thread_ts, files=shown)
 
     def _history(self, params: dict[str, Any]) -> dict[str, Any]:
         """Top-level messages of a channel (by id), newest first, since `oldest`; their
@@ -436,6 +450,62 @@ class SlackEmulator:
                 message["metadata"] = posted.metadata
             found.append(message)
         return {"ok": True, "messages": found, "has_more": False}
+
+    def _replies(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A thread as Slack lists it (`ts` its parent or one of its replies): the parent
+        first, then its replies oldest first (those after `oldest` and before `latest`),
+        `limit` a page (default 1000) with an opaque `next_cursor`; metadata only with
+        `include_all_metadata`."""
+        channel, ts = str(params.get("channel", "")), str(params.get("ts", ""))
+        if not channel.startswith(("C", "G", "D")):
+            return {"ok": False, "error": "channel_not_found"}
+        found = self.messages.get((channel, ts))
+        if found is not None and found.thread_ts is not None:
+            ts, found = found.thread_ts, self.messages.get((channel, found.thread_ts))
+        if found is None:
+            return {"ok": False, "error": "thread_not_found"}
+        parent = found
+        oldest = float(params.get("oldest") or 0)
+        latest = float(params.get("latest") or time.time() + 1)
+        with_metadata = str(params.get("include_all_metadata", "")).lower() in ("1", "true")
+        replies = [m for m in self.messages.values() if (m.channel, m.thread_ts) == (channel, ts)]
+        thread = [
+            self._listed(parent, with_metadata, replies),
+            *(self._listed(m, with_metadata) for m in replies if oldest < float(m.ts) < latest),
+        ]
+        start = int(str(params.get("cursor") or "0").removeprefix("next:") or 0)
+        limit = int(params.get("limit") or 1000)
+        page, more = thread[start : start + limit], start + limit < len(thread)
+        cursor = f"next:{start + limit}" if more else ""
+        return {
+            "ok": True,
+            "messages": page,
+            "has_more": more,
+            "response_metadata": {"next_cursor": cursor},
+        }
+
+    @staticmethod
+    def _listed(
+        posted: Posted, with_metadata: bool, replies: list[Posted] | None = None
+    ) -> dict[str, Any]:
+        message: dict[str, Any] = {
+            "type": "message",
+            "user": BOT_USER,
+            "bot_id": "B0PITBOT",
+            "text": posted.text,
+            "ts": posted.ts,
+        }
+        if posted.thread_ts is not None:
+            message["thread_ts"] = posted.thread_ts
+            message["parent_user_id"] = BOT_USER
+        elif replies:
+            message.update(thread_ts=posted.ts, reply_count=len(replies))
+            message["latest_reply"] = replies[-1].ts
+        if posted.files:
+            message.update(files=posted.files, upload=True)
+        if with_metadata and posted.metadata:
+            message["metadata"] = posted.metadata
+        return message
 
     def shared_files(self) -> list[Uploaded]:
         with self._lock:

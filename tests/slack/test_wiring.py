@@ -122,6 +122,7 @@ def test_the_manifest_asks_for_exactly_the_scopes_the_code_uses() -> None:
         "usergroups_users_list": "usergroups:read",
         "files_upload_v2": "files:write",
         "conversations_history": ("channels:history", "groups:history"),
+        "conversations_replies": ("channels:history", "groups:history"),
         "conversations_list": ("channels:read", "groups:read"),
         "auth_test": None,
     }

@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from bot.core.model import Report, Severity
+from bot.daemon.chat import Attempt
 
 _BORDER = {
     Severity.CRITICAL: "bold red",
@@ -95,11 +96,12 @@ class ConsoleChat:
         with self._lock:
             self._console.print(report_panel(report, f"{ref} (updated)"))
 
-    def reply(self, ref: str, text: str) -> None:
+    def reply(self, ref: str, text: str, attempt: Attempt | None = None) -> None:
+        """A printed line cannot be lost on its way, so `attempt` changes nothing here."""
         with self._lock:
             self._console.print(Text(f"  ↳ [{ref}] {text}", overflow="fold"))
 
-    def attach(self, ref: str, path: str, text: str) -> None:
+    def attach(self, ref: str, path: str, text: str, attempt: Attempt | None = None) -> None:
         """The chart's comment (with its sparkline) and where the PNG is."""
         with self._lock:
             self._console.print(Text(f"  ↳ [{ref}] {text}\n    chart: {path}", overflow="fold"))

@@ -44,11 +44,11 @@ from bot.adapters.slack.app import Diagnoser, SlackApp, SlackConfig, SlackServic
 from bot.adapters.slack.blocks import CardOptions, Message, card, minimal_card, text_message
 from bot.adapters.slack.commands import describe_duration
 from bot.adapters.slack.events import Replays
-from bot.adapters.slack.history import CardFinder, metadata
+from bot.adapters.slack.history import CardFinder, ReplyFinder, metadata, reply_metadata
 from bot.adapters.slack.history import retry_after as _retry_after
 from bot.core.errors import PitcrewError
 from bot.core.model import Report
-from bot.daemon.chat import ChatRejectedError, ChatUnavailableError
+from bot.daemon.chat import Attempt, ChatRejectedError, ChatUnavailableError
 from bot.daemon.metrics import Metrics
 from bot.daemon.ports import Clock, utcnow
 
@@ -104,6 +104,13 @@ def parse_ref(ref: str) -> tuple[str, str]:
     if not sep or not channel or not ts:
         raise ValueError(f"not a Slack card reference: {ref!r}")
     return channel, ts
+
+
+def upload_name(path: str, attempt: Attempt | None) -> str:
+    """The name a chart is uploaded under: `memory-INCIDENT.png` becomes
+    `memory-INCIDENT-MESSAGE.png`, so the thread shows which outbox message shared it."""
+    name = Path(path)
+    return name.name if attempt is None else f"{name.stem}-{attempt.message_id}{name.suffix}"
 
 
 def _error_code(response: SlackResponse) -> str:
@@ -186,6 +193,7 @@ class SlackChat:
             retry_handlers=[],
         )
         self.finder = CardFinder(self.web)
+        self.replies = ReplyFinder(self.web)
         # Listeners' calls (ephemerals, user groups) run off the ack path: short retries are fine.
         self.listener_web = WebClient(
             token=config.bot_token,
@@ -338,7 +346,38 @@ class SlackChat:
 
         self._send(channel, "chat.update", send, card(report, self.options), report)
 
-    def reply(self, ref: str, text: str) -> None:
+    def reply(self, ref: str, text: str, attempt: Attempt | None = None) -> None:
+        """A message in the card's thread, named by `attempt` in its metadata; when an
+        earlier try may have reached Slack, or this one goes unanswered, the thread is
+        looked at first and a reply found there is not posted again (see `history`)."""
+        self._reply(ref, text, attempt, "")
+
+    def attach(self, ref: str, path: str, text: str, attempt: Attempt | None = None) -> None:
+        """A file (the memory chart) in the card's thread (`files.uploadV2`: needs the
+        `files:write` scope); a reply with the text alone when the file is gone. Files
+        carry no metadata, so the uploaded file's name names the outbox message and is
+        what the thread is searched for."""
+        filename = upload_name(path, attempt)
+        if not Path(path).is_file():
+            self._reply(ref, text, attempt, filename)
+            return
+        channel, ts = parse_ref(ref)
+
+        def send(message: Message) -> SlackResponse:
+            return self.web.files_upload_v2(
+                channel=channel,
+                thread_ts=ts,
+                file=path,
+                filename=filename,
+                title=Path(path).stem,
+                initial_comment=message.text,
+            )
+
+        self._once(
+            channel, ts, attempt, filename, "files.completeUploadExternal", send, text_message(text)
+        )
+
+    def _reply(self, ref: str, text: str, attempt: Attempt | None, filename: str) -> None:
         channel, ts = parse_ref(ref)
 
         def send(message: Message) -> SlackResponse:
@@ -349,29 +388,48 @@ class SlackChat:
                 blocks=message.blocks,
                 unfurl_links=False,
                 unfurl_media=False,
+                metadata=reply_metadata(attempt) if attempt is not None else None,
             )
 
-        self._send(channel, "chat.postMessage", send, text_message(text), None)
+        self._once(channel, ts, attempt, filename, "chat.postMessage", send, text_message(text))
 
-    def attach(self, ref: str, path: str, text: str) -> None:
-        """A file (the memory chart) in the card's thread (`files.uploadV2`: needs the
-        `files:write` scope); a reply with the text alone when the file is gone."""
-        if not Path(path).is_file():
-            self.reply(ref, text)
+    def _once(
+        self,
+        channel: str,
+        ts: str,
+        attempt: Attempt | None,
+        filename: str,
+        method: str,
+        send: Callable[[Message], SlackResponse],
+        message: Message,
+    ) -> None:
+        """Send a thread message unless the thread already has it."""
+        if attempt is None:
+            self._send(channel, method, send, message, None)
             return
-        channel, ts = parse_ref(ref)
-
-        def send(message: Message) -> SlackResponse:
-            return self.web.files_upload_v2(
-                channel=channel,
-                thread_ts=ts,
-                file=path,
-                filename=Path(path).name,
-                title=Path(path).stem,
-                initial_comment=message.text,
-            )
-
-        self._send(channel, "files.completeUploadExternal", send, text_message(text), None)
+        self._not_blocked(channel, method)
+        if attempt.uncertain:
+            found = self.replies.find(channel, ts, attempt, filename)
+            if found:
+                log.info(
+                    "Slack already has message %d of incident %s in its thread (%s); "
+                    "not posting it again",
+                    attempt.message_id,
+                    attempt.incident_id,
+                    found,
+                )
+                return
+        try:
+            self._send(channel, method, send, message, None)
+        except ChatUnavailableError as error:
+            if error.retry_after is None and self.replies.find(channel, ts, attempt, filename):
+                log.info(
+                    "Slack took message %d of incident %s although it did not say so",
+                    attempt.message_id,
+                    attempt.incident_id,
+                )
+                return
+            raise
 
     def _send(
         self,
