@@ -227,3 +227,21 @@ def test_older_and_trimmed_tables(
 def test_lines_that_only_look_like_a_header_stay_log_text(paste: str) -> None:
     parts = parts_of(paste)
     assert (signals_of(parts), logs_of(parts)) == ([], [paste])
+
+
+def test_failed_tasks_give_their_error_message_as_worker_log() -> None:
+    parts = parts_of(fixture("ray-list-tasks-detail-yaml.txt"))
+    assert signals_of(parts) == []
+    [errors] = logs_of(parts, SourceKind.WORKER_LOG)
+    prefix = "(tokenize_shard pid=5127, task_id=16310a0f0a45af5cffffffffffffffffffffffff02000000) "
+    starts = [prefix + "Task was killed due to the node", prefix + "Memory on the node (IP: 10.0.3"]
+    lines = errors.splitlines()
+    assert [line[: len(want)] for line, want in zip(lines, starts, strict=True)] == starts
+    diagnosis = engine().diagnose_text(fixture("ray-list-tasks-detail-yaml.txt"))
+    assert diagnosis.primary is not None
+    assert str(diagnosis.primary.category) == "ray_memory_monitor_oom"
+
+
+def test_the_plain_tasks_table_is_read_but_names_no_cause() -> None:
+    parts = parts_of(fixture("ray-list-tasks.txt"))
+    assert (signals_of(parts), logs_of(parts)) == ([], ["$ ray list tasks\n\n" + "\n" * 11])

@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 # log lines are not even tried.
 JSON_START = (
     r"[ \t]*(?:(?:\{|\[[ \t]*\{?)[ \t]*\r?$"
-    r'|[\[{][^\n]*?"(?:apiVersion|kind|metadata|items|job_id|submission_id|status|actor_id'
+    r'|[\[{][^\n]*?"(?:apiVersion|kind|metadata|items|job_id|submission_id|status|actor_id|task_id'
     r'|node_id|availableWorkerReplicas|desiredWorkerReplicas|conditions)"[ \t]*:)'
 )
 YAML_START = r"(?:---|apiVersion:|kind:)"

@@ -1,4 +1,4 @@
-"""`ray list actors|jobs|nodes` output inside a paste -> State API records -> signals.
+"""`ray list actors|jobs|nodes|tasks` output inside a paste -> State API records -> parts.
 
 Ray prints a list in one of these shapes (`ray/util/state/state_cli.py`):
 
@@ -32,14 +32,14 @@ from bot.core.inputs.blocks import Block, Line, Miss, block_end, lines_from
 from bot.core.inputs.rayjob import ray_job_parts
 from bot.core.inputs.raystate import records_parts, state_parts
 
-_FIRST_KEYS = r"(?:actor_id|node_id|job_id|submission_id|type)"
+_FIRST_KEYS = r"(?:actor_id|node_id|task_id|job_id|submission_id|type)"
 # Where a list can start: its banner or YAML (LIST_START), or a table's header pasted
 # without the banner (TABLE_HEADER_START, indented over the index column or not).
 LIST_START = (
     r"(?:=+ List: [^\n]*=+[ \t]*\r?$"
-    rf"|---[ \t]*\r?\n-[ \t]+{_FIRST_KEYS}:|-[ \t]+(?:actor_id|node_id):)"
+    rf"|---[ \t]*\r?\n-[ \t]+{_FIRST_KEYS}:|-[ \t]+(?:actor_id|node_id|task_id):)"
 )
-TABLE_HEADER_START = r"[ \t]*(?:ACTOR_ID|JOB_ID|NODE_ID)[ \t]"
+TABLE_HEADER_START = r"[ \t]*(?:ACTOR_ID|JOB_ID|NODE_ID|TASK_ID)[ \t]"
 _BANNER = re.compile(r"^=+ List: .*=+\s*$")
 _PREAMBLE = re.compile(r"^(?:Stats:|Table:|Total: \d+|-+)?\s*$")
 _HEADER_TOKEN = re.compile(r"[A-Z][A-Z0-9_]*")
@@ -82,7 +82,8 @@ def _header_after_banner(banner: Line, lines: Iterator[Line]) -> Line | None:
 
 
 def _table_kind(header: str) -> str:
-    """`actor`, `node` or `job` for a State API table header; "" for any other line."""
+    """`actor`, `node`, `task` or `job` for a State API table header; "" for any other
+    line."""
     tokens = header.split()
     if len(tokens) < 3 or not all(_HEADER_TOKEN.fullmatch(t) for t in tokens):
         return ""
@@ -91,6 +92,8 @@ def _table_kind(header: str) -> str:
         return "actor"
     if {"NODE_ID", "NODE_IP", "STATE"} <= names:
         return "node"
+    if {"TASK_ID", "STATE"} <= names:
+        return "task"
     if "STATUS" in names and names & {"JOB_ID", "SUBMISSION_ID"}:
         return "job"
     return ""

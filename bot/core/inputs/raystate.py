@@ -1,4 +1,4 @@
-"""Ray State API records (`ray list actors|nodes|jobs`, any output format) -> signals.
+"""Ray State API records (`ray list actors|nodes|jobs|tasks`, any output format) -> parts.
 
 The records are what the State API returns (`ActorState`, `NodeState`,
 `JobDetails`), read back from a table, YAML or JSON. They say the same as the
@@ -15,6 +15,9 @@ live Ray source's records, so they become the same signals:
   message and the death reason it names (`UNEXPECTED_TERMINATION` …).
 - a job -> its `ray_job` signal (`rayjob.job_info_parts`); a FAILED job's
   message is also handed on as driver log text.
+- a FAILED task -> its error message (shown with `--detail`) as worker log
+  text, as Ray forwards a task's error to the driver; the plain table's
+  `ERROR_TYPE` alone names no cause pitcrew can check.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from bot.core.model import ObjectRef, Signal, SourceKind
 
 ACTOR_KEYS = frozenset({"actor_id", "class_name", "state"})
 NODE_KEYS = frozenset({"node_id", "node_ip", "state"})
+TASK_KEYS = frozenset({"task_id", "state", "func_or_class_name"})
 # Deaths that follow from the job ending (or a deliberate kill), not a cause.
 _CONSEQUENTIAL = frozenset({"OWNER_DIED", "OUT_OF_SCOPE", "REF_DELETED", "RAY_KILL"})
 _INTENDED = re.compile(r"Worker exit type: INTENDED_(?:USER|SYSTEM)_EXIT")
@@ -45,7 +49,7 @@ _MAX_RECORDS = 2000
 
 
 def record_kind(record: Any) -> str:
-    """`actor`, `node`, `job` or "" for one State API record."""
+    """`actor`, `node`, `task`, `job` or "" for one State API record."""
     if not isinstance(record, Mapping) or "kind" in record or "apiVersion" in record:
         return ""
     keys = set(record)
@@ -53,11 +57,13 @@ def record_kind(record: Any) -> str:
         return "actor"
     if keys >= NODE_KEYS:
         return "node"
+    if keys >= TASK_KEYS:
+        return "task"
     return "job" if is_ray_job_info(record) else ""
 
 
 def state_parts(data: Any, origin: str = "") -> tuple[InputPart, ...] | None:
-    """The parts of State API actor or node records (a list or one); None otherwise.
+    """The parts of State API actor, node or task records (a list or one); None otherwise.
     Job records are Jobs API records and are read by `rayjob`."""
     records = data if isinstance(data, list) else [data]
     kinds = {record_kind(record) for record in records}
@@ -67,10 +73,12 @@ def state_parts(data: Any, origin: str = "") -> tuple[InputPart, ...] | None:
 
 
 def records_parts(kind: str, records: Iterable[Any], origin: str) -> tuple[InputPart, ...]:
-    """The parts of records of one kind (`actor`, `node`, `job`)."""
+    """The parts of records of one kind (`actor`, `node`, `task`, `job`)."""
     kept = [as_map(r) for _, r in zip(range(_MAX_RECORDS), records, strict=False)]
     if kind == "actor":
         return actor_parts(kept, origin)
+    if kind == "task":
+        return task_parts(kept, origin)
     if kind == "node":
         return tuple(node_signal(r, origin) for r in kept if text_at(r, "state") == "DEAD")
     return tuple(part for record in kept for part in _job_parts(record, origin))
@@ -163,7 +171,27 @@ def _actor_signal(
     )
 
 
-# -- nodes and jobs -------------------------------------------------------------------
+# -- tasks, nodes and jobs ------------------------------------------------------------
+
+
+def task_parts(records: Iterable[Mapping[str, Any]], origin: str) -> tuple[InputPart, ...]:
+    """The error messages of FAILED tasks (each once) as worker log text."""
+    lines: list[str] = []
+    seen: set[str] = set()
+    for record in records:
+        message = text_at(record, "error_message")
+        if text_at(record, "state") != "FAILED" or not message or message in seen:
+            continue
+        seen.add(message)
+        prefix = (
+            f"({text_at(record, 'func_or_class_name') or 'task'} "
+            f"pid={text_at(record, 'worker_pid') or '?'}, task_id={text_at(record, 'task_id')})"
+        )
+        lines.extend(f"{prefix} {line}" for line in message.splitlines() if line.strip())
+    if not lines:
+        return ()
+    where = f"{origin} (task errors)" if origin else "task errors"
+    return (LogText((("\n".join(lines) + "\n").encode("utf-8"),), SourceKind.WORKER_LOG, where),)
 
 
 def node_signal(record: Mapping[str, Any], origin: str) -> Signal:

@@ -62,7 +62,7 @@ _STREAMS = (
         re.MULTILINE,
     ),
     re.compile(
-        rf"^(?=[ \t0-9a-z<AJN])(?:(?P<event_rows>{ROWS_START})"
+        rf"^(?=[ \t0-9a-z<AJNT])(?:(?P<event_rows>{ROWS_START})"
         rf"|(?P<cluster_status>{STATUS_FRAGMENT_START})|(?P<ray_list_header>{TABLE_HEADER_START}))",
         re.MULTILINE,
     ),
