@@ -12,8 +12,10 @@ the way `/ingest` attributes a driver log posted with `workload=RayJobSubmission
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from io import BytesIO
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,12 +23,21 @@ import pytest
 from bot.core.incidents import SUBMISSION_KIND, ChangeKind, Correlator
 from bot.core.inputs.kuberay import rayjob_parts
 from bot.core.inputs.reader import read_stream
-from bot.core.model import Evidence, Finding, IncidentState, ObjectRef, Severity, SourceKind
+from bot.core.model import (
+    Evidence,
+    Finding,
+    IncidentState,
+    ObjectRef,
+    ProposalState,
+    Severity,
+    SourceKind,
+)
 from bot.core.model import frozen_map as fm
+from bot.core.notify import NotifyConfig
 from bot.core.owners import Owner, Owners, owners_named, sole_submission
 from bot.core.taxonomy import Category
-from bot.daemon.feed import observe
-from tests.daemon_support import SEED
+from bot.daemon.feed import Context, Observation, observe
+from tests.daemon_support import DESCRIBE, SEED, Clock, rig, seed
 
 T0 = datetime(2026, 12, 1, 22, 0, tzinfo=UTC)
 NS = "ml-train"
@@ -180,6 +191,33 @@ def test_evidence_naming_a_known_submission_opens_the_rayjobs_incident() -> None
     assert correlator.find(f"kmock//{SUBMISSION_KIND}/{SUBMISSION}") == incident
 
 
+@pytest.mark.parametrize("evidence_first", [False, True], ids=["rayjob-first", "evidence-first"])
+def test_a_worker_pods_evidence_naming_only_the_rayjobs_raycluster_is_the_rayjobs(
+    evidence_first: bool,
+) -> None:
+    """A pasted `kubectl describe` of a worker pod names its RayCluster (its labels) and
+    namespace, not the cluster or the RayJob."""
+    pod = dataclasses.replace(
+        oom_of_the_rayjob(),
+        workload=ObjectRef("RayCluster", RAYCLUSTER, NS),
+        fields=fm({"namespace": NS, "ray_cluster": RAYCLUSTER}),
+    )
+    correlator = Correlator()
+    if evidence_first:
+        (opened,) = correlator.add(pod, at(0))
+        assert opened.incident.key == f"/{NS}/RayCluster/{RAYCLUSTER}"
+        (change,) = correlator.own(OWNER, at(5))
+        assert change.incident.id == opened.incident.id
+    else:
+        correlator.own(OWNER, at(0))
+        (change,) = correlator.add(pod, at(5))
+    assert change.incident.key == HOME
+    assert change.incident.cluster == "kmock"
+    elsewhere = dataclasses.replace(pod, fields=fm({**pod.fields, "cluster": "prod"}))
+    (apart,) = correlator.add(elsewhere, at(6))
+    assert apart.incident.key == f"prod/{NS}/RayCluster/{RAYCLUSTER}"
+
+
 def test_evidence_on_a_failed_rayjobs_incident_joins_it() -> None:
     correlator = Correlator()
     correlator.own(OWNER, at(0))
@@ -270,3 +308,58 @@ def test_evidence_that_names_another_place_is_not_attached(
     assert change.incident.key == key
     assert correlator.find(key) == change.incident
     assert change.incident.workload != RAYJOB
+
+
+# -- through the pipeline: what the cards and the offers do ---------------------------------
+
+
+def rayjob_seen(status: dict[str, Any]) -> Observation:
+    """The RayJob's status as the Kubernetes watch hands it on (`sources.kubernetes`)."""
+    return observe(rayjob_parts(rayjob(status)), Context("kmock", NS, RAYJOB))
+
+
+def test_a_merged_incidents_offers_are_withdrawn_and_its_card_says_where_it_went(
+    tmp_path: Path,
+) -> None:
+    clock = Clock(T0)
+    prompt = NotifyConfig(group_wait=timedelta(0), group_interval=timedelta(seconds=1))
+    r = rig(tmp_path / "pitcrew.db", clock, notify=prompt)
+    failed = {"jobDeploymentStatus": "Failed", "jobStatus": "FAILED", "reason": "AppFailed"}
+    r.feed(rayjob_seen({**failed, "rayClusterName": RAYCLUSTER}))  # no jobId yet
+    (home,) = r.store.open_incidents()
+    clock.advance(5)
+    r.feed(seed(DESCRIBE, ObjectRef(SUBMISSION_KIND, SUBMISSION)))  # posted with the id only
+    stray = next(i for i in r.store.open_incidents() if i.id != home.id)
+    (offer,) = r.store.proposals_for_incident(stray.id)
+    assert (offer.action, offer.state) == ("k8s.bump_memory", ProposalState.OFFERED)
+
+    clock.advance(5)
+    r.feed(rayjob_seen({**failed, "jobId": SUBMISSION, "rayClusterName": RAYCLUSTER}))
+
+    (kept,) = r.store.open_incidents()
+    assert kept.id == home.id
+    withdrawn = r.store.get_proposal(offer.id)
+    assert withdrawn is not None
+    assert withdrawn.state is ProposalState.EXPIRED
+    assert withdrawn.history[-1].reason == (
+        f"superseded: no longer offered (merged into incident {home.id})"
+    )
+    (bump,) = [p for p in r.store.proposals_for_incident(home.id) if p.action == "k8s.bump_memory"]
+    assert bump.state is ProposalState.OFFERED  # offered again, on the RayJob's card
+    r.tick(until=20)
+    _, stray_card = [c.ref for c in r.chat.calls if c.kind == "post"]  # the home's came first
+    gone = [c.report for c in r.chat.calls if c.kind == "update" and c.ref == stray_card][-1]
+    assert gone.title.startswith("Resolved: ")
+    assert gone.status == (
+        f"resolved: merged into incident {home.id}: Ray job {SUBMISSION} "
+        f"is RayJob {NS}/verl-ppo-qwen's"
+    )
+    assert not [a for a in gone.actions if a.state is ProposalState.OFFERED]
+    home_card = next(c.ref for c in r.chat.calls if c.kind == "post")
+    told = {(c.ref, c.text) for c in r.chat.calls if c.kind == "reply"}
+    where = f"Ray job {SUBMISSION} is"
+    assert (
+        stray_card,
+        f"This incident is merged into incident {home.id}: {where} RayJob {NS}/verl-ppo-qwen's.",
+    ) in told
+    assert (home_card, f"Merged in incident {stray.id}: {where} this RayJob's.") in told

@@ -360,12 +360,14 @@ class Correlator:
 
     def _fold(self, stray: Track, home: Track, owner: Owner, now: datetime) -> tuple[Change, ...]:
         """`stray` (opened on `owner`'s submission id) merged into `home`, the RayJob's:
-        its findings, counters and keys move, it resolves saying where they went."""
+        its findings, counters and keys move, it resolves saying where they went, and
+        what it offered is withheld (the RayJob's incident offers what still holds)."""
+        moved_to = f"merged into incident {home.incident.id}"
+        stray.incident = dataclasses.replace(
+            stray.incident, diagnosis=_withheld(stray.incident.diagnosis, moved_to)
+        )
         gone = self._resolve(
-            stray,
-            now,
-            f"merged into incident {home.incident.id}: Ray job {owner.submission} "
-            f"is {owner.describe()}'s",
+            stray, now, f"{moved_to}: Ray job {owner.submission} is {owner.describe()}'s"
         )
         old = home.incident
         for playbook, finding in stray.reps.items():
@@ -538,3 +540,12 @@ def _moved(track: Track, before: Diagnosis, after: Diagnosis, now: datetime) -> 
         IncidentNote(now, f"root cause is now {current.category} (was {previous.category})")
     )
     return previous.category
+
+
+def _withheld(diagnosis: Diagnosis, reason: str) -> Diagnosis:
+    """`diagnosis` with every action it offers withheld for `reason`."""
+    actions = tuple(
+        dataclasses.replace(o, offered=False, reason=reason) if o.offered else o
+        for o in diagnosis.actions
+    )
+    return dataclasses.replace(diagnosis, actions=actions)

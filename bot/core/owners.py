@@ -8,8 +8,10 @@ records the mapping in the RayJob's status (`status.jobId`, the submission id,
 and `status.rayClusterName` in ray.io/v1); signals carry it as the fields
 `rayjob`, `job_id` (or `submission_id`) and `ray_cluster`. The correlator
 remembers the owners it was shown (`Owners`, bounded) and completes a finding
-that names an owned submission with its RayJob (`complete`), whichever arrived
-first. Pure: values in, values out; nothing here asks a cluster.
+that names an owned submission, or the RayJob's RayCluster without naming a
+cluster (a pasted `kubectl describe` of a worker pod), with its RayJob
+(`complete`), whichever arrived first. Pure: values in, values out; nothing here
+asks a cluster.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from bot.core.inputs import InputPart
 from bot.core.model import Finding, ObjectRef, Signal, frozen_map
@@ -55,10 +58,17 @@ class Owner:
 
     @property
     def stray_keys(self) -> tuple[str, ...]:
-        """The keys of an incident opened on the submission id alone: on the RayJob's
-        cluster, or on none (a paste that named no cluster)."""
+        """The keys of an incident opened without the RayJob: on the submission id, or on
+        the RayJob's RayCluster named on no cluster (a paste that named none)."""
         ref = ObjectRef(SUBMISSION_KIND, self.submission)
-        return tuple(dict.fromkeys((key_of(self.cluster, ref), key_of("", ref))))
+        keys = [key_of(self.cluster, ref), key_of("", ref)]
+        if self.ray_cluster:
+            keys.append(key_of("", ObjectRef("RayCluster", self.ray_cluster, self.namespace)))
+        return tuple(k for k in dict.fromkeys(keys) if k not in self.home_keys)
+
+    @property
+    def namespace(self) -> str:
+        return self.rayjob.namespace
 
     def describe(self) -> str:
         return f"RayJob {self.rayjob.namespace}/{self.rayjob.name}"
@@ -85,10 +95,11 @@ def owners_named(parts: Iterable[InputPart], cluster: str = "") -> tuple[Owner, 
 
 
 class Owners:
-    """The owners seen so far, by submission id (bounded by `limit`)."""
+    """The owners seen so far, by submission id and by RayCluster (bounded by `limit`)."""
 
     def __init__(self, limit: int = MAX_OWNERS) -> None:
         self._by_id: OrderedDict[str, Owner] = OrderedDict()
+        self._by_cluster: OrderedDict[tuple[str, str], Owner] = OrderedDict()
         self._limit = limit
 
     def __len__(self) -> int:
@@ -97,30 +108,50 @@ class Owners:
     def learn(self, owner: Owner) -> bool:
         """Remember `owner`; True when it is news (not known, or known otherwise)."""
         known = self._by_id.get(owner.submission)
-        self._by_id[owner.submission] = owner
-        self._by_id.move_to_end(owner.submission)
-        while len(self._by_id) > self._limit:
-            self._by_id.popitem(last=False)
+        _remember(self._by_id, owner.submission, owner, self._limit)
+        if owner.ray_cluster:
+            _remember(self._by_cluster, (owner.namespace, owner.ray_cluster), owner, self._limit)
         return known != owner
 
     def of(self, item: Item) -> Owner | None:
-        """The owner of the submission `item` names, unless `item` says it is elsewhere
-        (another cluster, namespace or RayJob)."""
+        """The owner of the submission, else of the RayCluster, `item` names, unless `item`
+        says it is elsewhere (another cluster, namespace, RayJob or RayCluster)."""
         submission = submission_id(item)
         owner = self._by_id.get(submission) if submission else None
+        if owner is None:
+            named = ray_cluster_of(item)
+            owner = self._by_cluster.get((namespace_of(item), named)) if named else None
         if owner is None or not belongs(item, owner):
             return None
         return owner
 
 
+def _remember(memory: OrderedDict[Any, Owner], key: Any, owner: Owner, limit: int) -> None:
+    memory[key] = owner
+    memory.move_to_end(key)
+    while len(memory) > limit:
+        memory.popitem(last=False)
+
+
+def ray_cluster_of(item: Item) -> str:
+    """The RayCluster `item` names: its field, else its workload or object."""
+    if item.fields.get("ray_cluster"):
+        return item.fields["ray_cluster"]
+    for ref in (item.workload, item.obj):
+        if ref is not None and ref.kind == "RayCluster":
+            return ref.name
+    return ""
+
+
 def belongs(item: Item, owner: Owner) -> bool:
     """Nothing `item` says about where it is contradicts `owner`."""
     cluster, namespace = cluster_of(item), namespace_of(item)
-    rayjob = item.fields.get("rayjob", "")
+    rayjob, ray_cluster = item.fields.get("rayjob", ""), ray_cluster_of(item)
     return (
         cluster in ("", owner.cluster)
-        and namespace in ("", owner.rayjob.namespace)
+        and namespace in ("", owner.namespace)
         and rayjob in ("", owner.rayjob.name)
+        and (ray_cluster in ("", owner.ray_cluster) or not owner.ray_cluster)
     )
 
 

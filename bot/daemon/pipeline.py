@@ -471,7 +471,7 @@ class Pipeline:
 
     def _proposals(self, incident: Incident, reshaped: bool, now: datetime) -> tuple[Proposal, ...]:
         existing = self._store.proposals_for_incident(incident.id)
-        if not self._propose or not reshaped or incident.state is not IncidentState.OPEN:
+        if not self._propose or not reshaped:  # a resolved one is reshaped only by a merge
             return existing
         changed = approvals.reconcile(incident, existing, now, self._ttl)
         if not changed:

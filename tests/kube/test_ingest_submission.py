@@ -111,9 +111,9 @@ FAILED = {
 }
 
 
-def post_driver_log(daemon: wiring.Daemon, query: str) -> None:
-    url = f"http://127.0.0.1:{daemon.http.port}/ingest?origin=driver.log&{query}"
-    body = (SEED / "driver.log").read_bytes()
+def post_driver_log(daemon: wiring.Daemon, query: str, name: str = "driver.log") -> None:
+    url = f"http://127.0.0.1:{daemon.http.port}/ingest?origin={name}&{query}"
+    body = (SEED / name).read_bytes()
     request = urllib.request.Request(url, data=body, method="POST")
     with urllib.request.urlopen(request, timeout=10) as response:
         assert response.status == 202
@@ -156,11 +156,23 @@ def test_a_driver_log_naming_a_seen_rayjobs_submission_is_the_rayjobs_incident(
     post_driver_log(daemon, query)
 
     (card,) = wait_for(lambda: posts(chat), 60, "the card")
+    before = last_findings(daemon)
     assert open_keys(daemon) == [HOME]
     (view,) = daemon.service.incidents()
     assert (view.incident.cluster, view.incident.ray_job_id) == ("kmock", SUBMISSION)
     assert card.report.title.endswith(TITLE)
     assert len(posts(chat)) == 1
+
+    # the worker pod's describe names its RayCluster (labels) but no cluster or RayJob
+    post_driver_log(daemon, "", "worker-pod.describe.txt")
+    wait_for(lambda: len(last_findings(daemon)) > len(before), 60, "the describe's findings")
+    assert open_keys(daemon) == [HOME]
+    assert len(posts(chat)) == 1
+
+
+def last_findings(daemon: wiring.Daemon) -> list[str]:
+    (view,) = daemon.service.incidents()
+    return [r.finding.playbook for r in view.incident.diagnosis.findings]
 
 
 @pytest.mark.parametrize("query", [BY_QUERY, BY_LINES], ids=["named-by-sender", "named-by-log"])
