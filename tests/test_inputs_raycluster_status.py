@@ -176,10 +176,13 @@ def test_a_healthy_or_provisioning_status_reports_no_failing_condition(paste: st
         "status:\n  containerStatuses:\n  - lastState:\n      terminated:\n        reason: OOMKilled\n",
         # a RayJob's status fragment
         "status:\n  jobDeploymentStatus: Failed\n  reason: SubmissionFailed\n",
+        # a RayJob's status holds its cluster's status: still the RayJob's, read as log
+        "status:\n  jobDeploymentStatus: Failed\n  rayClusterStatus:\n"
+        "    availableWorkerReplicas: 1\n    desiredWorkerReplicas: 1\n",
         # a log line that happens to start with a status key
         "state: loading checkpoint shard 3/8\n",
     ],
-    ids=["pod-status", "rayjob-status", "log-line"],
+    ids=["pod-status", "rayjob-status", "rayjob-with-cluster-status", "log-line"],
 )
 def test_a_status_that_is_not_a_rayclusters_stays_log_text(paste: str) -> None:
     parts = parts_of(paste)
