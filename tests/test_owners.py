@@ -37,7 +37,7 @@ from bot.core.notify import NotifyConfig
 from bot.core.owners import Owner, Owners, owners_named, sole_submission
 from bot.core.taxonomy import Category
 from bot.daemon.feed import Context, Observation, observe
-from tests.daemon_support import DESCRIBE, SEED, Clock, rig, seed
+from tests.daemon_support import DESCRIBE, SEED, Clock, RecordingChat, rig, seed
 
 T0 = datetime(2026, 12, 1, 22, 0, tzinfo=UTC)
 NS = "ml-train"
@@ -363,3 +363,30 @@ def test_a_merged_incidents_offers_are_withdrawn_and_its_card_says_where_it_went
         f"This incident is merged into incident {home.id}: {where} RayJob {NS}/verl-ppo-qwen's.",
     ) in told
     assert (home_card, f"Merged in incident {stray.id}: {where} this RayJob's.") in told
+
+
+def test_after_a_restart_an_incident_on_the_submission_becomes_the_rayjobs_on_the_relist(
+    tmp_path: Path,
+) -> None:
+    """Owners live in memory; the watch's first list after a start shows the RayJob's
+    status again, and the restored incident becomes the RayJob's, on the same card."""
+    clock = Clock(T0)
+    prompt = NotifyConfig(group_wait=timedelta(0), group_interval=timedelta(seconds=1))
+    first = rig(tmp_path / "pitcrew.db", clock, notify=prompt)
+    first.feed(seed("driver.log", ObjectRef(SUBMISSION_KIND, SUBMISSION)))
+    (stray,) = first.store.open_incidents()
+    assert stray.key == STRAY
+    first.store.close()  # the daemon stopped
+
+    clock.advance(60)
+    second = rig(tmp_path / "pitcrew.db", clock, RecordingChat(), notify=prompt)
+    second.feed(rayjob_seen(RUNNING))
+    second.tick(until=90)
+
+    (adopted,) = second.store.open_incidents()
+    assert (adopted.id, adopted.key, adopted.workload) == (stray.id, HOME, RAYJOB)
+    assert second.chat.kinds().count("post") == 0  # the card posted before the stop
+    assert [c.text for c in second.chat.calls if c.kind == "reply"] == [f"{ADOPTED}."]
+    (update,) = [c.report for c in second.chat.calls if c.kind == "update"]
+    assert update is not None
+    assert update.title.endswith(f"RayJob {NS}/verl-ppo-qwen")
