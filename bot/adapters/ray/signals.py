@@ -16,6 +16,7 @@ from typing import Any
 
 from bot.adapters.ray.client import SUPERVISOR_NAMESPACE, TERMINAL, ActorInfo, RayClusterConfig
 from bot.core.inputs import InputPart, LogText
+from bot.core.inputs.raystate import telling
 from bot.core.model import ObjectRef, Signal, SourceKind, frozen_map
 
 DEFAULT_RAYJOB_KEYS = ("ray.io/rayjob", "kuberay.io/rayjob", "rayjob", "rayjob_name")
@@ -23,10 +24,6 @@ DEFAULT_RAYJOB_KEYS = ("ray.io/rayjob", "kuberay.io/rayjob", "rayjob", "rayjob_n
 IGNORED_NAMESPACES = ("serve", SUPERVISOR_NAMESPACE)
 """Namespaces whose detached actors outlive their drivers by design (Ray Serve)."""
 _INTERNAL_PREFIX = "_ray_internal"
-# Ray deaths that follow from the job ending (or a deliberate kill), not a cause:
-# frameworks ray.kill their actors at teardown, owners exiting take their actors.
-_CONSEQUENTIAL = frozenset({"OWNER_DIED", "OUT_OF_SCOPE", "REF_DELETED", "RAY_KILL"})
-_INTENDED = re.compile(r"Worker exit type: INTENDED_(?:USER|SYSTEM)_EXIT")
 _TAKEN = re.compile(r"The name (?P<name>[^\s(]+) (?:\(namespace=(?P<ns>[^)]*)\) )?is already taken")
 _MAX_ACTORS = 20
 _MAX_METADATA = 20
@@ -68,12 +65,9 @@ def death_parts(
     origin: str,
     workload: ObjectRef | None,
 ) -> list[InputPart]:
-    """A `ray_actor` signal per telling death, and the death messages as worker log text.
-
-    Deaths that only follow from the job ending (owner died, out of scope, killed by
-    `ray.kill`, intended exits) are left out: at teardown every actor dies that way,
-    and they would hide the real error."""
-    telling = [a for a in actors if _telling(a)][:_MAX_ACTORS]
+    """A `ray_actor` signal per death that tells a cause (`raystate.telling`), and the
+    death messages as worker log text."""
+    telling = [a for a in actors if _tells(a)][:_MAX_ACTORS]
     parts: list[InputPart] = []
     lines: list[str] = []
     seen: set[tuple[str, str]] = set()
@@ -117,12 +111,8 @@ def death_parts(
     return parts
 
 
-def _telling(actor: ActorInfo) -> bool:
-    if actor.death_kind and actor.death_kind != "actor_died_error_context":
-        return True  # OOM, creation failure, runtime_env failure, unschedulable
-    if actor.death_reason in _CONSEQUENTIAL:
-        return False
-    return not _INTENDED.search(actor.death_message)
+def _tells(actor: ActorInfo) -> bool:
+    return telling(actor.death_kind, actor.death_reason, actor.death_message)
 
 
 def stale_signal(

@@ -115,7 +115,7 @@ def actor_parts(records: Iterable[Mapping[str, Any]], origin: str) -> tuple[Inpu
         if text_at(record, "state") != "DEAD":
             continue
         kind, reason, message = death_of(record.get("death_cause"))
-        if not _telling(kind, reason, message):
+        if not telling(kind, reason, message):
             continue
         parts.append(_actor_signal(record, kind, reason, message, origin))
         class_name = text_at(record, "class_name")
@@ -134,7 +134,10 @@ def actor_parts(records: Iterable[Mapping[str, Any]], origin: str) -> tuple[Inpu
     return tuple(parts)
 
 
-def _telling(kind: str, reason: str, message: str) -> bool:
+def telling(kind: str, reason: str, message: str) -> bool:
+    """Whether an actor's death tells a cause. Deaths that only follow from the job
+    ending (owner died, out of scope, `ray.kill`, intended exits) do not: at teardown
+    every actor dies that way, and they would hide the real error."""
     if not kind:
         return False  # the plain table shows no death cause: a DEAD row alone tells nothing
     if kind != "actor_died_error_context":
