@@ -179,12 +179,12 @@ def complete(finding: Finding, owner: Owner) -> Finding:
 
 
 # What `ray job submit` and `ray job status` print about a job, wherever the line starts
-# (a log prefix such as "2025-11-03 10:14:20,511 ERR cli.py:74 -- " comes first).
-_JOB_LINE = re.compile(
-    rb"(?:\bJob|Status for job) '(?P<id>[\w.:-]{1,128})'"
-    rb"(?: submitted successfully| succeeded| failed| was stopped|: [A-Z]+)"
+# (a log prefix such as "2025-11-03 10:14:20,511 ERR cli.py:74 -- " comes first). Each
+# begins with a literal, which `re` scans for quickly (an alternation first is ~20x slower).
+_JOB_LINES = (
+    re.compile(rb"Job '([\w.:-]{1,128})' (?:submitted successfully|succeeded|failed|was stopped)"),
+    re.compile(rb"Status for job '([\w.:-]{1,128})': [A-Z]+"),
 )
-_SCREEN = (b"Job '", b"job '")
 
 
 def sole_submission(parts: Iterable[InputPart]) -> ObjectRef | None:
@@ -203,8 +203,4 @@ def sole_submission(parts: Iterable[InputPart]) -> ObjectRef | None:
 
 
 def _named_in(chunks: Iterable[bytes]) -> set[str]:
-    found: set[str] = set()
-    for chunk in chunks:
-        if any(screen in chunk for screen in _SCREEN):
-            found.update(m["id"].decode() for m in _JOB_LINE.finditer(chunk))
-    return found
+    return {m[1].decode() for chunk in chunks for line in _JOB_LINES for m in line.finditer(chunk)}
