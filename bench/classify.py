@@ -19,9 +19,9 @@ import re
 import time
 from collections.abc import Iterator
 
+from bot.adapters.files.playbooks import load_builtin
 from bot.core.engine import Classifier
 from bot.core.model import ObjectRef, Signal, SourceKind
-from bot.core.playbooks import load_builtin
 
 CHUNK = 1 << 20
 

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot.adapters.files.playbooks import builtin_engine
 from bot.core.diagnosis import Engine, to_json
 from bot.core.errors import PitcrewError
 from bot.core.inputs.reader import read_stream
-from bot.core.playbooks import load_builtin
 
 ROOT = Path(__file__).resolve().parent.parent
 HOLDOUT = ROOT / "tests" / "data" / "corpus" / "holdout.jsonl"
@@ -142,7 +142,7 @@ def main() -> None:
     parser.add_argument("corpora", nargs="*", type=Path)
     parser.add_argument("--details", action="store_true", help="list every miss")
     args = parser.parse_args()
-    engine = Engine(load_builtin([]))
+    engine = builtin_engine([])
     corpora = args.corpora or default_corpora()
     reused = shared_threads(corpora)
     if reused:

@@ -32,13 +32,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bot.adapters.files.playbooks import builtin_engine
 from bot.adapters.ray.bookmarks import MemoryBookmarks
 from bot.adapters.ray.client import TERMINAL, RayClusterConfig, RayDashboard
 from bot.adapters.ray.local import LocalRayHead
 from bot.adapters.ray.source import RayBatch, RaySource, RaySourceOptions
 from bot.core.diagnosis import Engine
 from bot.core.model import Signal
-from bot.core.playbooks import load_builtin
 
 TRACEBACK = (
     'Traceback (most recent call last):\n  File "/app/train.py", line {n}, in <module>\n'
@@ -208,7 +208,7 @@ def main() -> None:
 
     mean_latency = max_latency = processing_ms = float("nan")
     if not args.no_latency:
-        engine = Engine(load_builtin([]))
+        engine = builtin_engine([])
         latencies, processing = latency(args.interval, args.failures, engine)
         if latencies:
             mean_latency, max_latency = statistics.mean(latencies), max(latencies)

@@ -27,6 +27,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from bot.adapters.files.playbooks import load_builtin
 from bot.adapters.sqlite.store import Store
 from bot.app.settings import ActionSettings
 from bot.core.actions import tuning
@@ -35,7 +36,6 @@ from bot.core.incidents import Correlator, adjusted, assessor
 from bot.core.inputs import LogText
 from bot.core.model import ObjectRef, Report, Signal, SourceKind, frozen_map
 from bot.core.notify import NotifyConfig
-from bot.core.playbooks import load_builtin
 from bot.daemon.chat import Attempt
 from bot.daemon.feed import Context, Observation, Tick
 from bot.daemon.metrics import Metrics

@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bot.adapters.console.chat import ConsoleChat
+from bot.adapters.files.playbooks import builtin_engine
 from bot.adapters.sqlite.store import Store
 from bot.app.settings import ActionSettings
 from bot.core.actions import tuning
@@ -20,7 +21,6 @@ from bot.core.incidents import CorrelationConfig, Correlator, adjusted, assessor
 from bot.core.inputs.reader import read_stream
 from bot.core.model import ObjectRef, Report
 from bot.core.notify import NotifyConfig
-from bot.core.playbooks import load_builtin
 from bot.daemon.chat import Attempt, ChatUnavailableError
 from bot.daemon.feed import Context, Observation, Tick, observe
 from bot.daemon.outbox import Backoff, Outbox
@@ -54,7 +54,7 @@ class Clock:
 @functools.cache
 def engine() -> Engine:
     """The built-in playbook library, compiled once per test session."""
-    return Engine(load_builtin([]))
+    return builtin_engine([])
 
 
 def seed(name: str, workload: ObjectRef | None = None) -> Observation:

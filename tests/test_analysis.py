@@ -247,10 +247,10 @@ OOM_EVENT = (
 
 def test_an_event_matched_by_two_signatures_counts_once() -> None:
     """A kubelet `OOMKilling` Event matches both the event reason and the cgroup text."""
+    from bot.adapters.files.playbooks import load_library
     from bot.core.diagnosis import Engine
     from bot.core.inputs import LogText
     from bot.core.model import Signal
-    from bot.core.playbooks import load_library
 
     engine = Engine(load_library([PLAYBOOKS]))
     event = Signal(source=SourceKind.K8S_EVENT, reason="OOMKilling", text=OOM_EVENT)
@@ -299,9 +299,9 @@ def test_a_stale_holder_found_live_keeps_the_clash_first_and_the_death_separate(
 
 
 def test_a_resubmission_offers_the_playbooks_named_override_in_its_preview() -> None:
+    from bot.adapters.files.playbooks import load_library
     from bot.core.actions.catalog import CATALOG, ResubmitJob
     from bot.core.actions.entrypoint import with_override
-    from bot.core.playbooks import load_library
 
     library = load_library([PLAYBOOKS])
     rule = next(

@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from bot.adapters.files import cache as user_cache
+from bot.adapters.files.playbooks import load_library
 from bot.core import engine as classify
 from bot.core.engine import Classifier
 from bot.core.errors import PlaybookError
 from bot.core.model import Signal, SourceKind
-from bot.core.playbooks import load_library
+from bot.core.prefilter import PatternCache
 from tests.helpers import playbook, write_library
 
 LOG = b"""\
@@ -30,7 +32,7 @@ This process on node 10.0.3.17 was started with:
 """
 
 
-def _library(tmp_path: Path) -> Classifier:
+def _library(tmp_path: Path, patterns: PatternCache | None = None) -> Classifier:
     directory = write_library(
         tmp_path / "pb",
         playbook(
@@ -76,7 +78,7 @@ def _library(tmp_path: Path) -> Classifier:
     (directory / "noise.yaml").write_text(
         "noise:\n  - regex: '\\(raylet\\) Spilled \\d+ MiB'\n    why: spilling info\n"
     )
-    return Classifier(load_library([directory]))
+    return Classifier(load_library([directory]), patterns)
 
 
 def _summary(hits: list[classify.Hit]) -> list[tuple[str, int | None, dict[str, str], int]]:
@@ -234,11 +236,11 @@ def test_compiled_patterns_are_cached_and_a_corrupt_cache_is_ignored(
 ) -> None:
     cache = tmp_path / "cache"
     monkeypatch.setenv("PITCREW_CACHE_DIR", str(cache))
-    _library(tmp_path)
+    _library(tmp_path, user_cache.PATTERNS)
     files = sorted(cache.glob("hyperscan-*.db"))
     assert files, "the compiled database is written to the cache"
     for file in files:
         file.write_bytes(b"not a hyperscan database")
-    classifier = _library(tmp_path / "again")
+    classifier = _library(tmp_path / "again", user_cache.PATTERNS)
     assert _summary(classifier.scan_log([LOG])) == EXPECTED
     assert all(f.read_bytes() != b"not a hyperscan database" for f in files)

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from bot.adapters.files.playbooks import load_library
 from bot.core.incidents import (
     ChangeKind,
     CorrelationConfig,
@@ -37,7 +38,6 @@ from bot.core.model import (
     SourceKind,
     frozen_map,
 )
-from bot.core.playbooks import load_library
 from bot.core.taxonomy import Category
 from tests.helpers import playbook, write_library
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from bot.adapters.files.playbooks import builtin_engine
 from bot.core.diagnosis import Engine
 from bot.core.model import Diagnosis
-from bot.core.playbooks import load_builtin
 from tests.test_inputs import DATA, fixture
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @functools.cache
 def engine() -> Engine:
-    return Engine(load_builtin())
+    return builtin_engine()
 
 
 def diagnose(name: str) -> Diagnosis:

@@ -14,9 +14,9 @@ import functools
 
 import pytest
 
+from bot.adapters.files.playbooks import builtin_engine
 from bot.core.diagnosis import Engine
 from bot.core.model import Signal, SourceKind
-from bot.core.playbooks import load_builtin
 from tests.test_inputs import fixture, logs_of, parts_of, signals_of
 
 WORKER_DIED = "0b7fa4c5ef1a2b3c4d5e6f7a02000000"
@@ -27,7 +27,7 @@ NAMESPACE = "7f1c2e9a-1b2c-4d5e-8f90-a1b2c3d4e5f6"
 
 @functools.cache
 def engine() -> Engine:
-    return Engine(load_builtin())
+    return builtin_engine()
 
 
 def actors(signals: list[Signal]) -> list[tuple[str, str, str]]:

@@ -212,7 +212,7 @@ def daemon(
     hung = RayClusterConfig("hung", silent_dashboard, timeout=5.0)
 
     def silentray(settings: Any, marks: Any) -> Any:
-        return ray_executor(RayClusters([hung]))
+        return ray_executor(RayClusters([hung]), categorize=lambda parts: set())
 
     monkeypatch.setitem(factories.EXECUTOR_KINDS, "silentray", silentray)
     built = app.build(load(config(tmp_path), {}), chat=RecordingChat(), engine=engine())

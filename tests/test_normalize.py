@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.adapters.files.playbooks import load_library
 from bot.core.engine import Classifier
 from bot.core.normalize import (
     lenient_anchors,
@@ -16,7 +17,6 @@ from bot.core.normalize import (
     without_dedup,
     without_prefixes,
 )
-from bot.core.playbooks import load_library
 from bot.core.regexes import can_span_lines
 from tests.helpers import playbook, write_library
 

@@ -7,12 +7,12 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bot.adapters.files.playbooks import load_library
 from bot.adapters.sqlite.store import Store
 from bot.core.diagnosis import Engine
 from bot.core.incidents import Correlator, assessor
 from bot.core.inputs import LogText
 from bot.core.notify import NotifyConfig
-from bot.core.playbooks import load_library
 from bot.daemon.feed import Observation, observe
 from bot.daemon.pipeline import Pipeline
 from tests.helpers import playbook, write_library

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from bot.adapters.files.playbooks import builtin_dir, load_builtin, load_library
 from bot.core.actions.catalog import CATALOG, FACTS
 from bot.core.errors import PlaybookError
-from bot.core.playbooks import builtin_dir, json_schema_text, load_builtin, load_library
+from bot.core.playbooks import json_schema_text
 
 GOOD = """\
 id: my-playbook

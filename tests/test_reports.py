@@ -13,6 +13,7 @@ from types import MappingProxyType
 
 import pytest
 
+from bot.adapters.files.playbooks import load_library
 from bot.core.actions.catalog import CATALOG
 from bot.core.approvals import (
     ApprovalPolicy,
@@ -41,7 +42,6 @@ from bot.core.model import (
     SourceKind,
     frozen_map,
 )
-from bot.core.playbooks import load_library
 from bot.core.reports import build_report, counter, status
 from tests.helpers import write_library
 from tests.test_incidents import (

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.core import cache
+from bot.adapters.files import cache
+from bot.adapters.files.playbooks import load_builtin, load_library
 from bot.core.engine import Classifier
 from bot.core.errors import PlaybookError
-from bot.core.playbooks import Library, load_builtin, load_library
+from bot.core.playbooks import Library
 
 PLAYBOOK = """\
 id: my-playbook
@@ -181,9 +182,9 @@ def test_a_second_classifier_of_a_library_compiles_no_hyperscan_database(
 ) -> None:
     library = load_builtin()
     assert library.noise, "the built-in library has benign-noise rules"
-    Classifier(library)
+    Classifier(library, cache.PATTERNS)
     first = {p.name: p.stat().st_mtime_ns for p in cache_dir.glob("hyperscan-*.db")}
     assert len(first) == 3  # event prefilter, log prefilter, noise
-    Classifier(library)
+    Classifier(library, cache.PATTERNS)
     again = {p.name: p.stat().st_mtime_ns for p in cache_dir.glob("hyperscan-*.db")}
     assert again == first  # loaded, not compiled and written again

@@ -21,15 +21,23 @@ from typer.main import get_group
 
 from bot import __version__
 from bot.adapters.console.render import print_diagnosis
+from bot.adapters.files.inputs import open_input
+from bot.adapters.files.playbooks import (
+    builtin_dir,
+    builtin_engine,
+    engine_of,
+    load_builtin,
+    load_library,
+)
 from bot.core.analysis import diagnose as analyse
-from bot.core.diagnosis import Engine, to_json
+from bot.core.diagnosis import to_json
 from bot.core.errors import PitcrewError
 from bot.core.examples import run_examples
 from bot.core.explain import explain as explain_hits
 from bot.core.explain import explanation_json, explanation_lines
 from bot.core.inputs import InputPart
-from bot.core.inputs.reader import open_input, read_stream
-from bot.core.playbooks import builtin_dir, json_schema_text, load_builtin, load_library
+from bot.core.inputs.reader import read_stream
+from bot.core.playbooks import json_schema_text
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -140,7 +148,7 @@ def _diagnose_ray_job(
     if not address or not job or inputs:
         raise fail("--ray-address and --ray-job go together, without input files")
     try:
-        live = diagnose_ray_job(Engine(load_builtin(playbooks or [])), address, job)
+        live = diagnose_ray_job(builtin_engine(playbooks or []), address, job)
     except PitcrewError as error:
         raise fail(str(error)) from None
     if output == "json":
@@ -173,7 +181,7 @@ def _diagnose_kube(
     if request.chart is not None and not request.prometheus:
         raise fail("--chart draws what --prometheus URL reads; give both")
     try:
-        engine = Engine(load_builtin(playbooks or []))
+        engine = builtin_engine(playbooks or [])
         diagnosis = diagnose_target(
             engine,
             request.target,
@@ -276,7 +284,7 @@ def _explain_files(inputs: list[str] | None, output: str, playbooks: list[Path] 
     """`diagnose --explain`: the inputs are read whole (to show their lines), diagnosed
     as usual, and the matching and unmatched failure lines are shown with the verdict."""
     try:
-        engine = Engine(load_builtin(playbooks or []))
+        engine = builtin_engine(playbooks or [])
         texts: list[tuple[str, str]] = []
         parts: list[InputPart] = []
         for name in _expand(inputs or ["-"]):
@@ -302,7 +310,7 @@ def _explain_files(inputs: list[str] | None, output: str, playbooks: list[Path] 
 def _diagnose_files(inputs: list[str] | None, output: str, playbooks: list[Path] | None) -> None:
     """Files, directories or standard input, with a progress bar on a terminal."""
     try:
-        engine = Engine(load_builtin(playbooks or []))
+        engine = builtin_engine(playbooks or [])
         names = _expand(inputs or ["-"])
         show_progress = err.is_terminal and output == "text"
         with ExitStack() as stack:
@@ -355,7 +363,7 @@ def playbooks_check(directory: Annotated[Path, typer.Argument(help="playbook dir
     ids = {p.playbook.id for p in mine.playbooks}
     problems = [
         f"{result.source}:{result.line or ''}: example {result.name!r}: {problem}"
-        for result in run_examples(Engine(library))
+        for result in run_examples(engine_of(library))
         if result.playbook in ids
         for problem in result.problems
         if problem.startswith("diagnosis template: ")
@@ -373,7 +381,7 @@ def playbooks_test(
 ) -> None:
     """Run every playbook's examples; exit 1 on any failure, printing what differed."""
     try:
-        engine = Engine(load_builtin(playbooks or []))
+        engine = builtin_engine(playbooks or [])
     except PitcrewError as error:
         raise fail(str(error)) from None
     passed = failed = 0

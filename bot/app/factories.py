@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from bot.adapters.files.playbooks import engine_of, load_builtin
 from bot.app.settings import RaySourceSettings, Settings
 from bot.core.actions.catalog import CATALOG
+from bot.core.diagnosis import Engine
 from bot.core.errors import PitcrewError
+from bot.core.playbooks import Library
 from bot.daemon.feed import Sink
 from bot.daemon.ports import Bookmarks
 from bot.daemon.runner import Executor, Registry
@@ -213,6 +217,7 @@ def ray_executor(
 
     clusters = executors.RayClusters(ray_cluster_configs(settings), discovered=discovered)
     max_retries = settings.actions.resubmit.max_retries
+    categorize = categorize or configured_categorizer(settings)
     return executors.build(clusters, bookmarks, max_retries=max_retries, categorize=categorize)
 
 
@@ -274,6 +279,34 @@ def build_sources(
     for kind in settings.sources.enabled_kinds():
         built.extend(source_factory(kind)(settings, sink, bookmarks))
     return built
+
+
+def categorizer(library: Library) -> Categorize:
+    """The daemon's own classification (its playbooks, `playbooks.dirs` included), for
+    the Ray resubmission's check (not for dependency, version or application errors).
+    One compiled engine per thread: Hyperscan's scratch space must not be shared."""
+    engines = threading.local()
+
+    def categorize(parts: Sequence[Any]) -> set[str]:
+        engine: Engine | None = getattr(engines, "engine", None)
+        if engine is None:
+            engine = engines.engine = engine_of(library)
+        return engine.categories(parts)
+
+    return categorize
+
+
+def configured_categorizer(settings: Settings) -> Categorize:
+    """The configured playbooks' classification, loaded on first use (a `pitcrew
+    approve` that runs no resubmission never loads it)."""
+    made: list[Categorize] = []
+
+    def categorize(parts: Sequence[Any]) -> set[str]:
+        if not made:
+            made.append(categorizer(load_builtin(list(settings.playbooks.dirs))))
+        return made[0](parts)
+
+    return categorize
 
 
 def build_registry(

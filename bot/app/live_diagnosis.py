@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from bot.adapters.files.playbooks import engine_of
 from bot.adapters.ray.client import RayClusterConfig
 from bot.adapters.ray.executors import (
     KillActorExecutor,
@@ -117,7 +118,7 @@ class Diagnoser:
                 )
         problems: list[str] = []
         for config in configs:
-            engine = Engine(self.library)
+            engine = engine_of(self.library)
             try:
                 live = diagnose_ray_job_on(
                     engine, config, target.name, executors=self._ray_executors(config, engine)
@@ -166,7 +167,7 @@ class Diagnoser:
         parsed = Target(target.namespace, _KINDS[target.kind], target.name)
         parts = tuple(Collector(api).collect(parsed))
         config = KubeActionConfig(max_memory=self.settings.actions.bump_memory.cap)
-        diagnosis = diagnose_parts(Engine(self.library), parts, kube_executors(api, config))
+        diagnosis = diagnose_parts(engine_of(self.library), parts, kube_executors(api, config))
         context = _context(parts, "", target.namespace)
         return Found(f"{parsed.kind} {parsed.namespace}/{parsed.name}", diagnosis, parts, context)
 

@@ -23,13 +23,14 @@ from pathlib import Path
 from typing import TextIO
 
 from bot.adapters.console.chat import ConsoleChat
+from bot.adapters.files.playbooks import builtin_engine
 from bot.adapters.http.ingest import PATH as INGEST_PATH
 from bot.adapters.http.ingest import route as ingest_route
 from bot.adapters.http.server import HealthServer
 from bot.adapters.scheduler import Intervals, Jobs, Scheduler
 from bot.adapters.sqlite.lock import StoreLock
 from bot.adapters.sqlite.store import Store
-from bot.app.factories import build_registry, build_sources
+from bot.app.factories import build_registry, build_sources, categorizer
 from bot.app.live_diagnosis import Diagnoser
 from bot.app.memory_evidence import charts_dir, memory_worker, prune_charts
 from bot.app.settings import Settings
@@ -37,8 +38,7 @@ from bot.core.actions import tuning
 from bot.core.diagnosis import Engine
 from bot.core.errors import PitcrewError, StoreError
 from bot.core.incidents import Assess, Correlator, adjusted, assessor
-from bot.core.inputs import InputPart
-from bot.core.playbooks import Library, load_builtin
+from bot.core.playbooks import Library
 from bot.daemon import live
 from bot.daemon import runner as executors
 from bot.daemon.chat import Chat
@@ -154,7 +154,7 @@ def build(
     an already compiled playbook library (tests share one); `init_store`: see
     `_open_store`."""
     metrics = Metrics()
-    engine = engine or Engine(load_builtin(list(settings.playbooks.dirs)))
+    engine = engine or builtin_engine(list(settings.playbooks.dirs))
     chat = chat or make_chat(settings, stdout)
     lock, store = _open_store(settings, init_store)
     bookmarks = CallableBookmarks(store.bookmark, store.set_bookmark)
@@ -264,21 +264,6 @@ def _live_checks(
         timeout=settings.pipeline.live_check_timeout.total_seconds(),
         workers=settings.pipeline.live_check_workers,
     )
-
-
-def categorizer(library: Library) -> Callable[[Sequence[InputPart]], set[str]]:
-    """The daemon's own classification (its playbooks, `playbooks.dirs` included), for
-    the Ray resubmission's check (not for dependency, version or application errors).
-    One compiled engine per thread: Hyperscan's scratch space must not be shared."""
-    engines = threading.local()
-
-    def categorize(parts: Sequence[InputPart]) -> set[str]:
-        engine: Engine | None = getattr(engines, "engine", None)
-        if engine is None:
-            engine = engines.engine = Engine(library)
-        return engine.categories(parts)
-
-    return categorize
 
 
 def _approvals(

@@ -16,14 +16,17 @@ from bot.core.inputs import InputPart, LogText
 from bot.core.inputs.reader import read_stream
 from bot.core.model import Diagnosis, Signal
 from bot.core.playbooks import Library
+from bot.core.prefilter import PatternCache
 
 
 class Engine:
     """A library compiled once, ready to diagnose any number of inputs."""
 
-    def __init__(self, library: Library) -> None:
+    def __init__(self, library: Library, cache: PatternCache | None = None) -> None:
+        """`cache`: where compiled pattern databases are kept between runs (without one,
+        each Engine compiles the library again: about a second)."""
         self.library = library
-        self.classifier = Classifier(library)
+        self.classifier = Classifier(library, cache)
 
     def hits(self, parts: Iterable[InputPart]) -> list[Hit]:
         hits: list[Hit] = []

@@ -27,7 +27,7 @@ from bot.core.normalize import (
     without_spans,
 )
 from bot.core.playbooks import Library
-from bot.core.prefilter import AnyOf, Prefilter
+from bot.core.prefilter import AnyOf, PatternCache, Prefilter
 from bot.core.signatures import CompiledSignature, compile_signature, scans_logs
 
 log = logging.getLogger(__name__)
@@ -74,18 +74,21 @@ class _LogState:
 class Classifier:
     """Runs a library's signatures over signals and log streams."""
 
-    def __init__(self, library: Library) -> None:
+    def __init__(self, library: Library, cache: PatternCache | None = None) -> None:
+        """`cache`: where compiled pattern databases are kept between runs."""
         self.library = library
         compiled: list[CompiledSignature] = []
         for loaded in library.playbooks:
             for signature in loaded.playbook.match:
                 compiled.append(compile_signature(len(compiled), loaded, signature))
         self.signatures = compiled
-        self._noise = AnyOf([n.regex for n in library.noise])
+        self._noise = AnyOf([n.regex for n in library.noise], cache)
         regex_sigs = [s for s in compiled if s.has_regex]
-        self._prefilter = Prefilter(regex_sigs, single_match=True)
+        self._prefilter = Prefilter(regex_sigs, single_match=True, cache=cache)
         self.log_signatures = [s for s in regex_sigs if scans_logs(s)]
-        self._log_prefilter = Prefilter(self.log_signatures, single_match=False, marker=COLOUR_MARK)
+        self._log_prefilter = Prefilter(
+            self.log_signatures, single_match=False, marker=COLOUR_MARK, cache=cache
+        )
         self._plain: dict[SourceKind, list[CompiledSignature]] = {
             source: [s for s in compiled if not s.has_regex and s.applies_to(source)]
             for source in SourceKind

@@ -1,21 +1,20 @@
-"""Playbooks: the schema, the loader and the cross-checks.
+"""Playbooks: the schema, parsing a playbook's text, and the cross-checks.
 
 A playbook is data (one YAML file) describing a failure class: what it looks
 like, how to explain it, which remediations it may offer and under which
 guards, and examples that prove it. A bad playbook fails at load with
-`file:line: field: reason`; nothing half-loaded is ever used.
+`file:line: field: reason`; nothing half-loaded is ever used. Reading the
+files (and the user's cache of what they make) is `bot.adapters.files.playbooks`;
+this module takes their text and returns values.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from importlib import resources
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import jinja2
@@ -31,7 +30,7 @@ from pydantic import (
     model_validator,
 )
 
-from bot.core import cache, linear
+from bot.core import linear
 from bot.core.actions.catalog import CATALOG, FACTS
 from bot.core.errors import PlaybookError
 from bot.core.model import SourceKind
@@ -338,14 +337,6 @@ class Library:
         return len(self.playbooks)
 
 
-def builtin_dir() -> Path:
-    """The playbooks shipped with pitcrew (in the wheel, or the source tree)."""
-    packaged = resources.files("bot") / "builtin_playbooks"
-    if packaged.is_dir():
-        return Path(str(packaged))
-    return Path(__file__).resolve().parents[2] / "playbooks"
-
-
 def _format_loc(loc: Sequence[str | int]) -> str:
     out = ""
     for part in loc:
@@ -396,12 +387,8 @@ def _without_union_tags(loc: tuple[str | int, ...]) -> tuple[str | int, ...]:
     return tuple(out)
 
 
-def _read_document(path: Path) -> Located:
-    source = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise PlaybookError(source, "", f"cannot read: {error}") from None
+def parse_document(text: str, source: str) -> Located:
+    """The one YAML mapping a playbook (or the noise list) file holds, with its lines."""
     try:
         documents = load_located(text, source)
     except yaml.YAMLError as error:
@@ -412,13 +399,14 @@ def _read_document(path: Path) -> Located:
     return documents[0]
 
 
-def load_playbook(path: Path) -> LoadedPlaybook:
-    document = _read_document(path)
+def parse_playbook(text: str, source: str) -> LoadedPlaybook:
+    """A playbook from its file's text (`source` names the file in errors)."""
+    document = parse_document(text, source)
     try:
         playbook = Playbook.model_validate(document.data)
     except ValidationError as error:
-        raise _validation_error(error, str(path), document) from None
-    loaded = LoadedPlaybook(playbook, str(path), document.lines)
+        raise _validation_error(error, source, document) from None
+    loaded = LoadedPlaybook(playbook, source, document.lines)
     _cross_check_playbook(loaded)
     return loaded
 
@@ -449,75 +437,31 @@ def _cross_check_playbook(loaded: LoadedPlaybook) -> None:
                     ) from None
 
 
-def load_noise(path: Path) -> tuple[NoiseRule, ...]:
-    document = _read_document(path)
+def parse_noise(text: str, source: str) -> tuple[NoiseRule, ...]:
+    """The benign-noise list from its file's text."""
+    document = parse_document(text, source)
     try:
         return tuple(NoiseList.model_validate(document.data).noise)
     except ValidationError as error:
-        raise _validation_error(error, str(path), document) from None
+        raise _validation_error(error, source, document) from None
 
 
-def playbook_files(directory: Path) -> list[Path]:
-    if not directory.is_dir():
-        raise PlaybookError(str(directory), "", "not a directory")
-    return sorted(
-        p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.name != NOISE_FILE
-    )
-
-
-def load_library(directories: Iterable[Path]) -> Library:
-    """Every playbook of every directory, with unique ids; the first error stops the load.
-    A library loaded before from the same files (and the same pitcrew) comes from the
-    user's cache instead of being parsed and validated again."""
-    directories = list(directories)
-    entry = cache.entry("library", key, ".pickle") if (key := _library_key(directories)) else None
-    library = cache.read_value(entry, Library)
-    if library is None:
-        library = _load_library(directories)
-        cache.write_value(entry, library)
-    return library
-
-
-def _library_key(directories: list[Path]) -> str | None:
-    """A hash of the files a load reads (paths and bytes) and of the code that reads them;
-    None if one cannot be read (the load then reports it)."""
-    digest = hashlib.sha256(cache.code_fingerprint())
-    try:
-        for directory in directories:
-            for path in [*playbook_files(directory), directory / NOISE_FILE]:
-                data = path.read_bytes() if path.name != NOISE_FILE or path.exists() else None
-                name = str(path).encode()
-                digest.update(b"%d:%s" % (len(name), name))
-                digest.update(b"-" if data is None else b"%d:%s" % (len(data), data))
-    except (OSError, PlaybookError):
-        return None
-    return digest.hexdigest()[:32]
-
-
-def _load_library(directories: list[Path]) -> Library:
-    playbooks: list[LoadedPlaybook] = []
-    noise: list[NoiseRule] = []
+def assemble(playbooks: Iterable[LoadedPlaybook], noise: Iterable[NoiseRule] = ()) -> Library:
+    """One library of playbooks with unique ids (a second one of an id is an error
+    naming both files)."""
+    kept: list[LoadedPlaybook] = []
     seen: dict[str, str] = {}
-    for directory in directories:
-        for path in playbook_files(directory):
-            loaded = load_playbook(path)
-            pid = loaded.playbook.id
-            if pid in seen:
-                raise PlaybookError(
-                    loaded.source,
-                    str(loaded.line_of("id") or ""),
-                    f"id: {pid!r} is already defined in {seen[pid]}",
-                )
-            seen[pid] = loaded.source
-            playbooks.append(loaded)
-        noise_path = directory / NOISE_FILE
-        if noise_path.exists():
-            noise.extend(load_noise(noise_path))
-    return Library(tuple(playbooks), tuple(noise))
-
-
-def load_builtin(extra: Iterable[Path] = ()) -> Library:
-    return load_library([builtin_dir(), *extra])
+    for loaded in playbooks:
+        pid = loaded.playbook.id
+        if pid in seen:
+            raise PlaybookError(
+                loaded.source,
+                str(loaded.line_of("id") or ""),
+                f"id: {pid!r} is already defined in {seen[pid]}",
+            )
+        seen[pid] = loaded.source
+        kept.append(loaded)
+    return Library(tuple(kept), tuple(noise))
 
 
 def json_schema() -> dict[str, Any]:

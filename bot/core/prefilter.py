@@ -1,7 +1,8 @@
 """Hyperscan as a prefilter: which signatures may match a buffer, from one scan of it.
 
-Every regex of every playbook is compiled once into one database (cached on
-disk between runs); a scan reports which signatures may match and where their
+Every regex of every playbook is compiled once into one database (kept between
+runs by the caller's `PatternCache`, the user's cache directory for the CLI and
+the daemon); a scan reports which signatures may match and where their
 matches end, and the classifier re-runs Python `re` only there. Signatures
 Hyperscan cannot take run with `re` alone.
 """
@@ -12,10 +13,8 @@ import hashlib
 import logging
 import re
 from contextlib import suppress
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from bot.core import cache as user_cache
 from bot.core.signatures import CompiledSignature, hyperscan_pattern
 
 log = logging.getLogger(__name__)
@@ -27,6 +26,14 @@ except ImportError:  # pragma: no cover - exercised only where no wheel exists
     _hs = None
 
 
+class PatternCache(Protocol):
+    """Compiled pattern databases kept between runs, by a key of what made them."""
+
+    def load(self, key: str) -> bytes | None: ...
+
+    def save(self, key: str, data: bytes) -> None: ...
+
+
 class Prefilter:
     """Which regex signatures may match a buffer, from one scan of it."""
 
@@ -35,9 +42,12 @@ class Prefilter:
         signatures: list[CompiledSignature],
         single_match: bool,
         marker: bytes | None = None,
+        cache: PatternCache | None = None,
     ) -> None:
         """`marker`: a regex whose presence `line_candidates` reports too, found in the
-        same scan (the classifier uses it for colour codes)."""
+        same scan (the classifier uses it for colour codes); `cache`: where a database
+        compiled before for the same patterns is found (compiling takes a second)."""
+        self._cache = cache
         self._single_match = single_match
         self._marker = marker
         self._marker_id = max((s.id for s in signatures), default=-1) + 1
@@ -88,12 +98,12 @@ class Prefilter:
             expressions.append(self._marker)
             ids.append(self._marker_id)
             flags.append(0)  # every occurrence: the caller wants where they are
-        cache = _cache_file(expressions, ids, flags)
-        db = _load_cached(cache)
+        key = _cache_key(expressions, ids, flags)
+        db = _load_cached(self._cache, key)
         if db is None:
             db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
             db.compile(expressions=expressions, ids=ids, elements=len(ids), flags=flags)
-            _store_cached(cache, db)
+            _store_cached(self._cache, key, db)
         self._scratch = _hs.Scratch(db)
         return db
 
@@ -173,7 +183,7 @@ class AnyOf:
     """Whether a line matches any of some regexes: one Hyperscan scan of the line
     (Python `re` tries each regex in turn, which costs more than the line itself)."""
 
-    def __init__(self, patterns: list[str]) -> None:
+    def __init__(self, patterns: list[str], cache: PatternCache | None = None) -> None:
         self._patterns = [re.compile(p) for p in patterns]
         self._db: Any = None
         if _hs is None or not patterns:
@@ -181,8 +191,8 @@ class AnyOf:
         flags = [_hs.HS_FLAG_SINGLEMATCH | _hs.HS_FLAG_ALLOWEMPTY] * len(patterns)
         expressions = [p.encode() for p in patterns]
         ids = list(range(len(patterns)))
-        cache = _cache_file(expressions, ids, flags)
-        db = _load_cached(cache)
+        key = _cache_key(expressions, ids, flags)
+        db = _load_cached(cache, key)
         if db is None:
             try:
                 db = _hs.Database(mode=_hs.HS_MODE_BLOCK)
@@ -190,7 +200,7 @@ class AnyOf:
             except _hs.error:
                 log.info("noise patterns run with Python re: Hyperscan rejects one")
                 return
-            _store_cached(cache, db)
+            _store_cached(cache, key, db)
         self._db = db
         self._scratch = _hs.Scratch(db)
 
@@ -211,30 +221,31 @@ class AnyOf:
 _NEEDS_PREFILTER = re.compile(r"\(\?<?[=!]|\\[1-9]|\(\?P=|\(\?>|[*+?}]\+|\(\?\(")
 
 
-def _cache_file(expressions: list[bytes], ids: list[int], flags: list[int]) -> Path | None:
-    """Where a compiled database for exactly these patterns is kept between runs
+def _cache_key(expressions: list[bytes], ids: list[int], flags: list[int]) -> str:
+    """What a compiled database for exactly these patterns is kept under between runs
     (compiling the library takes a second or two; loading it, milliseconds)."""
     digest = hashlib.sha256()
     digest.update(_hs_version().encode())
     for expression, pattern_id, flag in zip(expressions, ids, flags, strict=True):
         digest.update(b"%d\x00%d\x00%s\x00" % (pattern_id, flag, expression))
-    return user_cache.entry("hyperscan", digest.hexdigest()[:32], ".db")
+    return digest.hexdigest()[:32]
 
 
 def _hs_version() -> str:
     return str(getattr(_hs, "__version__", "")) + str(getattr(_hs, "HS_VERSION", ""))
 
 
-def _load_cached(path: Path | None) -> Any:
-    data = user_cache.read(path)
+def _load_cached(cache: PatternCache | None, key: str) -> Any:
+    data = cache.load(key) if cache is not None else None
     if data is None:
         return None
     try:
         return _hs.loadb(data, mode=_hs.HS_MODE_BLOCK)
     except (_hs.error, TypeError, ValueError):
-        log.info("ignoring unreadable pattern cache %s", path)
+        log.info("ignoring an unreadable compiled pattern database %s", key)
         return None
 
 
-def _store_cached(path: Path | None, db: Any) -> None:
-    user_cache.write(path, _hs.dumpb(db))
+def _store_cached(cache: PatternCache | None, key: str, db: Any) -> None:
+    if cache is not None:
+        cache.save(key, _hs.dumpb(db))

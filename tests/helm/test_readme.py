@@ -12,9 +12,9 @@ import helm_python as helm
 import pytest
 import yaml
 
+from bot.adapters.files.playbooks import builtin_dir, load_library
 from bot.core.diagnosis import Engine
 from bot.core.examples import run_examples
-from bot.core.playbooks import builtin_dir, load_library
 from tests.helm.conftest import ROOT, merged, render
 
 README = ROOT / "README.md"

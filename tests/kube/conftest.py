@@ -22,13 +22,13 @@ import kmock
 import pytest
 import yaml
 
+from bot.adapters.files.playbooks import builtin_engine
 from bot.app.demo import seed
 from bot.app.demo.emulator import KubeEmulator
 from bot.core.diagnosis import Engine
 from bot.core.incidents import workload_refs
 from bot.core.inputs import InputPart
 from bot.core.model import ObjectRef, Signal
-from bot.core.playbooks import load_builtin
 from tests.shared import kuberay_crds
 
 CRDS = kuberay_crds()
@@ -115,7 +115,7 @@ def kuberay(emulator: Emulator) -> Emulator:
 
 @pytest.fixture(scope="session")
 def engine() -> Engine:
-    return Engine(load_builtin([]))
+    return builtin_engine([])
 
 
 def kubeconfig(directory: Path, emulator: Emulator) -> Path:

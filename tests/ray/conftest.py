@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from bot.adapters.files.playbooks import builtin_engine
 from bot.core.diagnosis import Engine
-from bot.core.playbooks import load_builtin
 from tests.ray.support import Jobs
 
 __all__ = ["Jobs"]
@@ -15,4 +15,4 @@ __all__ = ["Jobs"]
 
 @pytest.fixture(scope="session")
 def engine() -> Engine:
-    return Engine(load_builtin([]))
+    return builtin_engine([])

@@ -68,7 +68,9 @@ def diagnose_with_facts(
     facts live, diagnose again with them."""
     hits = engine.hits(parts)
     first = analyse(hits, engine.library)
-    facts = live_facts(first, ray_executors([RayClusterConfig("test", url)]))
+    facts = live_facts(
+        first, ray_executors([RayClusterConfig("test", url)], categorize=engine.categories)
+    )
     return analyse(hits, engine.library, facts), facts
 
 

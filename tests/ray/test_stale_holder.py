@@ -40,7 +40,9 @@ def from_the_log(engine: Engine, jobs: Jobs, text: str) -> tuple[Diagnosis, dict
     diagnose again with the facts."""
     hits = engine.hits(read_stream(BytesIO(text.encode()), "driver.log"))
     first = analyse(hits, engine.library)
-    facts = live_facts(first, ray_executors([RayClusterConfig("test", jobs.url)]))
+    facts = live_facts(
+        first, ray_executors([RayClusterConfig("test", jobs.url)], categorize=engine.categories)
+    )
     return analyse(hits, engine.library, facts), facts
 
 

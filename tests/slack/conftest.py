@@ -30,6 +30,7 @@ import pytest
 from slack_sdk.signature import SignatureVerifier
 
 from bot.adapters.echo.executor import EchoExecutor
+from bot.adapters.files.playbooks import builtin_engine
 from bot.adapters.http.server import HealthServer
 from bot.adapters.slack.chat import SlackChat, SlackConfig
 from bot.adapters.sqlite.store import Store
@@ -38,7 +39,6 @@ from bot.core.diagnosis import Engine
 from bot.core.inputs import InputPart
 from bot.core.inputs.reader import read_stream
 from bot.core.model import Incident, ObjectRef, Proposal, Report
-from bot.core.playbooks import load_builtin
 from bot.core.reports import build_report
 from bot.daemon.metrics import Metrics
 from bot.daemon.runner import Registry
@@ -87,7 +87,7 @@ class FakeTime:
 
 @functools.cache
 def engine() -> Engine:
-    return Engine(load_builtin([]))
+    return builtin_engine([])
 
 
 def diagnose_seed(extra: dict[str, bytes] | None = None) -> Incident:

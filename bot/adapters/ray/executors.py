@@ -138,7 +138,7 @@ def ray_executors(
     *,
     bookmarks: Bookmarks | None = None,
     python: str = "python",
-    categorize: Callable[[Sequence[Any]], set[str]] | None = None,
+    categorize: Callable[[Sequence[Any]], set[str]],
     discovered: Callable[[], Sequence[RayClusterConfig]] | None = None,
 ) -> dict[str, RayExecutor]:
     """The three Ray executors by action id, for the action registry."""
@@ -189,7 +189,7 @@ def build(
     bookmarks: Bookmarks | None = None,
     *,
     max_retries: int = 2,
-    categorize: Callable[[Sequence[Any]], set[str]] | None = None,
+    categorize: Callable[[Sequence[Any]], set[str]],
 ) -> RayActionExecutor:
     """The executor kind `ray` for `clusters`, resubmitting a job at most `max_retries`
     times and only when `categorize` (the daemon's own classification) finds no reason

@@ -38,9 +38,7 @@ from bot.adapters.ray.jobs import job_parts
 from bot.adapters.ray.signals import DEFAULT_RAYJOB_KEYS
 from bot.core.actions.catalog import ActionParams, ResubmitJob
 from bot.core.actions.entrypoint import with_override
-from bot.core.diagnosis import Engine
 from bot.core.errors import ActionRefusedError
-from bot.core.playbooks import load_builtin
 
 NOT_RESUBMITTABLE = frozenset(
     {"dependency_runtime_env", "ray_version_mismatch", "application_error"}
@@ -55,14 +53,14 @@ class ResubmitJobExecutor(RayExecutor):
         self,
         clusters: RayClusters,
         *,
-        categorize: Callable[[Sequence[Any]], set[str]] | None = None,
+        categorize: Callable[[Sequence[Any]], set[str]],
         rayjob_keys: Sequence[str] = DEFAULT_RAYJOB_KEYS,
         max_retries: int | None = None,
         start_timeout: float = 60.0,
         poll_every: float = 0.5,
     ) -> None:
-        """`categorize` maps a job's parts to the failure categories found in them
-        (default: the built-in playbooks through bot.core.diagnosis.Engine); `max_retries`,
+        """`categorize` maps a job's parts to the failure categories found in them (the
+        daemon's own classification, `Engine.categories`); `max_retries`,
         when given, is the operator's cap and overrides the proposal's; `verify` waits up
         to `start_timeout` seconds for a PENDING resubmission to start."""
         super().__init__(clusters)
@@ -76,8 +74,6 @@ class ResubmitJobExecutor(RayExecutor):
         return self.max_retries if self.max_retries is not None else p.max_retries
 
     def categories(self, parts: Sequence[Any]) -> set[str]:
-        if self._categorize is None:
-            self._categorize = Engine(load_builtin([])).categories
         return self._categorize(parts)
 
     def _plan(self, client: RayDashboard, config: RayClusterConfig, p: ResubmitJob) -> _Plan:

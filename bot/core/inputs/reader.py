@@ -3,9 +3,7 @@ and stream large files instead of loading them."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import BinaryIO
 
 from bot.core.errors import InputError
@@ -69,18 +67,3 @@ def read_stream(
         yield from split_text(data.decode("utf-8", "replace"), origin)
         return
     yield LogText(_drain(buffered, stream, progress), origin=origin)
-
-
-def open_input(name: str) -> tuple[BinaryIO, str, int | None]:
-    """(stream, origin label, size if known) for a path or `-` (standard input)."""
-    if name == "-":
-        return sys.stdin.buffer, "<stdin>", None
-    path = Path(name)
-    if not path.exists():
-        raise InputError(f"{name}: no such file")
-    if path.is_dir():
-        raise InputError(f"{name}: is a directory")
-    try:
-        return path.open("rb"), name, path.stat().st_size
-    except OSError as error:
-        raise InputError(f"{name}: cannot read: {error.strerror}") from None

@@ -46,7 +46,7 @@ def code_fingerprint() -> bytes:
     from bot import __version__
 
     digest = hashlib.sha256(f"{__version__}\x00{sys.version}\x00".encode())
-    core = Path(__file__).resolve().parent
+    core = Path(__file__).resolve().parents[2] / "core"
     for path in sorted(core.rglob("*.py")):
         digest.update(path.relative_to(core).as_posix().encode() + b"\x00")
         digest.update(path.read_bytes())
@@ -121,3 +121,21 @@ def read_value(path: Path | None, expected: type[T]) -> T | None:
 
 def write_value(path: Path | None, value: object) -> None:
     write(path, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+class Entries:
+    """The entries of one kind, by key: the core's `PatternCache` (compiled Hyperscan
+    databases keyed on their patterns and Hyperscan's version)."""
+
+    def __init__(self, kind: str, suffix: str) -> None:
+        self.kind = kind
+        self.suffix = suffix
+
+    def load(self, key: str) -> bytes | None:
+        return read(entry(self.kind, key, self.suffix))
+
+    def save(self, key: str, data: bytes) -> None:
+        write(entry(self.kind, key, self.suffix), data)
+
+
+PATTERNS = Entries("hyperscan", ".db")

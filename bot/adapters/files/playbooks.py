@@ -1,0 +1,114 @@
+"""Playbook files on disk: the built-in directory and the operator's, read into a Library.
+
+Why this exists: the core parses and checks a playbook's text (`bot.core.playbooks`)
+and never touches a file. Here directories are listed (`*.yaml`, `*.yml`, and the
+benign-noise list `noise.yaml`), each file is read and handed to the core, and
+the validated library is kept in the user's cache (`bot.adapters.files.cache`)
+under a hash of every file's path and bytes and of pitcrew's code, so the next
+`pitcrew diagnose` with the same files skips the parsing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from importlib import resources
+from pathlib import Path
+
+from bot.adapters.files import cache
+from bot.core.diagnosis import Engine
+from bot.core.errors import PlaybookError
+from bot.core.playbooks import (
+    NOISE_FILE,
+    Library,
+    LoadedPlaybook,
+    NoiseRule,
+    assemble,
+    parse_noise,
+    parse_playbook,
+)
+
+
+def builtin_dir() -> Path:
+    """The playbooks shipped with pitcrew (in the wheel, or the source tree)."""
+    packaged = resources.files("bot") / "builtin_playbooks"
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parents[3] / "playbooks"
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise PlaybookError(str(path), "", f"cannot read: {error}") from None
+
+
+def load_playbook(path: Path) -> LoadedPlaybook:
+    return parse_playbook(_text(path), str(path))
+
+
+def load_noise(path: Path) -> tuple[NoiseRule, ...]:
+    return parse_noise(_text(path), str(path))
+
+
+def playbook_files(directory: Path) -> list[Path]:
+    if not directory.is_dir():
+        raise PlaybookError(str(directory), "", "not a directory")
+    return sorted(
+        p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.name != NOISE_FILE
+    )
+
+
+def load_library(directories: Iterable[Path]) -> Library:
+    """Every playbook of every directory, with unique ids; the first error stops the load.
+    A library loaded before from the same files (and the same pitcrew) comes from the
+    user's cache instead of being parsed and validated again."""
+    directories = list(directories)
+    entry = cache.entry("library", key, ".pickle") if (key := _library_key(directories)) else None
+    library = cache.read_value(entry, Library)
+    if library is None:
+        library = _load_library(directories)
+        cache.write_value(entry, library)
+    return library
+
+
+def load_builtin(extra: Iterable[Path] = ()) -> Library:
+    return load_library([builtin_dir(), *extra])
+
+
+def engine_of(library: Library) -> Engine:
+    """The library compiled, its pattern databases kept in the user's cache."""
+    return Engine(library, cache.PATTERNS)
+
+
+def builtin_engine(extra: Iterable[Path] = ()) -> Engine:
+    """The built-in playbooks (and those of `extra`), compiled."""
+    return engine_of(load_builtin(extra))
+
+
+def _library_key(directories: list[Path]) -> str | None:
+    """A hash of the files a load reads (paths and bytes) and of the code that reads them;
+    None if one cannot be read (the load then reports it)."""
+    digest = hashlib.sha256(cache.code_fingerprint())
+    try:
+        for directory in directories:
+            for path in [*playbook_files(directory), directory / NOISE_FILE]:
+                data = path.read_bytes() if path.name != NOISE_FILE or path.exists() else None
+                name = str(path).encode()
+                digest.update(b"%d:%s" % (len(name), name))
+                digest.update(b"-" if data is None else b"%d:%s" % (len(data), data))
+    except (OSError, PlaybookError):
+        return None
+    return digest.hexdigest()[:32]
+
+
+def _load_library(directories: list[Path]) -> Library:
+    playbooks: list[LoadedPlaybook] = []
+    noise: list[NoiseRule] = []
+    for directory in directories:
+        playbooks.extend(load_playbook(path) for path in playbook_files(directory))
+        noise_path = directory / NOISE_FILE
+        if noise_path.exists():
+            noise.extend(load_noise(noise_path))
+    return assemble(playbooks, noise)
