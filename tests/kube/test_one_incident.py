@@ -119,8 +119,10 @@ def test_a_rayjob_failing_in_both_sources_is_one_incident_and_one_card(
         fail_rayjob(kube, submission)
 
         def both_sources_seen() -> Any:
+            # Every finding the incident was given, as stored: its diagnosis keeps one
+            # finding per class, and both sources see the job exit with code 3.
             views = [v for v in daemon.service.incidents() if v.incident.workload == RAYJOB]
-            findings = [f.finding for v in views for f in v.incident.diagnosis.findings]
+            findings = [f for v in views for f in daemon.store.findings(v.incident.id)]
             by_ray = any(f.fields.get("k8s_cluster") == "kmock" for f in findings)
             by_kube = any(f.obj is not None and f.obj.kind == "RayJob" for f in findings)
             return views if by_ray and by_kube else None
