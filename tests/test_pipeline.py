@@ -181,6 +181,53 @@ def test_a_workload_healthy_again_resolves_its_incident_and_the_card_says_so(
     assert r.store.open_incidents() == ()
 
 
+@pytest.mark.parametrize(
+    ("ends", "state", "why"),
+    [
+        (
+            "healthy",
+            ProposalState.EXPIRED,
+            "superseded: no longer offered (the incident resolved: the workload is healthy again)",
+        ),
+        (
+            "deleted",
+            ProposalState.EXPIRED,
+            "superseded: no longer offered (the incident resolved: RayCluster ml-train/"
+            "verl-ppo-qwen-raycluster-x7k2p was deleted)",
+        ),
+        ("quiet", ProposalState.OFFERED, ""),  # nothing says the failure ended
+    ],
+)
+def test_an_incident_resolved_because_its_workload_is_healthy_or_gone_withdraws_its_offers(
+    db: Path, clock: Clock, ends: str, state: ProposalState, why: str
+) -> None:
+    r = rig(db, clock)
+    r.feed(seed(DESCRIBE))
+    r.tick(until=31)
+    (incident,) = r.store.open_incidents()
+    (offered,) = r.store.proposals_for_incident(incident.id)
+    assert offered.state is ProposalState.OFFERED
+    clock.at(100)
+    if ends == "healthy":
+        r.pipeline.process(Healthy(RAYCLUSTER))
+    elif ends == "deleted":
+        gone = f"RayCluster {NS}/{RAYCLUSTER.name} was deleted"
+        r.pipeline.process(Healthy(RAYCLUSTER, reason=gone))
+    else:
+        r.tick(until=100 + 1800 + 60, step=30)
+    r.tick(until=clock.now.timestamp() - T0.timestamp() + 5)
+
+    assert r.store.open_incidents() == ()
+    (proposal,) = r.store.proposals_for_incident(incident.id)
+    assert proposal.state is state
+    assert (proposal.history[-1].reason if state is ProposalState.EXPIRED else "") == why
+    report = r.chat.calls[-1].report
+    assert report is not None
+    assert report.status.startswith("resolved: ")
+    shown = [a.state for a in report.actions]
+    assert shown == [state]  # the card shows the offer withdrawn, or still open
+
+
 def test_a_silence_mutes_a_new_incident_until_it_ends(db: Path, clock: Clock) -> None:
     r = rig(db, clock)
     r.store.add_silence(

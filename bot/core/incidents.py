@@ -283,10 +283,22 @@ class Correlator:
         or a workload key) because that workload was reported healthy.
 
         Call it for workload-level health (a RayJob running or succeeded, a RayCluster
-        ready, a Deployment available): one healthy pod of a RayCluster is not that."""
+        ready, a Deployment available): one healthy pod of a RayCluster is not that.
+        What the incident offered is withheld: the failure it was for is over (or its
+        workload is gone), so an Approve left on its card must not act. (An incident
+        resolved only by quiet keeps its offers until they expire: nothing says the
+        failure ended.)"""
         keys = (item,) if isinstance(item, str) else workload_keys(item)
         ids = dict.fromkeys(self._by_key[k] for k in keys if k in self._by_key)
-        return tuple(self._resolve(self._tracks[i], now, reason) for i in ids)
+        changes: list[Change] = []
+        for incident_id in ids:
+            track = self._tracks[incident_id]
+            track.incident = dataclasses.replace(
+                track.incident,
+                diagnosis=_withheld(track.incident.diagnosis, f"the incident resolved: {reason}"),
+            )
+            changes.append(self._resolve(track, now, reason))
+        return tuple(changes)
 
     def tick(self, now: datetime) -> tuple[Change, ...]:
         """Resolve incidents that have had no new finding for the quiet period."""

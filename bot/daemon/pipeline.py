@@ -363,7 +363,8 @@ class Pipeline:
         fields = frozen_map({"cluster": notice.cluster} if notice.cluster else {})
         signal = Signal(SourceKind.K8S_EVENT, "", fields=fields, workload=notice.workload)
         for change in self._correlator.healthy(signal, now, notice.reason):
-            self._record(change, (), now)
+            incident = self._keep(change, (), now)
+            self._follow_up(incident, True, now)  # its offers are withheld: withdraw them
         self._metrics.open_incidents.set(len(self._correlator))
 
     def _learn(self, answer: LiveFacts, now: datetime) -> None:
