@@ -74,6 +74,7 @@ def test_no_failure_is_exit_0_and_a_null_primary() -> None:
         "findings": [],
         "actions": [],
         "diagnosis": "No failure found: nothing in the input matches a playbook.",
+        "unrendered": [],
     }
 
 
@@ -81,7 +82,16 @@ def test_the_seed_case_json() -> None:
     result = pitcrew("diagnose", str(SEED), "--format", "json")
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
-    assert set(out) == {"primary", "likely", "secondary", "findings", "actions", "diagnosis"}
+    assert set(out) == {
+        "primary",
+        "likely",
+        "secondary",
+        "findings",
+        "actions",
+        "diagnosis",
+        "unrendered",
+    }
+    assert out["unrendered"] == []
     assert out["primary"] == "pod_oom_killed"
     assert out["likely"] is False
     assert out["secondary"][0] == "named_actor_conflict"

@@ -6,6 +6,7 @@ failure (`ModuleNotFoundError`, whose own playbook renders as usual)."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -147,6 +148,16 @@ def test_diagnose_shows_the_fallback_and_why_without_a_traceback(
         f"(the playbook's text could not be rendered: {why})"
     ) in shown
     assert "Traceback" not in result.output
+    as_json = CliRunner().invoke(
+        cli_app, ["diagnose", "-p", str(directory), str(log), "--format", "json"]
+    )
+    assert json.loads(as_json.output)["unrendered"] == [
+        {
+            "playbook": "bad-template",
+            "source": f"{directory / 'bad-template.yaml'}:8",
+            "reason": why,
+        }
+    ]
 
 
 def test_numbers_a_template_shows_are_values_not_widths() -> None:

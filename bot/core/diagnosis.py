@@ -86,4 +86,8 @@ def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
             for a in diagnosis.actions
         ],
         "diagnosis": diagnosis.text,
+        "unrendered": [
+            {"playbook": u.playbook, "source": u.source, "reason": u.reason}
+            for u in diagnosis.unrendered
+        ],
     }
