@@ -631,6 +631,28 @@ def test_ray_job_status_text() -> None:
             {"submission_id": "raysubmit_Zx9", "status": "SUCCEEDED"},
             "Ray job raysubmit_Zx9: SUCCEEDED",
         ),
+        (  # Ray's CLI logger in record style (output not a terminal: a CI or pod log)
+            "2025-11-03 10:14:20,511\tERR cli.py:74 -- Job 'raysubmit_Qk8vXw2mT3nLp9Rb' failed\n"
+            "2025-11-03 10:14:20,511\tERR cli.py:75 -- Status message: Job entrypoint "
+            "command failed with exit code 1\n",
+            "FAILED",
+            {"submission_id": "raysubmit_Qk8vXw2mT3nLp9Rb", "status": "FAILED"},
+            "Job entrypoint command failed with exit code 1",
+        ),
+        (
+            "2024-05-02 08:01:13,002\tINFO cli.py:290 -- Status for job "
+            "'raysubmit_8nqL2dXbHu1Kc3Ve': RUNNING\n",
+            "RUNNING",
+            {"submission_id": "raysubmit_8nqL2dXbHu1Kc3Ve", "status": "RUNNING"},
+            "Ray job raysubmit_8nqL2dXbHu1Kc3Ve: RUNNING",
+        ),
+        (  # as KubeRay's docs show a `ray job submit` through the dashboard
+            "2025-01-06 11:53:38,368\tSUCC cli.py:63 -- ------------------------------------\n"
+            "2025-01-06 11:53:38,368\tSUCC cli.py:64 -- Job 'raysubmit_9NfCvwcmcyMNFCvX' succeeded\n",
+            "SUCCEEDED",
+            {"submission_id": "raysubmit_9NfCvwcmcyMNFCvX", "status": "SUCCEEDED"},
+            "Ray job raysubmit_9NfCvwcmcyMNFCvX: SUCCEEDED",
+        ),
     ],
 )
 def test_ray_job_status_variants(

@@ -41,7 +41,9 @@ from tests.daemon_support import DESCRIBE, SEED, Clock, RecordingChat, rig, seed
 
 T0 = datetime(2026, 12, 1, 22, 0, tzinfo=UTC)
 NS = "ml-train"
-SUBMISSION = "raysubmit_XyZ4nQ8bL2mWcT7p"
+SUBMISSION = (
+    "raysubmit_Qk8vXw2mT3nLp9Rb"  # the seed driver log's own Ray job (its last lines name it)
+)
 RAYJOB = ObjectRef("RayJob", "verl-ppo-qwen", NS)
 RAYCLUSTER = "verl-ppo-qwen-raycluster-x7k2p"
 HOME = f"kmock/{NS}/RayJob/verl-ppo-qwen"

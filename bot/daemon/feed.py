@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from bot.core.facts import FactAnswer
-from bot.core.incidents import HEALTHY_AGAIN
+from bot.core.incidents import HEALTHY_AGAIN, SUBMISSION_KIND
 from bot.core.inputs import InputPart, LogText
 from bot.core.memory import MemoryEvidence
 from bot.core.model import Finding, ObjectRef, frozen_map
@@ -40,11 +40,15 @@ class Context:
         if namespace:
             fields.setdefault("namespace", namespace)
         workload = finding.workload
-        if workload is None and self.workload is not None:
-            workload = self.workload
+        if self.workload is not None and (workload is None or _submission_only(workload)):
+            workload = self.workload  # a Ray job id alone: the sender knows whose job it is
         if fields == dict(finding.fields) and workload is finding.workload:
             return finding
         return dataclasses.replace(finding, fields=frozen_map(fields), workload=workload)
+
+
+def _submission_only(workload: ObjectRef) -> bool:
+    return workload.kind == SUBMISSION_KIND
 
 
 @dataclass(frozen=True, slots=True)

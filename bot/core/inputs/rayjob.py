@@ -22,14 +22,18 @@ from bot.core.model import ObjectRef, Signal, SourceKind
 SUBMISSION_KIND = "RayJobSubmission"
 
 _ANSI = r"(?:\x1b\[[\d;]*m)*"
+# Ray's CLI logger writes "record" lines when its output is not a terminal (a CI log,
+# a pod's log): `2025-11-03 10:14:20,511\tERR cli.py:74 -- Job '…' failed`.
+CLI_RECORD = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\s+[A-Z]{3,7}\s+\S+:\d+ -- "
 # Where a status line can start (for the segmenter's candidate scan).
 STATUS_START = rf"{_ANSI}(?:Status for job '|Job ')"
+LOGGED_STATUS_START = rf"{CLI_RECORD}{_ANSI}(?:Status for job '|Job ')"
 # `ray job status` / `ray job submit` (ray/dashboard/modules/job/cli.py `_log_job_status`).
 STATUS_LINE = re.compile(
-    rf"^{_ANSI}(?:Status for job '(?P<id>[^']+)': (?P<status>[A-Z_]+)"
+    rf"^(?:{CLI_RECORD})?{_ANSI}(?:Status for job '(?P<id>[^']+)': (?P<status>[A-Z_]+)"
     rf"|Job '(?P<done_id>[^']+)' (?P<verb>succeeded|failed|was stopped)){_ANSI}\s*$"
 )
-_MESSAGE_LINE = re.compile(rf"^{_ANSI}Status message: (?P<message>.*?){_ANSI}\s*$")
+_MESSAGE_LINE = re.compile(rf"^(?:{CLI_RECORD})?{_ANSI}Status message: (?P<message>.*?){_ANSI}\s*$")
 _VERB_STATUS = {"succeeded": "SUCCEEDED", "failed": "FAILED", "was stopped": "STOPPED"}
 _LOOKAHEAD_LINES = 4
 _RAY_JOB_ID = re.compile(r"^[0-9a-f]{8}$")

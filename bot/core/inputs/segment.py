@@ -29,7 +29,7 @@ from bot.core.inputs.describe import DESCRIBE_START, describe_block
 from bot.core.inputs.documents import JSON_START, YAML_START, json_block, yaml_block
 from bot.core.inputs.event_rows import ROWS_START, event_rows_block
 from bot.core.inputs.events_table import HEADER_START, events_table_block
-from bot.core.inputs.rayjob import STATUS_START, job_status_block
+from bot.core.inputs.rayjob import LOGGED_STATUS_START, STATUS_START, job_status_block
 from bot.core.inputs.raylist import LIST_START, TABLE_HEADER_START, ray_list_block
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,7 @@ _DETECTORS: dict[str, Detector] = {
     "describe": describe_block,
     "events": events_table_block,
     "ray_status": job_status_block,
+    "ray_status_logged": job_status_block,
     "event_rows": event_rows_block,
     "cluster_status": cluster_status_block,
     "ray_list": ray_list_block,
@@ -62,7 +63,8 @@ _STREAMS = (
         re.MULTILINE,
     ),
     re.compile(
-        rf"^(?=[ \t0-9a-z<AJNT])(?:(?P<event_rows>{ROWS_START})"
+        rf"^(?=[ \t0-9a-z<AJNT])(?:(?P<ray_status_logged>{LOGGED_STATUS_START})"
+        rf"|(?P<event_rows>{ROWS_START})"
         rf"|(?P<cluster_status>{STATUS_FRAGMENT_START})|(?P<ray_list_header>{TABLE_HEADER_START}))",
         re.MULTILINE,
     ),
