@@ -1,6 +1,7 @@
-"""A flood of 1 MiB logs at a real `pitcrew run` with the default queue: the daemon
-stays within its memory, every log it accepted is read, and an ordinary failure
-sent after the flood still gets its card within 30 s.
+"""A flood of 1 MiB logs at a real `pitcrew run`, with the default queue and with a
+16 MiB one the flood overruns: the daemon stays within its memory, answers 503
+beyond its bound, reads every log it accepted, and an ordinary failure sent after
+the flood still gets its card within 30 s.
 
 Several senders POST 1 MiB logs to `/ingest` as fast as they are answered, for
 FLOOD_SECONDS. The daemon answers 202 while its queue has room
@@ -8,7 +9,8 @@ FLOOD_SECONDS. The daemon answers 202 while its queue has room
 issue's flood lasted 20 s; here it lasts 8 s to keep the suite short, which on
 two cores fills the queue to about its byte bound but seldom past it (503s are
 counted, not required). `bench/flood.py` runs this same test for the full 20 s,
-where a third of the posts are answered 503, and prints the same counts. Its RSS is read from /proc/<pid>/status every 50 ms. Each body's last line
+where a third of the posts are answered 503, and prints the same counts; the
+16 MiB case overruns its bound in 4 s. RSS is read from /proc/<pid>/status every 50 ms. Each body's last line
 is counted by the daemon under one unmatched-failure shape (`tests/flood.py`), so
 "every accepted body was read" is a count, not a hope."""
 
@@ -34,25 +36,41 @@ CARD_DEADLINE = 30.0  # the issue's: a later ordinary failure got no card within
 BASELINE = 256 << 20  # an idle daemon is about 70 MiB (Python, Hyperscan, uvicorn, Bolt)
 
 
-def rss_bound(senders: int) -> int:
+SMALL_QUEUE = 16 << 20  # a queue the flood fills within seconds
+
+
+def rss_bound(senders: int, queue_bytes: int = PipelineSettings().queue_bytes) -> int:
     """What may wait is bounded by queue_bytes of log text, held once as read (its
     chunks) plus allocator slack; the bodies being read or classified meanwhile (one
     per sender, one in the pipeline) take at most ~2 MiB each."""
-    return BASELINE + PipelineSettings().queue_bytes * 2 + (senders + 1) * (2 << 20)
+    return BASELINE + queue_bytes * 2 + (senders + 1) * (2 << 20)
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    ("queue_bytes", "seconds"),
+    [(None, None), (SMALL_QUEUE, 4.0)],
+    ids=["default-queue", "16-MiB-queue"],
+)
 def test_a_flood_of_1_mib_logs_keeps_the_daemon_bounded_loses_none_and_starves_no_card(
-    tmp_path: Path, daemons: list[Daemon], measured: Measured
+    tmp_path: Path,
+    daemons: list[Daemon],
+    measured: Measured,
+    queue_bytes: int | None,
+    seconds: float | None,
 ) -> None:
-    config(tmp_path)
+    """With the default queue, and with one small enough that the flood overruns it
+    (then some posts must be refused, and still none accepted is lost)."""
+    bound = f"pipeline: {{queue_bytes: {queue_bytes}}}\n" if queue_bytes else ""
+    config(tmp_path, bound=bound)
     daemon = Daemon(tmp_path, "flooded")
     daemons.append(daemon)
     daemon.ready()
     idle = daemon.rss()
     ingest = f"{daemon.url}/ingest"
 
-    tally = flood(ingest, FLOOD_SECONDS, SENDERS, daemon.rss)
+    length = seconds or FLOOD_SECONDS
+    tally = flood(ingest, length, SENDERS, daemon.rss)
     assert tally.unexpected() == {}
 
     started = time.monotonic()
@@ -79,9 +97,12 @@ def test_a_flood_of_1_mib_logs_keeps_the_daemon_bounded_loses_none_and_starves_n
     arrived = counted(db)
     measured.lost(accepted=tally.accepted, arrived=arrived)
     print(
-        f"flood {FLOOD_SECONDS:g}s x{SENDERS}: 202={tally.accepted} 503={tally.refused} "
+        f"flood {length:g}s x{SENDERS}: 202={tally.accepted} 503={tally.refused} "
         f"read={arrived} idle_rss={idle >> 20}MiB peak_rss={tally.peak_rss >> 20}MiB "
         f"card_after={waited:.1f}s"
     )
     assert arrived == tally.accepted
-    assert tally.peak_rss < rss_bound(SENDERS), f"peak RSS {tally.peak_rss >> 20} MiB"
+    limit = rss_bound(SENDERS, queue_bytes or PipelineSettings().queue_bytes)
+    assert tally.peak_rss < limit, f"peak RSS {tally.peak_rss >> 20} MiB"
+    if queue_bytes:
+        assert tally.refused > 0  # the bound answered 503: the senders keep those
