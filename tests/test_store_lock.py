@@ -20,24 +20,30 @@ import pytest
 from bot.adapters.sqlite.store import Store
 from bot.core.errors import StoreError
 from tests.daemon_process import Daemon
-from tests.test_daemon import config
+from tests.daemon_support import DESCRIBE, SEED
+from tests.faults import Measured
+from tests.test_daemon import config, http, posts, wait_until
 
 HINT = "start `pitcrew run --init-store` to make it one, or point store.path elsewhere"
 
 
 @pytest.mark.slow
 def test_a_second_daemon_on_one_store_is_refused_naming_the_holder(
-    tmp_path: Path, daemons: list[Daemon]
+    tmp_path: Path, daemons: list[Daemon], measured: Measured
 ) -> None:
     config(tmp_path)
     db = tmp_path / "state.db"
     first = Daemon(tmp_path, "first")
     daemons.append(first)
     first.ready()
+    status, _ = http(f"{first.url}/ingest?origin=describe", (SEED / DESCRIBE).read_bytes())
+    assert status == 202
 
     second = Daemon(tmp_path, "second")
     daemons.append(second)
     assert second.exit_code() == 2
+    wait_until(lambda: posts(first) == 1, 15, "the first daemon's card")
+    measured.duplicated(cards=posts(first) + posts(second), incidents=1)
     pattern = (
         rf"pitcrew: {re.escape(str(db))}: another pitcrew daemon uses this store "
         rf"\(pid {first.proc.pid} on host {re.escape(socket.gethostname())} since "

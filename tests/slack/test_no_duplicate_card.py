@@ -17,6 +17,7 @@ import pytest
 from bot.adapters.slack.history import EVENT_TYPE
 from bot.core.model import Report
 from bot.daemon.chat import ChatUnavailableError
+from tests.faults import Measured
 from tests.slack.conftest import CHANNEL
 from tests.slack.emulator import SlackEmulator
 
@@ -37,7 +38,7 @@ def test_each_card_carries_its_incident_in_metadata(
 
 
 def test_a_post_slack_took_but_answered_too_late_is_found_not_repeated(
-    make_chat: Any, emulator: SlackEmulator, seed_report: Report
+    make_chat: Any, emulator: SlackEmulator, seed_report: Report, measured: Measured
 ) -> None:
     chat = make_chat(timeout=1)
     emulator.slow("chat.postMessage", 2.5)
@@ -46,12 +47,13 @@ def test_a_post_slack_took_but_answered_too_late_is_found_not_repeated(
     assert ref == f"{CHANNEL}:{card.ts}"
     for _ in range(4):  # the outbox trying again: found every time, never posted
         assert chat.post("pitcrew", seed_report) == ref
+    measured.duplicated(cards=len(emulator.parents()), incidents=1)
     assert len(emulator.parents()) == 1
     assert len(emulator.calls_to("chat.postMessage")) == 1
 
 
 def test_a_daemon_killed_with_a_post_in_flight_and_its_successor_post_one_card(
-    make_chat: Any, emulator: SlackEmulator, seed_report: Report
+    make_chat: Any, emulator: SlackEmulator, seed_report: Report, measured: Measured
 ) -> None:
     emulator.slow("chat.postMessage", 3.0)
     killed = make_chat(timeout=10)
@@ -68,6 +70,7 @@ def test_a_daemon_killed_with_a_post_in_flight_and_its_successor_post_one_card(
     # each daemon learned the channel's id from its name before looking at its history
     assert len(emulator.calls_to("conversations.list")) == 2
     in_flight.join(timeout=10)
+    measured.duplicated(cards=len(emulator.parents()), incidents=1)
     assert len(emulator.parents()) == 1
 
 
@@ -87,7 +90,7 @@ def test_without_the_history_scopes_cards_still_go_out_and_it_is_said_once(
 
 
 def test_when_slack_cannot_say_whether_it_has_the_card_nothing_is_posted(
-    make_chat: Any, emulator: SlackEmulator, seed_report: Report
+    make_chat: Any, emulator: SlackEmulator, seed_report: Report, measured: Measured
 ) -> None:
     emulator.fail("conversations.history", status=500, error="internal_error", retry_after=None)
     chat = make_chat()
@@ -95,6 +98,7 @@ def test_when_slack_cannot_say_whether_it_has_the_card_nothing_is_posted(
         chat.post(CHANNEL, seed_report)
     assert emulator.parents() == []
     chat.post(CHANNEL, seed_report)  # the outbox's next try
+    measured.duplicated(cards=len(emulator.parents()), incidents=1)
     assert len(emulator.parents()) == 1
 
 
