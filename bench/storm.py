@@ -27,11 +27,10 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bot.adapters.files.playbooks import load_builtin
+from bot.adapters.files.playbooks import engine_of, load_builtin
 from bot.adapters.sqlite.store import Store
 from bot.app.settings import ActionSettings
 from bot.core.actions import tuning
-from bot.core.diagnosis import Engine
 from bot.core.incidents import Correlator, adjusted, assessor
 from bot.core.inputs import LogText
 from bot.core.model import ObjectRef, Report, Signal, SourceKind, frozen_map
@@ -183,7 +182,7 @@ def main() -> None:
     args = parser.parse_args()
 
     library = load_builtin()
-    engine = Engine(library)
+    engine = engine_of(library)  # as the daemon builds it (pattern databases cached)
     base = assessor(library)
     values = ActionSettings().overrides()
     clock = Clock()
