@@ -19,6 +19,7 @@ sees why nothing was found.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -37,6 +38,7 @@ from bot.adapters.ray.executors import (
 from bot.adapters.ray.live import JobNotFoundError, diagnose_ray_job_on
 from bot.adapters.slack.commands import DiagnoseTarget
 from bot.app.factories import ray_cluster_configs
+from bot.app.memory_evidence import fetcher, measured_by
 from bot.app.settings import Settings
 from bot.core.diagnosis import Engine
 from bot.core.errors import PitcrewError
@@ -44,6 +46,7 @@ from bot.core.inputs import InputPart
 from bot.core.model import Diagnosis, Signal
 from bot.core.playbooks import Library
 from bot.daemon.feed import Context, Sink, observe
+from bot.daemon.ports import Clock, utcnow
 
 if TYPE_CHECKING:  # the Kubernetes client is imported when a Kubernetes target is asked for
     from bot.adapters.kubernetes.api import KubeApi
@@ -62,6 +65,7 @@ class Found:
     diagnosis: Diagnosis
     parts: tuple[InputPart, ...]
     context: Context
+    memory: str = ""  # the killed pod's memory before the kill (sources.prometheus)
 
 
 class Diagnoser:
@@ -75,6 +79,7 @@ class Diagnoser:
         *,
         ray_clusters: Callable[[], Sequence[RayClusterConfig]] | None = None,
         kube_api: Callable[[], KubeApi] | None = None,
+        clock: Clock = utcnow,
     ) -> None:
         """`sink`: the pipeline; `ray_clusters`: the Ray clusters to look on, asked at
         each call (default: the enabled `sources.ray` entries); `kube_api` makes the
@@ -86,6 +91,8 @@ class Diagnoser:
         self._make_api = kube_api or self._api_from_settings
         self._api: KubeApi | None = None
         self._lock = threading.Lock()
+        self._clock = clock
+        self._fetch = fetcher(settings)  # memory evidence, when sources.prometheus is set
 
     def __call__(self, target: DiagnoseTarget, user: str) -> str:
         try:
@@ -93,6 +100,7 @@ class Diagnoser:
         except PitcrewError as error:
             log.info("diagnose %s for %s: %s", target, user or "?", error)
             return f"Cannot diagnose {target}: {error}"
+        found = self._measured(found)
         queued = self._feed(found)
         primary = found.diagnosis.primary
         log.info(
@@ -102,6 +110,16 @@ class Diagnoser:
             primary.category if primary is not None else "no known failure",
         )
         return summary(found, queued)
+
+    def _measured(self, found: Found) -> Found:
+        """With the killed pod's memory before the kill, and the bump sized from it."""
+        if self._fetch is None:
+            return found
+        headroom = self.settings.actions.bump_memory.headroom
+        measured = measured_by(self._fetch, found.diagnosis, self._clock(), headroom)
+        if measured is None:
+            return found
+        return dataclasses.replace(found, diagnosis=measured.diagnosis, memory=measured.line)
 
     # -- Ray ------------------------------------------------------------------------------
 
@@ -231,6 +249,8 @@ def summary(found: Found, queued: bool | None) -> str:
         lines.append("No known failure in the evidence.")
     else:
         lines.append(f"Root cause: {primary.category} ({primary.playbook}): {primary.title}")
+    if found.memory:
+        lines.append(f"Memory: {found.memory}")
     secondary = list(dict.fromkeys(str(f.category) for f in diagnosis.secondary))
     if secondary:
         more = f" and {len(secondary) - MAX_LISTED} more" if len(secondary) > MAX_LISTED else ""

@@ -114,22 +114,33 @@ class Measurement:
 def measure(
     diagnosis: Diagnosis, url: str, seen_at: datetime, timeout: float = 5.0, headroom: float = 1.25
 ) -> Measurement | None:
-    """The memory evidence of a live diagnosis; None when no finding names a killed pod.
-    A Prometheus that does not answer is said in the line, and the factor applies."""
+    """The memory evidence of a live diagnosis from the Prometheus at `url`; None when no
+    finding names a killed pod. A Prometheus that does not answer is said in the line,
+    and the factor applies."""
     from bot.adapters.prometheus.client import PrometheusClient, PrometheusConfig
     from bot.adapters.prometheus.memory import fetch_memory
 
+    client = PrometheusClient(PrometheusConfig(url, timeout=timeout))
+    try:
+        return measured_by(
+            lambda target: fetch_memory(client, target), diagnosis, seen_at, headroom
+        )
+    finally:
+        client.close()
+
+
+def measured_by(
+    fetch: Fetch, diagnosis: Diagnosis, seen_at: datetime, headroom: float = 1.25
+) -> Measurement | None:
+    """The memory evidence `fetch` finds for a live diagnosis (see `measure`)."""
     target = memory.target_in(diagnosis, seen_at)
     if target is None:
         return None
-    client = PrometheusClient(PrometheusConfig(url, timeout=timeout))
     try:
-        evidence = fetch_memory(client, target)
+        evidence = fetch(target)
     except PitcrewError as error:
         problem = f"no memory metrics: {error}"
         return Measurement(tuning.sized(diagnosis, None, headroom, problem), problem)
-    finally:
-        client.close()
     found = memory.verdict(evidence)
     sized = tuning.sized(diagnosis, evidence, headroom, found.line)
     limit = f" (limit {memory.gib(found.limit)})" if found.limit else ""
