@@ -47,7 +47,7 @@ BY_QUERY = f"workload=RayJobSubmission/{SUBMISSION}"
 BY_LINES = ""  # the log's own `Job '…' failed` line names it
 
 
-def write_config(tmp_path: Path, kube: Emulator) -> Path:
+def write_config(tmp_path: Path, kuberay: Emulator) -> Path:
     config = {
         "store": {"path": str(tmp_path / "state.db")},
         "http": {"host": "127.0.0.1", "port": 0},
@@ -56,7 +56,7 @@ def write_config(tmp_path: Path, kube: Emulator) -> Path:
         "sources": {
             "kubernetes": {
                 "enabled": True,
-                "kubeconfig": str(kubeconfig(tmp_path, kube)),
+                "kubeconfig": str(kubeconfig(tmp_path, kuberay)),
                 "context": "kmock",
                 "namespaces": [NS],
             },
@@ -70,23 +70,13 @@ def write_config(tmp_path: Path, kube: Emulator) -> Path:
 
 
 @pytest.fixture
-def kube() -> Iterator[Emulator]:
-    emulator = Emulator()
-    emulator.install_kuberay()
-    try:
-        yield emulator
-    finally:
-        emulator.stop()
-
-
-@pytest.fixture
 def chat() -> RecordingChat:
     return RecordingChat()
 
 
 @pytest.fixture
-def daemon(tmp_path: Path, kube: Emulator, chat: RecordingChat) -> Iterator[wiring.Daemon]:
-    running = wiring.build(load(write_config(tmp_path, kube), {}), chat=chat, engine=engine())
+def daemon(tmp_path: Path, kuberay: Emulator, chat: RecordingChat) -> Iterator[wiring.Daemon]:
+    running = wiring.build(load(write_config(tmp_path, kuberay), {}), chat=chat, engine=engine())
     running.start()
     try:
         yield running
@@ -148,9 +138,9 @@ def last_title(chat: RecordingChat) -> str:
 
 @pytest.mark.parametrize("query", [BY_QUERY, BY_LINES], ids=["named-by-sender", "named-by-log"])
 def test_a_driver_log_naming_a_seen_rayjobs_submission_is_the_rayjobs_incident(
-    kube: Emulator, daemon: wiring.Daemon, chat: RecordingChat, query: str
+    kuberay: Emulator, daemon: wiring.Daemon, chat: RecordingChat, query: str
 ) -> None:
-    kube.create(rayjob(**RUNNING))
+    kuberay.create(rayjob(**RUNNING))
     wait_for(lambda: rayjob_signals_taken_in(daemon), 60, "the RayJob's status taken in")
 
     post_driver_log(daemon, query)
@@ -177,7 +167,7 @@ def last_findings(daemon: wiring.Daemon) -> list[str]:
 
 @pytest.mark.parametrize("query", [BY_QUERY, BY_LINES], ids=["named-by-sender", "named-by-log"])
 def test_an_incident_on_the_submission_becomes_the_rayjobs_when_the_watch_sees_it(
-    kube: Emulator, daemon: wiring.Daemon, chat: RecordingChat, query: str
+    kuberay: Emulator, daemon: wiring.Daemon, chat: RecordingChat, query: str
 ) -> None:
     post_driver_log(daemon, query)
     (card,) = wait_for(lambda: posts(chat), 60, "the card of the submission")
@@ -185,7 +175,7 @@ def test_an_incident_on_the_submission_becomes_the_rayjobs_when_the_watch_sees_i
     assert card.report.title.endswith(f"RayJobSubmission {SUBMISSION}")
     (before,) = daemon.service.incidents()
 
-    kube.create(rayjob(**FAILED))
+    kuberay.create(rayjob(**FAILED))
 
     wait_for(lambda: open_keys(daemon) == [HOME], 60, "the incident to be the RayJob's")
     wait_for(lambda: ADOPTED in replies(chat), 30, "the card's thread told")
@@ -199,10 +189,10 @@ def test_an_incident_on_the_submission_becomes_the_rayjobs_when_the_watch_sees_i
 
 
 def test_an_incident_on_the_submission_merges_into_the_rayjobs_own(
-    kube: Emulator, daemon: wiring.Daemon, chat: RecordingChat
+    kuberay: Emulator, daemon: wiring.Daemon, chat: RecordingChat
 ) -> None:
     failed_without_id = {k: v for k, v in FAILED.items() if k != "jobId"}
-    kube.create(rayjob(**failed_without_id))  # KubeRay has not recorded the id (yet)
+    kuberay.create(rayjob(**failed_without_id))  # KubeRay has not recorded the id (yet)
     wait_for(lambda: open_keys(daemon) == [HOME], 60, "the RayJob's own incident")
     (home,) = daemon.service.incidents()
     post_driver_log(daemon, BY_QUERY)
@@ -210,7 +200,7 @@ def test_an_incident_on_the_submission_merges_into_the_rayjobs_own(
     wait_for(lambda: len(posts(chat)) == 2, 60, "both cards")
     stray = next(v.incident for v in daemon.service.incidents() if v.incident.key != HOME)
 
-    kube.api.patch(RAY_JOBS, NS, "verl-ppo-qwen", {"status": {"jobId": SUBMISSION}})
+    kuberay.api.patch(RAY_JOBS, NS, "verl-ppo-qwen", {"status": {"jobId": SUBMISSION}})
 
     wait_for(lambda: open_keys(daemon) == [HOME], 60, "one incident left")
     where = f"Ray job {SUBMISSION} is RayJob {NS}/verl-ppo-qwen's"

@@ -8,7 +8,6 @@ kubeconfig context, `kmock`)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ RAYJOB = ObjectRef("RayJob", "verl-ppo-qwen", seed_case.NS)
 CLUSTER_NAME = "ml-train.verl-ppo-qwen-raycluster-x7k2p"  # the discovered poller's name
 
 
-def write_config(tmp_path: Path, kube: Emulator, ray_url: str) -> Path:
+def write_config(tmp_path: Path, kuberay: Emulator, ray_url: str) -> Path:
     config = {
         "store": {"path": str(tmp_path / "state.db")},
         "http": {"host": "127.0.0.1", "port": 0},
@@ -39,7 +38,7 @@ def write_config(tmp_path: Path, kube: Emulator, ray_url: str) -> Path:
         "sources": {
             "kubernetes": {
                 "enabled": True,
-                "kubeconfig": str(kubeconfig(tmp_path, kube)),
+                "kubeconfig": str(kubeconfig(tmp_path, kuberay)),
                 "context": "kmock",
                 "namespaces": [seed_case.NS],
             },
@@ -53,17 +52,7 @@ def write_config(tmp_path: Path, kube: Emulator, ray_url: str) -> Path:
     return path
 
 
-@pytest.fixture
-def kube() -> Iterator[Emulator]:
-    emulator = Emulator()
-    emulator.install_kuberay()
-    try:
-        yield emulator
-    finally:
-        emulator.stop()
-
-
-def install(kube: Emulator) -> dict[str, Any]:
+def install(kuberay: Emulator) -> dict[str, Any]:
     """The seed's RayJob, still running, and its RayCluster (whose dashboard is the head)."""
     objects: dict[str, Any] = seed_case.seed_objects()
     rayjob = objects["rayjob"]
@@ -73,11 +62,11 @@ def install(kube: Emulator) -> dict[str, Any]:
         "jobStatus": "RUNNING",
     }
     for obj in [*objects["nodes"], rayjob, objects["cluster"]]:
-        kube.create(obj)
+        kuberay.create(obj)
     return objects
 
 
-def fail_rayjob(kube: Emulator, submission_id: str) -> None:
+def fail_rayjob(kuberay: Emulator, submission_id: str) -> None:
     """What KubeRay reports once the RayJob's Ray job failed."""
     status = {
         "jobDeploymentStatus": "Failed",
@@ -86,7 +75,7 @@ def fail_rayjob(kube: Emulator, submission_id: str) -> None:
         "reason": "AppFailed",
         "message": "Job entrypoint command failed with exit code 3",
     }
-    kube.api.patch(RAY_JOBS, seed_case.NS, RAYJOB.name, {"status": status})
+    kuberay.api.patch(RAY_JOBS, seed_case.NS, RAYJOB.name, {"status": status})
 
 
 def seen_so_far(daemon: wiring.Daemon) -> str:
@@ -99,24 +88,24 @@ def seen_so_far(daemon: wiring.Daemon) -> str:
 
 
 def test_a_rayjob_failing_in_both_sources_is_one_incident_and_one_card(
-    tmp_path: Path, kube: Emulator, jobs: Jobs
+    tmp_path: Path, kuberay: Emulator, jobs: Jobs
 ) -> None:
     chat = RecordingChat()
-    settings = load(write_config(tmp_path, kube, jobs.url), {})
+    settings = load(write_config(tmp_path, kuberay, jobs.url), {})
     daemon = wiring.build(settings, chat=chat, engine=engine())
     daemon.start()
     try:
-        install(kube)
+        install(kuberay)
         discovery = daemon.sources[1]
         wait_for(lambda: discovery.status()["clusters"], 90, "the RayCluster's dashboard polled")
         # KubeRay names the submission and records it in the RayJob's status before
         # it submits, so the Ray source can map the job to its RayJob from the start.
         submission = f"rayjob-verl-ppo-qwen-{uuid.uuid4().hex[:8]}"
         running = {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING", "jobId": submission}
-        kube.api.patch(RAY_JOBS, seed_case.NS, RAYJOB.name, {"status": running})
+        kuberay.api.patch(RAY_JOBS, seed_case.NS, RAYJOB.name, {"status": running})
         assert jobs.submit("exit_3.py", submission_id=submission) == submission
         assert jobs.wait(submission, timeout=120)["status"] == "FAILED"
-        fail_rayjob(kube, submission)
+        fail_rayjob(kuberay, submission)
 
         def both_sources_seen() -> Any:
             # Every finding the incident was given, as stored: its diagnosis keeps one

@@ -43,6 +43,7 @@ from bot.core.reports import build_report
 from bot.daemon.metrics import Metrics
 from bot.daemon.runner import Registry
 from bot.daemon.service import Service
+from tests.kube.conftest import Emulator as KubeEmulator
 from tests.slack.emulator import APP_TOKEN, BOT_TOKEN, TEAM_ID, SlackEmulator
 
 SEED = Path(__file__).resolve().parents[2] / "examples" / "seed"
@@ -323,3 +324,14 @@ def form(values: dict[str, str]) -> str:
 
 def payload_form(payload: dict[str, Any]) -> str:
     return "payload=" + urllib.parse.quote(json.dumps(payload))
+
+
+@pytest.fixture
+def kube() -> Iterator[KubeEmulator]:
+    """kmock's Kubernetes emulator with the KubeRay CRDs, for the daemons that act on it."""
+    emulator = KubeEmulator()
+    emulator.install_kuberay()
+    try:
+        yield emulator
+    finally:
+        emulator.stop()

@@ -81,16 +81,6 @@ scheduler: {{tick: 200ms, approved: 200ms, outbox: 1s, expiry: 1s}}
 
 
 @pytest.fixture
-def kube() -> Iterator[Emulator]:
-    emulator = Emulator()
-    emulator.install_kuberay()
-    try:
-        yield emulator
-    finally:
-        emulator.stop()
-
-
-@pytest.fixture
 def daemon(
     tmp_path: Path, emulator: SlackEmulator, kube: Emulator, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[wiring.Daemon]:

@@ -36,16 +36,6 @@ pytestmark = [pytest.mark.kube, pytest.mark.slack]
 
 
 @pytest.fixture
-def kube() -> Iterator[Emulator]:
-    emulator = Emulator()
-    emulator.install_kuberay()
-    try:
-        yield emulator
-    finally:
-        emulator.stop()
-
-
-@pytest.fixture
 def running(
     tmp_path: Path, emulator: SlackEmulator, kube: Emulator, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[wiring.Daemon]:
