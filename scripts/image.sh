@@ -32,7 +32,9 @@ say() { printf '== %s\n' "$*" >&2; }
 need() {  # need COMMAND PACKAGE...: install Debian's packages when the command is missing
   local command=$1
   shift
-  command -v "$command" >/dev/null && return
+  # type -P looks on PATH only: `command -v buildah` would find the buildah() wrapper above
+  # and report buildah present where it is not.
+  type -P "$command" >/dev/null && return
   say "installing $* (apt-get)"
   if [ "$(id -u)" != 0 ]; then
     echo "image.sh: $command is missing; install $* (as root)" >&2
