@@ -54,7 +54,7 @@ class Engine:
 
 
 def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
-    """The `--format json` object (README documents its shape)."""
+    """The `--format json` object (docs/diagnose.md documents its shape)."""
     primary = diagnosis.primary
     return {
         "primary": str(primary.category) if primary else None,

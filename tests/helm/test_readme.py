@@ -1,4 +1,4 @@
-"""README, "Run it in your cluster": the values, secret, error message and playbook it
+"""docs/operations.md, "Run it in your cluster": the values, secret, error message and playbook it
 shows are the ones that work with this chart and this pitcrew."""
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from bot.core.diagnosis import Engine
 from bot.core.examples import run_examples
 from tests.helm.conftest import ROOT, merged, render
 
-README = ROOT / "README.md"
+README = ROOT / "docs" / "operations.md"
 
 
 def section() -> str:
     text = README.read_text(encoding="utf-8")
     match = re.search(r"^## Run it in your cluster\n(.*?)(?=^## |\Z)", text, re.S | re.M)
-    assert match, "README.md has no 'Run it in your cluster' section"
+    assert match, "docs/operations.md has no 'Run it in your cluster' section"
     return match.group(1)
 
 

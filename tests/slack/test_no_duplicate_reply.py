@@ -208,5 +208,5 @@ def test_without_the_history_scopes_replies_still_go_out_and_it_is_said_once(
     assert warning == (
         "Slack refused conversations.replies (missing_scope): thread replies are posted "
         "without looking for one already there, so a lost answer may mean a second one "
-        "(see the README's scopes)"
+        "(see docs/slack.md for the scopes)"
     )

@@ -136,7 +136,7 @@ class Looker:
             self._warned.add(f"{method}:{code}")
         log.warning(
             "Slack refused %s (%s): %s are posted without looking for one already "
-            "there, so a lost answer may mean a second one (see the README's scopes)",
+            "there, so a lost answer may mean a second one (see docs/slack.md for the scopes)",
             method,
             code,
             self.what,
