@@ -13,8 +13,8 @@ import statistics
 import time
 from datetime import UTC, datetime, timedelta
 
-from bot.adapters.charts.memory import memory_chart
-from bot.core.memory import GI, MemoryEvidence, PodSeries, Sample
+from bot.adapters.charts.memory_chart import memory_chart
+from bot.core.memory_evidence import GI, MemoryEvidence, PodSeries, Sample
 
 END = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 RUNS = 10

@@ -16,7 +16,7 @@ from bot.adapters.files.playbooks import builtin_engine
 from bot.adapters.sqlite.store import Store
 from bot.app.settings import ActionSettings
 from bot.core.actions import tuning
-from bot.core.diagnosis import Engine
+from bot.core.engine import Engine
 from bot.core.incidents import CorrelationConfig, Correlator, adjusted, assessor
 from bot.core.inputs.reader import read_stream
 from bot.core.model import ObjectRef, Report

@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from bot.adapters.files.playbooks import load_library
-from bot.core.diagnosis import Engine
+from bot.core.engine import Engine
 
 
 def playbook(

@@ -248,7 +248,7 @@ OOM_EVENT = (
 def test_an_event_matched_by_two_signatures_counts_once() -> None:
     """A kubelet `OOMKilling` Event matches both the event reason and the cgroup text."""
     from bot.adapters.files.playbooks import load_library
-    from bot.core.diagnosis import Engine
+    from bot.core.engine import Engine
     from bot.core.inputs import LogText
     from bot.core.model import Signal
 

@@ -10,8 +10,8 @@ import pytest
 
 from bot.adapters.files import cache as user_cache
 from bot.adapters.files.playbooks import load_library
-from bot.core import engine as classify
-from bot.core.engine import Classifier
+from bot.core import classifier as classify
+from bot.core.classifier import Classifier
 from bot.core.errors import PlaybookError
 from bot.core.model import Signal, SourceKind
 from bot.core.prefilter import PatternCache

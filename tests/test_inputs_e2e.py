@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from bot.adapters.files.playbooks import builtin_engine
-from bot.core.diagnosis import Engine
+from bot.core.engine import Engine
 from bot.core.model import Diagnosis
 from tests.test_inputs import DATA, fixture
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from bot.adapters.kubernetes.api import StreamBrokenError, UnavailableError, WatchStream
-from bot.adapters.kubernetes.live import Target, parse_target
-from bot.adapters.kubernetes.owners import OwnerResolver
+from bot.adapters.kubernetes.on_demand import Target, parse_target
+from bot.adapters.kubernetes.owner_resolver import OwnerResolver
 from bot.adapters.kubernetes.state import Converter, Tracker, bounded, health_of, identity
 from bot.adapters.kubernetes.watch import WatchBackoff
 from bot.core.errors import PitcrewError

@@ -32,7 +32,7 @@ from bot.core.incidents import ChangeKind, Correlator, assessor
 from bot.core.inputs.reader import read_stream
 from bot.core.model import ActionOffer, ObjectRef
 from bot.daemon.feed import Context, LiveFacts, observe
-from bot.daemon.live import LiveChecks, ask
+from bot.daemon.live_checks import LiveChecks, ask
 from tests.daemon_support import DESCRIBE, RecordingChat, engine, seed
 from tests.test_live_facts import JOB, KILL_FACTS, SUBMISSION, clash, offer
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot.adapters.files.playbooks import load_library
-from bot.core.engine import Classifier
+from bot.core.classifier import Classifier
 from bot.core.normalize import (
     lenient_anchors,
     unwrap,

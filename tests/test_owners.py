@@ -34,7 +34,7 @@ from bot.core.model import (
 )
 from bot.core.model import frozen_map as fm
 from bot.core.notify import NotifyConfig
-from bot.core.owners import Owner, Owners, owners_named, sole_submission
+from bot.core.rayjob_owners import Owner, Owners, owners_named, sole_submission
 from bot.core.taxonomy import Category
 from bot.daemon.feed import Context, Observation, observe
 from tests.daemon_support import DESCRIBE, SEED, Clock, RecordingChat, rig, seed

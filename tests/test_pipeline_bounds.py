@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bot.adapters.files.playbooks import load_library
 from bot.adapters.sqlite.store import Store
-from bot.core.diagnosis import Engine
+from bot.core.engine import Engine
 from bot.core.incidents import Correlator, assessor
 from bot.core.inputs import LogText
 from bot.core.notify import NotifyConfig

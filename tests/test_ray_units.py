@@ -26,11 +26,11 @@ from bot.adapters.ray.executors import (
     ResubmitJobExecutor,
     remediation_id,
 )
-from bot.adapters.ray.live import headers_from_env, normalize_address
+from bot.adapters.ray.on_demand import headers_from_env, normalize_address
 from bot.adapters.ray.signals import context_fields, death_parts, is_stale
 from bot.adapters.ray.source import RaySource, RaySourceOptions
 from bot.core.actions.catalog import KillActor
-from bot.core.diagnosis import Engine
+from bot.core.engine import Engine
 from bot.core.inputs import LogText
 from bot.core.model import Signal, SourceKind
 

@@ -14,7 +14,7 @@ import pytest
 
 from bot.adapters.files import cache
 from bot.adapters.files.playbooks import load_builtin, load_library
-from bot.core.engine import Classifier
+from bot.core.classifier import Classifier
 from bot.core.errors import PlaybookError
 from bot.core.playbooks import Library
 

@@ -30,7 +30,7 @@ from bot.adapters.files.playbooks import (
     load_library,
 )
 from bot.core.analysis import diagnose as analyse
-from bot.core.diagnosis import to_json
+from bot.core.engine import to_json
 from bot.core.errors import PitcrewError
 from bot.core.examples import run_examples
 from bot.core.explain import explain as explain_hits
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress
     from typer import _click as click
 
-    from bot.app.memory_evidence import Measurement
+    from bot.app.memory_wiring import Measurement
 
 
 class _WithDaemonCommands(TyperGroup):
@@ -143,7 +143,7 @@ def _diagnose_ray_job(
     playbooks: list[Path] | None,
 ) -> None:
     """`diagnose --ray-address URL --ray-job ID`: a live job, the same output as files."""
-    from bot.adapters.ray.live import diagnose_ray_job
+    from bot.adapters.ray.on_demand import diagnose_ray_job
 
     if not address or not job or inputs:
         raise fail("--ray-address and --ray-job go together, without input files")
@@ -173,8 +173,8 @@ def _diagnose_kube(
 ) -> None:
     """A live object, the same output as files; with `--prometheus`, the killed pod's
     memory before the kill, the bump sized from it, and `--chart FILE`."""
-    from bot.adapters.kubernetes.live import diagnose_target
-    from bot.app.memory_evidence import measure
+    from bot.adapters.kubernetes.on_demand import diagnose_target
+    from bot.app.memory_wiring import measure
 
     if inputs:
         raise fail("--kube reads from the cluster; give no input files with it")
@@ -211,7 +211,7 @@ def _diagnose_kube(
 
 
 def _save_chart(path: Path, measured: Measurement | None) -> None:
-    from bot.app.memory_evidence import render
+    from bot.app.memory_wiring import render
 
     if measured is None:
         raise fail("--chart: no finding names a pod killed for memory")

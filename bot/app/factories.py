@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from bot.adapters.files.playbooks import engine_of, load_builtin
 from bot.app.settings import RaySourceSettings, Settings
 from bot.core.actions.catalog import CATALOG
-from bot.core.diagnosis import Engine
+from bot.core.engine import Engine
 from bot.core.errors import PitcrewError
 from bot.core.playbooks import Library
 from bot.daemon.feed import Sink

@@ -31,21 +31,21 @@ from bot.adapters.scheduler import Intervals, Jobs, Scheduler
 from bot.adapters.sqlite.lock import StoreLock
 from bot.adapters.sqlite.store import Store
 from bot.app.factories import build_registry, build_sources, categorizer
-from bot.app.live_diagnosis import Diagnoser
-from bot.app.memory_evidence import charts_dir, memory_worker, prune_charts
+from bot.app.memory_wiring import charts_dir, memory_worker, prune_charts
+from bot.app.on_demand import Diagnoser
 from bot.app.settings import Settings
 from bot.core.actions import tuning
-from bot.core.diagnosis import Engine
+from bot.core.engine import Engine
 from bot.core.errors import PitcrewError, StoreError
 from bot.core.incidents import Assess, Correlator, adjusted, assessor
 from bot.core.playbooks import Library
-from bot.daemon import live
+from bot.daemon import live_checks
 from bot.daemon import runner as executors
 from bot.daemon.chat import Chat
 from bot.daemon.feed import Refresh, Tick
 from bot.daemon.intake import Intake
-from bot.daemon.live import LiveChecks
-from bot.daemon.memory import MemoryWorker
+from bot.daemon.live_checks import LiveChecks
+from bot.daemon.memory_worker import MemoryWorker
 from bot.daemon.metrics import Metrics
 from bot.daemon.outbox import Outbox
 from bot.daemon.pipeline import Pipeline
@@ -248,7 +248,7 @@ def _pipeline(
 def _assess(settings: Settings, library: Library) -> Assess:
     """Ranking and offers over an incident's findings, with the configured action values
     and the live facts the incident's checks found so far (an action withheld only for
-    want of one is checked off the pipeline thread, `bot.daemon.live`, and the incident
+    want of one is checked off the pipeline thread, `bot.daemon.live_checks`, and the incident
     assessed again with the answer)."""
     values = settings.actions.overrides()
     return adjusted(assessor(library), lambda diagnosis: tuning.tune(diagnosis, values))
@@ -259,7 +259,7 @@ def _live_checks(
 ) -> LiveChecks:
     """The workers that ask the executors for live facts and answer on the pipeline."""
     return LiveChecks(
-        live.executor_checks(registry, clock),
+        live_checks.executor_checks(registry, clock),
         pipeline,
         timeout=settings.pipeline.live_check_timeout.total_seconds(),
         workers=settings.pipeline.live_check_workers,

@@ -17,7 +17,7 @@ import jinja2
 from pydantic import ValidationError
 
 from bot.core.actions.catalog import CATALOG, FACTS
-from bot.core.engine import Hit
+from bot.core.classifier import Hit
 from bot.core.model import (
     ActionOffer,
     Diagnosis,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from bot.core.diagnosis import Engine
+from bot.core.engine import Engine
 from bot.core.model import Diagnosis
 from bot.core.playbooks import Example, LoadedPlaybook
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.core.engine import Hit
+from bot.core.classifier import Hit
 from bot.core.unmatched import FailureLine, failure_lines
 
 

@@ -53,8 +53,8 @@ from bot.core.model import (
     NotificationKind,
     Role,
 )
-from bot.core.owners import Owner, Owners, belongs, complete
 from bot.core.playbooks import Library
+from bot.core.rayjob_owners import Owner, Owners, belongs, complete
 from bot.core.taxonomy import Category
 from bot.core.tracks import EMPTY_LABELS, Track, identity, merged, trimmed, with_labels
 from bot.core.workloads import LABEL_PREFIX as LABEL_PREFIX
@@ -189,7 +189,7 @@ class Correlator:
     """The open incidents, keyed by workload; findings in, `Change` values out.
 
     `add` folds a finding into its workload's incident (or opens one), `own` learns
-    which RayJob a Ray submission is (`bot.core.owners`), `healthy` resolves the
+    which RayJob a Ray submission is (`bot.core.rayjob_owners`), `healthy` resolves the
     incidents of a workload reported healthy, `tick` resolves quiet ones. `restore`
     reloads open incidents after a restart."""
 

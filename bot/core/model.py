@@ -242,7 +242,7 @@ class Incident:
     revision: int = 0
     resolution: str = ""
     notes: tuple[IncidentNote, ...] = ()
-    memory: str = ""  # what the pod's memory did before the kill (bot.core.memory)
+    memory: str = ""  # what the pod's memory did before the kill (bot.core.memory_evidence)
 
 
 class ProposalState(StrEnum):

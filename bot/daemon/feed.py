@@ -17,7 +17,7 @@ from typing import Protocol
 from bot.core.facts import FactAnswer
 from bot.core.incidents import HEALTHY_AGAIN, SUBMISSION_KIND
 from bot.core.inputs import InputPart, LogText
-from bot.core.memory import MemoryEvidence
+from bot.core.memory_evidence import MemoryEvidence
 from bot.core.model import Finding, ObjectRef, frozen_map
 
 
@@ -99,7 +99,7 @@ class Refresh:
 
 @dataclass(frozen=True, slots=True)
 class Measured:
-    """Memory evidence fetched for an incident off the pipeline thread (`bot.daemon.memory`),
+    """Memory evidence fetched for an incident off the pipeline thread (`bot.daemon.memory_worker`),
     or why there is none; `chart` is a PNG of it for the card's thread."""
 
     incident_id: str
@@ -110,7 +110,7 @@ class Measured:
 
 @dataclass(frozen=True, slots=True)
 class LiveFacts:
-    """What the live checks of an incident's waiting offers found (`bot.daemon.live`),
+    """What the live checks of an incident's waiting offers found (`bot.daemon.live_checks`),
     or why they gave no answer: one more observation, for its next assessment."""
 
     incident_id: str

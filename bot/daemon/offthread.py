@@ -1,7 +1,7 @@
 """Work the pipeline hands off and hears back from as one more queue item, exactly once.
 
-Why this exists: live checks (`bot.daemon.live`) and memory evidence
-(`bot.daemon.memory`) both ask a cluster or Prometheus something the pipeline
+Why this exists: live checks (`bot.daemon.live_checks`) and memory evidence
+(`bot.daemon.memory_worker`) both ask a cluster or Prometheus something the pipeline
 thread must never wait for. Each hands a job here: it runs on a small pool of
 threads of its own, and the item it returns goes on the pipeline's queue. A job
 that has not finished within its deadline is answered with its `late` item

@@ -17,7 +17,7 @@ Sources, the HTTP ingest, the scheduler's ticks, the service's refreshes and
 the live checks' answers all put items on one queue (`bot.daemon.feed`); this
 thread takes them one at a time, so the Correlator and the delivery records need
 no locks. It never waits on a cluster: a live fact is asked for, and its answer
-(or "did not answer in time") arrives later as one more item (`bot.daemon.live`);
+(or "did not answer in time") arrives later as one more item (`bot.daemon.live_checks`);
 meanwhile only that incident's card waits, other cards go out. Ticks resolve
 quiet incidents, send what `notify.decide` asked to be decided later (group
 wait, update interval, reminders), pick up silences, and notice proposal
@@ -41,7 +41,7 @@ from datetime import datetime, timedelta
 
 from bot.core import approvals
 from bot.core.analysis import findings_from_hits
-from bot.core.diagnosis import Engine
+from bot.core.engine import Engine
 from bot.core.errors import PitcrewError, StoreError
 from bot.core.incidents import Change, ChangeKind, Correlator
 from bot.core.model import (
@@ -59,7 +59,7 @@ from bot.core.model import (
     frozen_map,
 )
 from bot.core.notify import Delivery, NotifyConfig, decide
-from bot.core.owners import owners_named
+from bot.core.rayjob_owners import owners_named
 from bot.core.reports import build_report
 from bot.core.unmatched import part_lines
 from bot.daemon.feed import (
@@ -72,7 +72,7 @@ from bot.daemon.feed import (
     Tick,
     text_size,
 )
-from bot.daemon.memory import MemoryWorker, thread_text
+from bot.daemon.memory_worker import MemoryWorker, thread_text
 from bot.daemon.metrics import Metrics
 from bot.daemon.ports import Clock, PipelineStore, ProposalChange
 

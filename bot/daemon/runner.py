@@ -35,7 +35,7 @@ from bot.core.approvals import SYSTEM_ACTOR, LiveCheck
 from bot.core.errors import PitcrewError
 from bot.core.facts import FactAnswer, awaiting, settle, to_confirm
 from bot.core.model import ActionResult, Diagnosis, LedgerEntry, Proposal, ProposalState
-from bot.daemon import live
+from bot.daemon import live_checks
 from bot.daemon.metrics import Metrics
 from bot.daemon.ports import Clock, RunnerStore
 
@@ -91,11 +91,11 @@ class Registry:
 def live_facts(diagnosis: Diagnosis, registry: Registry, now: datetime) -> dict[str, bool]:
     """The live facts that the actions `diagnosis` withholds only for want of one need,
     from each action's executor (`check` of a not yet stored proposal for the offer),
-    asked at once (`bot.daemon.live.ask`; the daemon asks off the pipeline thread). A
+    asked at once (`bot.daemon.live_checks.ask`; the daemon asks off the pipeline thread). A
     fact two checks disagree on is false (the cautious reading); an action without an
     executor, or whose check fails, stays withheld."""
-    checks = live.executor_checks(registry, lambda: now)
-    return dict(live.ask(awaiting(diagnosis), checks).answer.facts)
+    checks = live_checks.executor_checks(registry, lambda: now)
+    return dict(live_checks.ask(awaiting(diagnosis), checks).answer.facts)
 
 
 def check_offers(diagnosis: Diagnosis, registry: Registry, now: datetime) -> Diagnosis:
@@ -104,8 +104,8 @@ def check_offers(diagnosis: Diagnosis, registry: Registry, now: datetime) -> Dia
     template's nodeSelector ...", "RayCluster ml/x does not exist"): an offer is only
     made when approving it could succeed. A check that cannot answer leaves the offer
     (approval checks again). Asked at once; the daemon asks off the pipeline thread."""
-    checks = live.executor_checks(registry, lambda: now)
-    answer = live.ask(to_confirm(diagnosis), checks).answer
+    checks = live_checks.executor_checks(registry, lambda: now)
+    answer = live_checks.ask(to_confirm(diagnosis), checks).answer
     return settle(diagnosis, FactAnswer(refused=answer.refused))
 
 

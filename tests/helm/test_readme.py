@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from bot.adapters.files.playbooks import builtin_dir, load_library
-from bot.core.diagnosis import Engine
+from bot.core.engine import Engine
 from bot.core.examples import run_examples
 from tests.helm.conftest import ROOT, merged, render
 

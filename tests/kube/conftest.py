@@ -25,7 +25,7 @@ import yaml
 from bot.adapters.files.playbooks import builtin_engine
 from bot.app.demo import seed
 from bot.app.demo.emulator import KubeEmulator
-from bot.core.diagnosis import Engine
+from bot.core.engine import Engine
 from bot.core.incidents import workload_refs
 from bot.core.inputs import InputPart
 from bot.core.model import ObjectRef, Signal

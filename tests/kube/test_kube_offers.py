@@ -11,8 +11,8 @@ import pytest
 
 from bot.adapters.kubernetes.api import RAY_CLUSTERS
 from bot.adapters.kubernetes.executors import KubernetesExecutor, executors
-from bot.adapters.kubernetes.live import diagnose_parts
-from bot.core.diagnosis import Engine
+from bot.adapters.kubernetes.on_demand import diagnose_parts
+from bot.core.engine import Engine
 from bot.core.inputs import InputPart
 from bot.core.model import Diagnosis
 from bot.daemon.runner import Registry, check_offers

@@ -16,9 +16,9 @@ from bot.adapters.kubernetes.executors import (
     RescheduleGpuPoolExecutor,
     executors,
 )
-from bot.adapters.kubernetes.live import Target, diagnose_live
+from bot.adapters.kubernetes.on_demand import Target, diagnose_live
 from bot.adapters.kubernetes.source import KubernetesSource, KubeSourceConfig
-from bot.core.diagnosis import Engine
+from bot.core.engine import Engine
 from bot.core.inputs import InputPart
 from bot.core.model import ObjectRef, Signal
 from tests.kube import objects as o

@@ -27,7 +27,7 @@ from bot.adapters.kubernetes.executors import (
 )
 from bot.adapters.kubernetes.source import KubernetesSource, KubeSourceConfig
 from bot.core import approvals
-from bot.core.diagnosis import Engine
+from bot.core.engine import Engine
 from bot.core.inputs import InputPart, LogText
 from bot.core.model import ObjectRef, Proposal, ProposalState, Signal, SourceKind, Transition
 from tests.kube import objects as o

@@ -7,11 +7,11 @@ import io
 
 from PIL import Image
 
-from bot.adapters.charts.memory import HEIGHT, LIMIT_COLOR, USAGE_COLOR, WIDTH, memory_chart
+from bot.adapters.charts.memory_chart import HEIGHT, LIMIT_COLOR, USAGE_COLOR, WIDTH, memory_chart
 from bot.adapters.prometheus.client import PrometheusClient, PrometheusConfig
 from bot.adapters.prometheus.local import LocalPrometheus
-from bot.adapters.prometheus.memory import fetch_memory
-from bot.core.memory import MemoryTarget, sparkline
+from bot.adapters.prometheus.working_set import fetch_memory
+from bot.core.memory_evidence import MemoryTarget, sparkline
 from tests.prometheus.series import SEED_CLUSTER, SEED_KILLED_AT, SEED_NS, SEED_POD
 
 TARGET = MemoryTarget(SEED_NS, SEED_POD, SEED_KILLED_AT, "ray-worker", "gpu-group", SEED_CLUSTER)

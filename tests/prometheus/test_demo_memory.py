@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from PIL import Image
 from rich.console import Console
 
-from bot.app.demo import memory as seed_memory
+from bot.app.demo import memory_step
 from bot.app.demo.screen import Screen
 from bot.core.model import Incident
 from tests.prometheus.series import SEED_CLUSTER
@@ -22,7 +22,7 @@ NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 def test_the_seed_step_shows_the_memory_line_and_a_chart() -> None:
     incident = Incident("i-1", "k", NOW, NOW, seed_diagnosis(), namespace="ml-train")
     out = io.StringIO()
-    shown = seed_memory.show(Screen(Console(file=out, width=250)), incident, SEED_CLUSTER)
+    shown = memory_step.show(Screen(Console(file=out, width=250)), incident, SEED_CLUSTER)
     text = " ".join(out.getvalue().split())
     assert shown, text
     assert (
@@ -31,5 +31,5 @@ def test_the_seed_step_shows_the_memory_line_and_a_chart() -> None:
     ) in text
     assert "the bump this evidence supports: RayCluster ml-train/" in text
     assert "16Gi → 20Gi (the killed pod's usage at the kill" in text
-    assert f"chart (usage vs limit, the killed pod and its group): {seed_memory.CHART}" in text
-    assert Image.open(seed_memory.CHART).size == (1000, 500)
+    assert f"chart (usage vs limit, the killed pod and its group): {memory_step.CHART}" in text
+    assert Image.open(memory_step.CHART).size == (1000, 500)

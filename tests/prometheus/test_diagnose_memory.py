@@ -12,7 +12,7 @@ import pytest
 
 from bot.adapters.prometheus.local import LocalPrometheus
 from bot.adapters.slack.commands import DiagnoseTarget
-from bot.app.live_diagnosis import Diagnoser
+from bot.app.on_demand import Diagnoser
 from bot.app.settings import KubernetesSourceSettings, Settings, SourceSettings
 from bot.app.settings.sources import PrometheusSourceSettings
 from bot.daemon.feed import Item

@@ -17,8 +17,8 @@ from bot.adapters.prometheus.client import (
     PrometheusError,
 )
 from bot.adapters.prometheus.local import LocalPrometheus
-from bot.adapters.prometheus.memory import fetch_memory
-from bot.core.memory import GI, MemoryTarget, Shape, verdict
+from bot.adapters.prometheus.working_set import fetch_memory
+from bot.core.memory_evidence import GI, MemoryTarget, Shape, verdict
 from tests.prometheus.series import SEED_CLUSTER, SEED_KILLED_AT, SEED_NS, SEED_POD
 
 

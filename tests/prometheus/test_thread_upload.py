@@ -15,14 +15,14 @@ from PIL import Image
 from bot.adapters.prometheus.local import LocalPrometheus
 from bot.adapters.slack.chat import SlackChat
 from bot.adapters.sqlite.store import Store
-from bot.app.memory_evidence import chart_writer, fetcher
+from bot.app.memory_wiring import chart_writer, fetcher
 from bot.app.settings import ActionSettings, Settings
 from bot.core.actions import tuning
 from bot.core.incidents import Correlator, assessor
 from bot.core.model import ProposalState
 from bot.core.notify import NotifyConfig
 from bot.daemon.feed import Item, Measured, Tick
-from bot.daemon.memory import MemoryWorker
+from bot.daemon.memory_worker import MemoryWorker
 from bot.daemon.outbox import Backoff, Outbox
 from bot.daemon.pipeline import Pipeline
 from tests.daemon_support import DESCRIBE, RAYCLUSTER, Clock, RecordingChat, engine, seed

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from bot.adapters.files.playbooks import builtin_engine
-from bot.core.diagnosis import Engine
+from bot.core.engine import Engine
 from tests.ray.support import Jobs
 
 __all__ = ["Jobs"]

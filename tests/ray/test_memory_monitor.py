@@ -14,7 +14,7 @@ import pytest
 from bot.adapters.ray.client import TERMINAL, RayClusterConfig, RayDashboard
 from bot.adapters.ray.local import LocalRayHead
 from bot.adapters.ray.source import MemoryBookmarks, RaySource, RaySourceOptions
-from bot.core.diagnosis import Engine
+from bot.core.engine import Engine
 from bot.core.model import Signal, SourceKind
 
 pytestmark = pytest.mark.ray

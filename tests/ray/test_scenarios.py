@@ -21,14 +21,14 @@ from bot.adapters.ray.executors import (
     entrypoint_resources,
     ray_executors,
 )
-from bot.adapters.ray.live import diagnose_ray_job, live_facts
+from bot.adapters.ray.on_demand import diagnose_ray_job, live_facts
 from bot.adapters.ray.source import RayBatch, RaySource, RaySourceOptions
 from bot.adapters.sqlite.store import Store
 from bot.app.cli import app
 from bot.app.factories import ray_executor, ray_sources
 from bot.app.settings import RaySourceSettings, Settings, SourceSettings
 from bot.core.analysis import diagnose as analyse
-from bot.core.diagnosis import Engine
+from bot.core.engine import Engine
 from bot.core.inputs import InputPart, LogText
 from bot.core.model import Diagnosis, Proposal, ProposalState, Signal, SourceKind
 from bot.daemon.feed import Observation

@@ -13,9 +13,9 @@ import pytest
 
 from bot.adapters.ray.client import RayClusterConfig
 from bot.adapters.ray.executors import KillActorExecutor, RayClusters, ray_executors
-from bot.adapters.ray.live import diagnose_ray_job, live_facts
+from bot.adapters.ray.on_demand import diagnose_ray_job, live_facts
 from bot.core.analysis import diagnose as analyse
-from bot.core.diagnosis import Engine
+from bot.core.engine import Engine
 from bot.core.inputs.reader import read_stream
 from bot.core.model import Diagnosis
 from tests.ray.conftest import Jobs

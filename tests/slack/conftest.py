@@ -35,7 +35,7 @@ from bot.adapters.http.server import HealthServer
 from bot.adapters.slack.chat import SlackChat, SlackConfig
 from bot.adapters.sqlite.store import Store
 from bot.core.approvals import ApprovalPolicy, ApproverRule, reconcile
-from bot.core.diagnosis import Engine
+from bot.core.engine import Engine
 from bot.core.inputs import InputPart
 from bot.core.inputs.reader import read_stream
 from bot.core.model import Incident, ObjectRef, Proposal, Report

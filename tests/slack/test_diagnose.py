@@ -1,4 +1,4 @@
-"""`/pitcrew diagnose` for real: the daemon's diagnoser (`bot.app.live_diagnosis`) behind the Slack
+"""`/pitcrew diagnose` for real: the daemon's diagnoser (`bot.app.on_demand`) behind the Slack
 app in HTTP mode, asked with correctly signed slash commands about a job that really
 failed on the session's Ray head, and about KubeRay objects in the Kubernetes emulator.
 
@@ -22,7 +22,7 @@ import pytest
 from bot.adapters.http.server import HealthServer
 from bot.adapters.slack.chat import SlackChat
 from bot.adapters.slack.commands import Diagnose, DiagnoseTarget, Usage, parse
-from bot.app.live_diagnosis import Diagnoser
+from bot.app.on_demand import Diagnoser
 from bot.app.settings import (
     KubernetesSourceSettings,
     RaySourceSettings,

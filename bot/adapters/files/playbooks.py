@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 
 from bot.adapters.files import cache
-from bot.core.diagnosis import Engine
+from bot.core.engine import Engine
 from bot.core.errors import PlaybookError
 from bot.core.playbooks import (
     NOISE_FILE,

@@ -18,7 +18,7 @@ from bot.adapters.kubernetes.state import (
     submitter_pods,
 )
 from bot.core.inputs import InputPart, LogText
-from bot.core.inputs.owners import object_ref
+from bot.core.inputs.object_refs import object_ref
 from bot.core.inputs.values import as_map, text_at
 from bot.core.model import ObjectRef, Signal, SourceKind
 

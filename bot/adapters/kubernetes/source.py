@@ -60,7 +60,7 @@ from bot.adapters.kubernetes.api import (
     reason_of,
 )
 from bot.adapters.kubernetes.logs import RateLimit, driver_logs, is_submitter, log_tail
-from bot.adapters.kubernetes.owners import OwnerResolver
+from bot.adapters.kubernetes.owner_resolver import OwnerResolver
 from bot.adapters.kubernetes.resource_watch import KUBERAY_KINDS, ResourceWatch
 from bot.adapters.kubernetes.state import (
     WATCHED_KINDS,

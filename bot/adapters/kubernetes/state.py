@@ -30,12 +30,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.adapters.kubernetes.owners import OwnerResolver
+from bot.adapters.kubernetes.owner_resolver import OwnerResolver
 from bot.core.inputs import InputPart, LogText
 from bot.core.inputs.events import event_signal
 from bot.core.inputs.kuberay import raycluster_parts, rayjob_parts
 from bot.core.inputs.nodes import node_signals
-from bot.core.inputs.owners import object_ref
+from bot.core.inputs.object_refs import object_ref
 from bot.core.inputs.pods import pod_signals
 from bot.core.inputs.values import as_list, as_map, text_at
 from bot.core.model import ObjectRef, Signal, SourceKind

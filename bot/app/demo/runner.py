@@ -46,7 +46,7 @@ from bot.adapters.kubernetes.api import RAY_CLUSTERS, RAY_JOBS
 from bot.adapters.ray.client import RayApiError
 from bot.adapters.ray.local import LocalRayHead
 from bot.app import wiring as app
-from bot.app.demo import memory as seed_memory
+from bot.app.demo import memory_step
 from bot.app.demo import seed as seed_case
 from bot.app.demo.controller import RayJobController
 from bot.app.demo.emulator import KubeEmulator
@@ -258,7 +258,7 @@ class Demo:
         if kill is None or kill.offered or any(p.action == "ray.kill_actor" for p in proposals):
             raise ScenarioFailedError("ray.kill_actor was offered for the live register center")
         self.screen.done(f"ray.kill_actor not offered: {kill.reason}")
-        seed_memory.show(self.screen, incident, cluster_name)  # with Prometheus, if installed
+        memory_step.show(self.screen, incident, cluster_name)  # with Prometheus, if installed
         posts = [
             c
             for c in self.chat.cards()

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from bot.core import memory, quantity
+from bot.core import memory_evidence, quantity
 from bot.core.actions.catalog import CATALOG
 from bot.core.model import ActionOffer, Diagnosis, frozen_map
 
@@ -53,7 +53,7 @@ def _tuned(offer: ActionOffer, values: Mapping[str, Any]) -> ActionOffer:
 
 def sized(
     diagnosis: Diagnosis,
-    evidence: memory.MemoryEvidence | None,
+    evidence: memory_evidence.MemoryEvidence | None,
     headroom: float,
     unmeasured: str = "",
 ) -> Diagnosis:
@@ -67,7 +67,10 @@ def sized(
 
 
 def _sized(
-    offer: ActionOffer, evidence: memory.MemoryEvidence | None, headroom: float, unmeasured: str
+    offer: ActionOffer,
+    evidence: memory_evidence.MemoryEvidence | None,
+    headroom: float,
+    unmeasured: str,
 ) -> ActionOffer:
     if offer.action != "k8s.bump_memory" or not offer.offered:
         return offer
@@ -78,7 +81,7 @@ def _sized(
     sizing = None
     if evidence is not None and current:
         cap = quantity.parse_bytes(str(params.get("cap") or "512Gi"))
-        sizing = memory.size_limit(evidence, quantity.parse_bytes(current), headroom, cap)
+        sizing = memory_evidence.size_limit(evidence, quantity.parse_bytes(current), headroom, cap)
     if sizing is None:
         return _tuned(offer, {"limit": "", "basis": unmeasured})
     limit = quantity.format_bytes(sizing.limit)

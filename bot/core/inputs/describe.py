@@ -23,7 +23,7 @@ from typing import Any
 from bot.core.inputs import InputPart
 from bot.core.inputs.blocks import Block, Line, Miss, block_end, lines_from
 from bot.core.inputs.kubeobjects import object_parts
-from bot.core.inputs.owners import canonical_kind
+from bot.core.inputs.object_refs import canonical_kind
 from bot.core.inputs.tables import Columns, is_rule
 from bot.core.inputs.values import as_text
 

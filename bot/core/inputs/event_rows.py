@@ -17,7 +17,7 @@ from typing import Any
 
 from bot.core.inputs.blocks import Block, Line, Miss, block_end, lines_from
 from bot.core.inputs.events import event_signal
-from bot.core.inputs.owners import canonical_kind
+from bot.core.inputs.object_refs import canonical_kind
 
 _AGE = r"(?:\d+[smhd][\dsmhd]*|<unknown>|<invalid>)"
 _REASON = r"[A-Z][A-Za-z]+"

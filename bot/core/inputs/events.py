@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bot.core.inputs.owners import WORKLOAD_KINDS, canonical_kind
+from bot.core.inputs.object_refs import WORKLOAD_KINDS, canonical_kind
 from bot.core.inputs.values import as_map, compact, dig, parse_time, text_at
 from bot.core.model import ObjectRef, Signal, SourceKind
 

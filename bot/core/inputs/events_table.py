@@ -16,7 +16,7 @@ from typing import Any
 
 from bot.core.inputs.blocks import Block, Line, Miss, block_end, lines_from
 from bot.core.inputs.events import event_signal
-from bot.core.inputs.owners import canonical_kind
+from bot.core.inputs.object_refs import canonical_kind
 from bot.core.inputs.tables import Columns
 
 HEADER_START = r"(?:NAMESPACE[ \t]+)?LAST SEEN[ \t]"

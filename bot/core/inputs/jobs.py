@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bot.core.inputs.owners import object_ref, workload_of
+from bot.core.inputs.object_refs import object_ref, workload_of
 from bot.core.inputs.values import as_list, as_map, compact, parse_time, text_at
 from bot.core.model import Signal, SourceKind
 

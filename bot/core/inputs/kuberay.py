@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from bot.core.inputs import InputPart
-from bot.core.inputs.owners import RAY_CLUSTER_LABEL, object_ref
+from bot.core.inputs.object_refs import RAY_CLUSTER_LABEL, object_ref
 from bot.core.inputs.rayjob import message_parts
 from bot.core.inputs.values import as_list, as_map, compact, parse_time, text_at
 from bot.core.model import Signal, SourceKind

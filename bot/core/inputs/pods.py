@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.core.inputs.owners import object_ref, workload_of
+from bot.core.inputs.object_refs import object_ref, workload_of
 from bot.core.inputs.values import as_list, as_map, as_text, compact, parse_time, text_at
 from bot.core.model import ObjectRef, Signal, SourceKind
 

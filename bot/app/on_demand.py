@@ -2,7 +2,7 @@
 
 Why this exists: during an incident someone in the channel wants the verdict on a job or
 object now, not at the next poll, and wants the card too. Wiring only:
-`bot.adapters.ray.live` and `bot.adapters.kubernetes.live` fetch and diagnose (with the
+`bot.adapters.ray.on_demand` and `bot.adapters.kubernetes.on_demand` fetch and diagnose (with the
 live facts that decide guarded actions); this module picks where to look from the
 settings (each enabled `sources.ray` cluster in turn, or the one named as
 `cluster/job-id`; the Kubernetes API of `sources.kubernetes`), hands the evidence to the pipeline as
@@ -35,12 +35,12 @@ from bot.adapters.ray.executors import (
     ResubmitJobExecutor,
     StopJobExecutor,
 )
-from bot.adapters.ray.live import JobNotFoundError, diagnose_ray_job_on
+from bot.adapters.ray.on_demand import JobNotFoundError, diagnose_ray_job_on
 from bot.adapters.slack.commands import DiagnoseTarget
 from bot.app.factories import ray_cluster_configs
-from bot.app.memory_evidence import fetcher, measured_by
+from bot.app.memory_wiring import fetcher, measured_by
 from bot.app.settings import Settings
-from bot.core.diagnosis import Engine
+from bot.core.engine import Engine
 from bot.core.errors import PitcrewError
 from bot.core.inputs import InputPart
 from bot.core.model import Diagnosis, Signal
@@ -179,7 +179,7 @@ class Diagnoser:
     def _kube(self, target: DiagnoseTarget) -> Found:
         from bot.adapters.kubernetes.executors import KubeActionConfig
         from bot.adapters.kubernetes.executors import executors as kube_executors
-        from bot.adapters.kubernetes.live import Collector, Target, diagnose_parts
+        from bot.adapters.kubernetes.on_demand import Collector, Target, diagnose_parts
 
         api = self._kube_api()
         parsed = Target(target.namespace, _KINDS[target.kind], target.name)

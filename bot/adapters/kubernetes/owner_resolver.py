@@ -1,7 +1,7 @@
 """Which workload a live object belongs to, following owner references through the API, cached.
 
 Why this exists: incidents and actions are keyed by the owning workload, and a
-pod says only who its *direct* owner is. `bot.core.inputs.owners.workload_of` reads
+pod says only who its *direct* owner is. `bot.core.inputs.object_refs.workload_of` reads
 what an object says about itself (the `ray.io/cluster` label, the controller
 reference, the `pod-template-hash` guess); live, the resolver follows the chain
 to the top: Pod → ReplicaSet → Deployment, Pod → Job (→ CronJob, or → RayJob
@@ -24,7 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.adapters.kubernetes.api import KubeApiError
-from bot.core.inputs.owners import RAY_CLUSTER_LABEL, WORKLOAD_KINDS, canonical_kind, workload_of
+from bot.core.inputs.object_refs import (
+    RAY_CLUSTER_LABEL,
+    WORKLOAD_KINDS,
+    canonical_kind,
+    workload_of,
+)
 from bot.core.inputs.values import as_list, as_map, text_at
 from bot.core.model import ObjectRef
 

@@ -37,17 +37,17 @@ from bot.adapters.kubernetes.api import (
     reason_of,
 )
 from bot.adapters.kubernetes.logs import driver_logs, is_submitter, log_tail
-from bot.adapters.kubernetes.owners import OwnerResolver
+from bot.adapters.kubernetes.owner_resolver import OwnerResolver
 from bot.adapters.kubernetes.state import Converter, containers_to_read, failed_rayjob
 from bot.core.approvals import LiveCheck
-from bot.core.diagnosis import Engine
+from bot.core.engine import Engine
 from bot.core.errors import PitcrewError
 from bot.core.facts import offer_key
 from bot.core.inputs import InputPart, LogText
-from bot.core.inputs.owners import object_ref
+from bot.core.inputs.object_refs import object_ref
 from bot.core.inputs.values import as_map, text_at
 from bot.core.model import ActionOffer, Diagnosis, ObjectRef, Signal, SourceKind
-from bot.daemon import live
+from bot.daemon import live_checks
 
 log = logging.getLogger(__name__)
 
@@ -290,12 +290,12 @@ def _event_time(event: Mapping[str, Any]) -> str:
 # -- live facts -----------------------------------------------------------------------------------
 
 
-def kube_checks(checkers: Mapping[str, Checker]) -> dict[str, live.Check]:
-    """Each Kubernetes executor's `check` of an offer's parameters, for `bot.daemon.live`."""
+def kube_checks(checkers: Mapping[str, Checker]) -> dict[str, live_checks.Check]:
+    """Each Kubernetes executor's `check` of an offer's parameters, for `bot.daemon.live_checks`."""
     return {action: _check_of(checker) for action, checker in checkers.items()}
 
 
-def _check_of(checker: Checker) -> live.Check:
+def _check_of(checker: Checker) -> live_checks.Check:
     def check(offer: ActionOffer) -> LiveCheck:
         facts, note = checker.check(offer.params)
         return LiveCheck(facts=facts, preview=note, reason=_withheld(note))
@@ -349,7 +349,7 @@ def diagnose_parts(
     if not checkers:
         return first
     offered = tuple(offer for offer in first.actions if offer.offered)
-    second, checked = live.decide(
+    second, checked = live_checks.decide(
         first, lambda facts: engine.diagnose(parts, facts), kube_checks(checkers), offered
     )
     return with_live_previews(second, checked.notes)

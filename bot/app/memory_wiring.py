@@ -1,7 +1,7 @@
 """Memory evidence wired from the settings: Prometheus for the series, a PNG chart file.
 
 Why this exists: `sources.prometheus` turns on memory evidence for memory incidents
-(the daemon's `bot.daemon.memory.MemoryWorker`) and for `pitcrew diagnose --kube`.
+(the daemon's `bot.daemon.memory_worker.MemoryWorker`) and for `pitcrew diagnose --kube`.
 This builds the fetch (the Prometheus adapter with the configured URL, headers and one
 timeout per fetch) and the chart writer (matplotlib, imported only when a chart is
 drawn), so the daemon knows neither adapter; and `measure`, the same evidence for
@@ -16,13 +16,13 @@ from datetime import datetime
 from pathlib import Path
 
 from bot.app.settings import Settings
-from bot.core import memory
+from bot.core import memory_evidence
 from bot.core.actions import tuning
 from bot.core.errors import PitcrewError
-from bot.core.memory import MemoryEvidence, MemoryTarget
+from bot.core.memory_evidence import MemoryEvidence, MemoryTarget
 from bot.core.model import Diagnosis
 from bot.daemon.feed import Measured
-from bot.daemon.memory import Chart, Fetch, MemoryWorker
+from bot.daemon.memory_worker import Chart, Fetch, MemoryWorker
 
 
 def fetcher(settings: Settings) -> Fetch | None:
@@ -31,7 +31,7 @@ def fetcher(settings: Settings) -> Fetch | None:
     if not prometheus.url:
         return None
     from bot.adapters.prometheus.client import PrometheusClient, PrometheusConfig
-    from bot.adapters.prometheus.memory import fetch_memory
+    from bot.adapters.prometheus.working_set import fetch_memory
 
     client = PrometheusClient(
         PrometheusConfig(
@@ -51,7 +51,7 @@ def fetcher(settings: Settings) -> Fetch | None:
 
 def render(evidence: MemoryEvidence) -> bytes:
     """The memory chart as PNG bytes."""
-    from bot.adapters.charts.memory import memory_chart
+    from bot.adapters.charts.memory_chart import memory_chart
 
     return memory_chart(evidence)
 
@@ -118,7 +118,7 @@ def measure(
     finding names a killed pod. A Prometheus that does not answer is said in the line,
     and the factor applies."""
     from bot.adapters.prometheus.client import PrometheusClient, PrometheusConfig
-    from bot.adapters.prometheus.memory import fetch_memory
+    from bot.adapters.prometheus.working_set import fetch_memory
 
     client = PrometheusClient(PrometheusConfig(url, timeout=timeout))
     try:
@@ -133,7 +133,7 @@ def measured_by(
     fetch: Fetch, diagnosis: Diagnosis, seen_at: datetime, headroom: float = 1.25
 ) -> Measurement | None:
     """The memory evidence `fetch` finds for a live diagnosis (see `measure`)."""
-    target = memory.target_in(diagnosis, seen_at)
+    target = memory_evidence.target_in(diagnosis, seen_at)
     if target is None:
         return None
     try:
@@ -141,8 +141,8 @@ def measured_by(
     except PitcrewError as error:
         problem = f"no memory metrics: {error}"
         return Measurement(tuning.sized(diagnosis, None, headroom, problem), problem)
-    found = memory.verdict(evidence)
+    found = memory_evidence.verdict(evidence)
     sized = tuning.sized(diagnosis, evidence, headroom, found.line)
-    limit = f" (limit {memory.gib(found.limit)})" if found.limit else ""
-    spark = memory.sparkline(evidence.killed) + limit if evidence.killed.samples else ""
-    return Measurement(sized, memory.explain(evidence, diagnosis), spark, evidence)
+    limit = f" (limit {memory_evidence.gib(found.limit)})" if found.limit else ""
+    spark = memory_evidence.sparkline(evidence.killed) + limit if evidence.killed.samples else ""
+    return Measurement(sized, memory_evidence.explain(evidence, diagnosis), spark, evidence)

@@ -24,8 +24,8 @@ from bot.adapters.prometheus.local import (
 )
 from bot.app.demo import seed as seed_case
 from bot.app.demo.screen import Screen
-from bot.app.memory_evidence import measure, render
-from bot.core.memory import GI, PodSeries, Sample, target_of
+from bot.app.memory_wiring import measure, render
+from bot.core.memory_evidence import GI, PodSeries, Sample, target_of
 from bot.core.model import Incident
 
 CHART = Path(tempfile.gettempdir()) / "pitcrew-demo-memory.png"

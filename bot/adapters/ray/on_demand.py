@@ -21,12 +21,12 @@ from bot.adapters.ray.executors import RayExecutor, ray_executors
 from bot.adapters.ray.jobs import job_parts
 from bot.core.analysis import diagnose as analyse
 from bot.core.approvals import LiveCheck
-from bot.core.diagnosis import Engine
+from bot.core.engine import Engine
 from bot.core.errors import PitcrewError
 from bot.core.facts import awaiting
 from bot.core.inputs import InputPart
 from bot.core.model import ActionOffer, Diagnosis
-from bot.daemon import live
+from bot.daemon import live_checks
 
 
 @dataclass(frozen=True)
@@ -102,18 +102,18 @@ def diagnose_ray_job_on(
     first = analyse(hits, engine.library)
     if executors is None:
         executors = ray_executors([config], categorize=engine.categories)
-    diagnosis, checked = live.decide(
+    diagnosis, checked = live_checks.decide(
         first, lambda facts: analyse(hits, engine.library, facts), ray_checks(executors)
     )
     return LiveDiagnosis(diagnosis, checked.answer.facts, parts, job)
 
 
-def ray_checks(executors: Mapping[str, RayExecutor]) -> dict[str, live.Check]:
-    """Each Ray executor's `check` of an offer's parameters, for `bot.daemon.live`."""
+def ray_checks(executors: Mapping[str, RayExecutor]) -> dict[str, live_checks.Check]:
+    """Each Ray executor's `check` of an offer's parameters, for `bot.daemon.live_checks`."""
     return {action: _check_of(executor) for action, executor in executors.items()}
 
 
-def _check_of(executor: RayExecutor) -> live.Check:
+def _check_of(executor: RayExecutor) -> live_checks.Check:
     def check(offer: ActionOffer) -> LiveCheck:
         facts, note = executor.check(offer.params)
         return LiveCheck(facts=facts, preview=note)
@@ -124,4 +124,4 @@ def _check_of(executor: RayExecutor) -> live.Check:
 def live_facts(diagnosis: Diagnosis, executors: Mapping[str, RayExecutor]) -> dict[str, bool]:
     """The facts of the Ray actions withheld only for want of a live check, from each
     executor's `check`; a fact two actions disagree on is false (the cautious reading)."""
-    return dict(live.ask(awaiting(diagnosis), ray_checks(executors)).answer.facts)
+    return dict(live_checks.ask(awaiting(diagnosis), ray_checks(executors)).answer.facts)

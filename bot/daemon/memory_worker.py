@@ -18,9 +18,9 @@ import logging
 import threading
 from collections.abc import Callable
 
-from bot.core import memory
+from bot.core import memory_evidence
 from bot.core.actions import tuning
-from bot.core.memory import MemoryEvidence, MemoryTarget
+from bot.core.memory_evidence import MemoryEvidence, MemoryTarget
 from bot.core.model import Incident
 from bot.daemon.feed import Measured
 from bot.daemon.offthread import OffThread
@@ -61,7 +61,7 @@ class MemoryWorker:
 
     def ask(self, incident: Incident) -> bool:
         """Queue a fetch for a memory incident not asked about before; returns at once."""
-        target = memory.target_of(incident)
+        target = memory_evidence.target_of(incident)
         with self._lock:
             if target is None or incident.id in self._asked:
                 return False
@@ -96,8 +96,8 @@ class MemoryWorker:
         if evidence is None:
             line = unmeasured = measured.problem
         else:
-            line = memory.explain(evidence, incident.diagnosis)
-            unmeasured = memory.verdict(evidence).line
+            line = memory_evidence.explain(evidence, incident.diagnosis)
+            unmeasured = memory_evidence.verdict(evidence).line
         diagnosis = tuning.sized(incident.diagnosis, evidence, self.headroom, unmeasured)
         if diagnosis is incident.diagnosis and incident.memory == line:
             return incident
@@ -109,7 +109,7 @@ def thread_text(measured: Measured) -> str:
     evidence = measured.evidence
     if evidence is None:
         return measured.problem
-    found = memory.verdict(evidence)
-    spark = memory.sparkline(evidence.killed)
-    limit = f" (limit {memory.gib(found.limit)})" if found.limit else ""
+    found = memory_evidence.verdict(evidence)
+    spark = memory_evidence.sparkline(evidence.killed)
+    limit = f" (limit {memory_evidence.gib(found.limit)})" if found.limit else ""
     return f"Memory of {evidence.killed.pod} before the kill: {found.line}\n{spark}{limit}"
