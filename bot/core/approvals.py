@@ -35,7 +35,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bot.core.actions.catalog import FACTS
+from bot.core.actions.catalog import FACTS, preconditions_of
+from bot.core.actions.order import ordered
 from bot.core.errors import PitcrewError
 from bot.core.model import (
     ActionOffer,
@@ -64,21 +65,6 @@ LEGAL: Mapping[ProposalState, frozenset[ProposalState]] = {
     S.EXPIRED: frozenset(),
 }
 FINAL = frozenset(state for state, nexts in LEGAL.items() if not nexts)
-
-# Live facts re-checked at approval time, per action (descriptions in `FACTS`). That the
-# target's spec is unchanged is checked by comparing a fresh preview with the offered one.
-PRECONDITIONS: Mapping[str, tuple[str, ...]] = {
-    "k8s.bump_memory": ("k8s.within_quota",),
-    "k8s.reschedule_gpu_pool": ("k8s.gpu_pool_has_capacity",),
-    "k8s.delete_pod": ("k8s.pod_failed",),
-    "k8s.add_shm": ("k8s.shm_can_grow",),
-    "k8s.scale_worker_group": ("k8s.within_max_replicas",),
-    "k8s.cordon_node": ("k8s.node_schedulable",),
-    "kuberay.recreate_rayjob": ("kuberay.rayjob_finished",),
-    "ray.kill_actor": ("ray.holder_explicit", "ray.actor_stale", "ray.namespace_idle"),
-    "ray.stop_job": (),
-    "ray.resubmit_job": ("ray.job_terminal", "ray.resubmits_below_cap", "ray.not_rayjob_owned"),
-}
 
 
 class IllegalTransitionError(ValueError):
@@ -188,10 +174,11 @@ def propose(
     offer: ActionOffer,
     now: datetime,
     ttl: timedelta = DEFAULT_TTL,
-    preconditions: Mapping[str, tuple[str, ...]] = PRECONDITIONS,
+    rank: int = 0,
 ) -> Proposal:
-    """An OFFERED proposal for an action the diagnosis offers; raises ValueError for a
-    withheld one (its reason says why it may not be offered)."""
+    """An OFFERED proposal for an action the diagnosis offers, at `rank` among the
+    incident's offers (`bot.core.actions.order`); raises ValueError for a withheld one
+    (its reason says why it may not be offered)."""
     if not offer.offered:
         raise ValueError(f"{offer.action} is withheld: {offer.reason}")
     return Proposal(
@@ -204,11 +191,12 @@ def propose(
         created_at=now,
         expires_at=now + ttl,
         target=target_of(offer.action, offer.params),
-        preconditions=preconditions.get(offer.action, ()),
+        preconditions=preconditions_of(offer.action),
         history=(Transition(S.OFFERED, now, SYSTEM_ACTOR, offer.reason),),
         namespace=incident.namespace,
         playbook=offer.playbook,
         reason=offer.reason,
+        rank=rank,
     )
 
 
@@ -250,17 +238,19 @@ def reconcile(
     proposals: Sequence[Proposal],
     now: datetime,
     ttl: timedelta = DEFAULT_TTL,
-    preconditions: Mapping[str, tuple[str, ...]] = PRECONDITIONS,
 ) -> tuple[Proposal, ...]:
-    """After the incident's diagnosis changed: proposals for newly offered actions, and
+    """After the incident's diagnosis changed: proposals for newly offered actions (each
+    ranked by `bot.core.actions.order`), and
     OFFERED ones the diagnosis no longer offers, expired as superseded (with the reason
     it now gives). Only new or changed proposals are returned."""
     existing = {p.id: p for p in proposals if p.incident_id == incident.id}
-    offers = {proposal_id(incident.id, o.action, o.params): o for o in incident.diagnosis.actions}
+    offers = {
+        proposal_id(incident.id, o.action, o.params): o for o in ordered(incident.diagnosis.actions)
+    }
     changed: list[Proposal] = []
-    for pid, offer in offers.items():
+    for rank, (pid, offer) in enumerate(offers.items()):
         if offer.offered and pid not in existing:
-            changed.append(propose(incident, offer, now, ttl, preconditions))
+            changed.append(propose(incident, offer, now, ttl, rank))
     for pid, proposal in existing.items():
         if proposal.state is not S.OFFERED:
             continue

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from bot.core.actions.catalog import CATALOG, FACTS
-from bot.core.approvals import PRECONDITIONS, LiveCheck
+from bot.core.actions.catalog import CATALOG, FACTS, preconditions_of
+from bot.core.approvals import LiveCheck
 from bot.core.model import ActionOffer, Diagnosis
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -68,9 +68,9 @@ def awaiting(diagnosis: Diagnosis) -> tuple[ActionOffer, ...]:
 
 def to_confirm(diagnosis: Diagnosis) -> tuple[ActionOffer, ...]:
     """The offered actions with preconditions to confirm on the cluster before a card
-    shows their button (`approvals.PRECONDITIONS`)."""
+    shows their button (`ActionSpec.preconditions`)."""
     return tuple(
-        offer for offer in diagnosis.actions if offer.offered and PRECONDITIONS.get(offer.action)
+        offer for offer in diagnosis.actions if offer.offered and preconditions_of(offer.action)
     )
 
 
@@ -79,7 +79,7 @@ def refusal(offer: ActionOffer, live: LiveCheck) -> str:
     the check's words when it gave them), or "" when it stays offered."""
     if not offer.offered:
         return ""
-    for fact in PRECONDITIONS.get(offer.action, ()):
+    for fact in preconditions_of(offer.action):
         if live.facts.get(fact) is False:
             return live.reason or f"not true now that {FACTS.get(fact, fact)}"
     return ""

@@ -286,6 +286,7 @@ class Proposal:
     approvals: tuple[str, ...] = ()
     version: int = 0
     supersedes: str = ""  # the offer this one replaced when its preview went stale
+    rank: int = 0  # its place among the incident's offers (`bot.core.actions.order`)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 from bot.core.actions.catalog import CATALOG
+from bot.core.actions.order import rank_key
 from bot.core.model import (
     Finding,
     Incident,
@@ -222,9 +223,7 @@ def build_report(
     max_history: int = MAX_HISTORY,
 ) -> Report:
     """The card for `incident`; `proposals` are its proposals in any order."""
-    mine = sorted(
-        (p for p in proposals if p.incident_id == incident.id), key=lambda p: (p.created_at, p.id)
-    )
+    mine = sorted((p for p in proposals if p.incident_id == incident.id), key=rank_key)
     diagnosis = incident.diagnosis
     primary = diagnosis.primary
     withheld = dict.fromkeys(f"{o.action}: {o.reason}" for o in diagnosis.actions if not o.offered)

@@ -23,8 +23,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from bot.core.actions.catalog import preconditions_of
 from bot.core.analysis import Facts
-from bot.core.approvals import PRECONDITIONS, LiveCheck
+from bot.core.approvals import LiveCheck
 from bot.core.facts import FactAnswer, awaiting, merged, offer_key, refusal, settle, to_confirm
 from bot.core.model import ActionOffer, Diagnosis, Proposal, ProposalState
 from bot.daemon.feed import LiveFacts, Sink
@@ -135,7 +136,7 @@ def probe(offer: ActionOffer, clock: Clock) -> Proposal:
         state=ProposalState.OFFERED,
         created_at=now,
         expires_at=now,
-        preconditions=PRECONDITIONS.get(offer.action, ()),
+        preconditions=preconditions_of(offer.action),
         playbook=offer.playbook,
     )
 

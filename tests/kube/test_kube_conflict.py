@@ -81,7 +81,7 @@ def test_a_limit_changed_after_the_preview_is_refused_and_kept(kuberay: Emulator
         state=ProposalState.OFFERED,
         created_at=now,
         expires_at=now + timedelta(hours=1),
-        preconditions=approvals.PRECONDITIONS["k8s.bump_memory"],
+        preconditions=CATALOG["k8s.bump_memory"].preconditions,
     )
     stale = approvals.revalidate(proposal, KubernetesExecutor(kuberay.api).check(proposal))
     assert stale.startswith("the target changed since the preview")

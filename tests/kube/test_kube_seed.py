@@ -27,6 +27,7 @@ from bot.adapters.kubernetes.executors import (
 )
 from bot.adapters.kubernetes.source import KubernetesSource, KubeSourceConfig
 from bot.core import approvals
+from bot.core.actions.catalog import CATALOG
 from bot.core.engine import Engine
 from bot.core.inputs import InputPart, LogText
 from bot.core.model import ObjectRef, Proposal, ProposalState, Signal, SourceKind, Transition
@@ -234,7 +235,7 @@ def test_the_registry_executor_revalidates_and_runs_a_proposal(
         state=ProposalState.APPROVED,
         created_at=now,
         expires_at=now + timedelta(hours=1),
-        preconditions=approvals.PRECONDITIONS["k8s.bump_memory"],
+        preconditions=CATALOG["k8s.bump_memory"].preconditions,
         history=(Transition(ProposalState.APPROVED, now, "U042"),),
     )
     executor = KubernetesExecutor(emulator.api)

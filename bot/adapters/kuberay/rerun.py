@@ -31,7 +31,7 @@ from bot.adapters.kubernetes.api import (
     RbacRule,
     reason_of,
 )
-from bot.adapters.kubernetes.base import KubeActionConfig, KubeExecutor, is_test_failure
+from bot.adapters.kubernetes.base import KubeActionConfig, KubeExecutor, is_test_failure, rules_of
 from bot.adapters.kubernetes.executors import KubernetesExecutor
 from bot.adapters.kubernetes.templates import (
     PROPOSAL_ANNOTATION,
@@ -147,10 +147,6 @@ class RecreateRayJobExecutor(KubeExecutor):
     """Delete a finished RayJob and create it again (or create `-retry-N` beside it)."""
 
     action = "kuberay.recreate_rayjob"
-    rbac = (
-        RbacRule("ray.io", ("rayjobs",), ("get", "create", "delete"), "recreate the RayJob"),
-        RbacRule("", ("events",), ("create",), "record the remediation"),
-    )
     verify_timeout = 120.0
     poll = 0.5
 
@@ -269,7 +265,7 @@ RERUN_EXECUTORS: Mapping[str, type[KubeExecutor]] = {
 }
 
 
-RBAC: tuple[RbacRule, ...] = tuple(r for cls in RERUN_EXECUTORS.values() for r in cls.rbac)
+RBAC: tuple[RbacRule, ...] = rules_of(RERUN_EXECUTORS)
 
 
 def kuberay_executor(api: KubeApi, config: KubeActionConfig | None = None) -> KubernetesExecutor:

@@ -40,6 +40,7 @@ from bot.adapters.kubernetes.templates import (
     resolve,
     test_op,
 )
+from bot.core.actions.catalog import CATALOG
 from bot.core.errors import ActionFailedError, ActionRefusedError
 from bot.core.inputs.values import as_list, as_map, text_at
 
@@ -71,6 +72,15 @@ def is_test_failure(error: BaseException) -> bool:
     )
 
 
+def rules_of(executors: Mapping[str, object]) -> tuple[RbacRule, ...]:
+    """The RBAC the actions of `executors` need, as their specs declare it."""
+    return tuple(
+        RbacRule(p.group, p.resources, p.verbs, p.why)
+        for action in executors
+        for p in CATALOG[action].rbac
+    )
+
+
 def now_text() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -80,7 +90,6 @@ class KubeExecutor(ABC):
     guarded patches and the remediation Event."""
 
     action = ""
-    rbac: tuple[RbacRule, ...] = ()
 
     def __init__(self, api: KubeApi, config: KubeActionConfig | None = None) -> None:
         self.api = api

@@ -23,7 +23,6 @@ from bot.adapters.kubernetes.api import (
     RESOURCE_QUOTAS,
     ConflictError,
     KubeApiError,
-    RbacRule,
     reason_of,
 )
 from bot.adapters.kubernetes.base import (
@@ -121,14 +120,6 @@ class BumpMemoryExecutor(KubeExecutor):
     """Raise the memory limit (and request) of the owning template by a bounded factor."""
 
     action = "k8s.bump_memory"
-    rbac = (
-        RbacRule("ray.io", ("rayclusters", "rayjobs"), ("get", "patch"), "patch the template"),
-        RbacRule("apps", ("deployments", "statefulsets"), ("get", "patch"), "patch the template"),
-        RbacRule("batch", ("jobs",), ("get", "create", "delete"), "recreate a Job"),
-        RbacRule("", ("nodes",), ("list",), "node allocatable memory"),
-        RbacRule("", ("resourcequotas",), ("list",), "namespace ResourceQuota"),
-        RbacRule("", ("events",), ("create",), "record the remediation"),
-    )
 
     def plan(self, params: Mapping[str, Any]) -> BumpPlan:
         p = BumpMemory.model_validate(dict(params))

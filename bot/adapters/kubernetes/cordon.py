@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bot.adapters.kubernetes.api import CHECK_ERRORS, NODES, PODS, RbacRule, reason_of
+from bot.adapters.kubernetes.api import CHECK_ERRORS, NODES, PODS, reason_of
 from bot.adapters.kubernetes.base import KubeExecutor
 from bot.adapters.kubernetes.templates import (
     PROPOSAL_ANNOTATION,
@@ -54,11 +54,6 @@ class CordonNodeExecutor(KubeExecutor):
     """Cordon one node (`spec.unschedulable: true`); pods there keep running."""
 
     action = "k8s.cordon_node"
-    rbac = (
-        RbacRule("", ("nodes",), ("get", "patch"), "cordon the node (cluster-scoped)"),
-        RbacRule("", ("pods",), ("list",), "show what runs on the node"),
-        RbacRule("", ("events",), ("create",), "record the remediation"),
-    )
 
     def _node(self, name: str) -> dict[str, Any]:
         node = self.api.get(NODES, None, name)

@@ -41,6 +41,7 @@ from bot.adapters.kubernetes.base import (
     KubeExecutor,
     is_test_failure,
     record_event,
+    rules_of,
 )
 from bot.adapters.kubernetes.bump import BumpMemoryExecutor, BumpPlan
 from bot.adapters.kubernetes.capacity import quantity_text, same_bytes
@@ -94,10 +95,6 @@ class DeletePodExecutor(KubeExecutor):
     """Delete a Failed, Evicted or lost pod so its controller creates a fresh one."""
 
     action = "k8s.delete_pod"
-    rbac = (
-        RbacRule("", ("pods",), ("get", "delete"), "delete the failed pod"),
-        RbacRule("", ("events",), ("create",), "record the remediation"),
-    )
 
     def _state(self, params: Mapping[str, Any]) -> tuple[DeletePod, dict[str, Any], bool, str]:
         p = DeletePod.model_validate(dict(params))
@@ -257,4 +254,4 @@ def _approver(proposal: Proposal) -> str:
     return next((t.actor for t in proposal.history if t.to_state is ProposalState.APPROVED), "")
 
 
-RBAC: tuple[RbacRule, ...] = tuple(rule for cls in EXECUTORS.values() for rule in cls.rbac)
+RBAC: tuple[RbacRule, ...] = rules_of(EXECUTORS)

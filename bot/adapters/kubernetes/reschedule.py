@@ -19,7 +19,6 @@ from bot.adapters.kubernetes.api import (
     PODS,
     KubeApiError,
     NotFoundError,
-    RbacRule,
     reason_of,
 )
 from bot.adapters.kubernetes.base import (
@@ -87,13 +86,6 @@ class RescheduleGpuPoolExecutor(KubeExecutor):
     """Move a worker group onto a GPU pool with free capacity, then recreate its pending pods."""
 
     action = "k8s.reschedule_gpu_pool"
-    rbac = (
-        RbacRule("ray.io", ("rayclusters", "rayjobs"), ("get", "patch"), "set nodeSelector"),
-        RbacRule("", ("nodes",), ("list",), "GPU pool allocatable and taints"),
-        RbacRule("", ("pods",), ("list",), "GPU requests on the pool, pending pods"),
-        RbacRule("", ("pods",), ("delete",), "recreate the group's pending pods"),
-        RbacRule("", ("events",), ("create",), "record the remediation"),
-    )
 
     def plan(self, params: Mapping[str, Any]) -> ReschedulePlan:
         p = RescheduleGpuPool.model_validate(dict(params))

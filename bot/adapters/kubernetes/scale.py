@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.adapters.kubernetes.api import CHECK_ERRORS, RAY_CLUSTERS, RbacRule, reason_of
+from bot.adapters.kubernetes.api import CHECK_ERRORS, RAY_CLUSTERS, reason_of
 from bot.adapters.kubernetes.base import KubeExecutor
 from bot.adapters.kubernetes.templates import (
     PROPOSAL_ANNOTATION,
@@ -93,11 +93,6 @@ class ScaleWorkerGroupExecutor(KubeExecutor):
     """Raise a worker group's replicas (or minReplicas) within maxReplicas."""
 
     action = "k8s.scale_worker_group"
-    rbac = (
-        RbacRule("ray.io", ("rayclusters",), ("get", "patch"), "the group's replicas"),
-        RbacRule("ray.io", ("rayjobs",), ("get",), "a RayJob's RayCluster"),
-        RbacRule("", ("events",), ("create",), "record the remediation"),
-    )
 
     def plan(self, params: Mapping[str, Any]) -> ScalePlan:
         p = ScaleWorkerGroup.model_validate(dict(params))

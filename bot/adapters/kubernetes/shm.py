@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.adapters.kubernetes.api import BY_KIND, CHECK_ERRORS, RbacRule, reason_of
+from bot.adapters.kubernetes.api import BY_KIND, CHECK_ERRORS, reason_of
 from bot.adapters.kubernetes.base import KubeExecutor
 from bot.adapters.kubernetes.capacity import quantity_text
 from bot.adapters.kubernetes.templates import (
@@ -118,10 +118,6 @@ class AddShmExecutor(KubeExecutor):
     """Add (or grow) a memory-backed /dev/shm on a Ray group's template."""
 
     action = "k8s.add_shm"
-    rbac = (
-        RbacRule("ray.io", ("rayclusters", "rayjobs"), ("get", "patch"), "add the volume"),
-        RbacRule("", ("events",), ("create",), "record the remediation"),
-    )
 
     def plan(self, params: Mapping[str, Any], proposal_id: str = "") -> list[ShmChange]:
         p = AddShm.model_validate(dict(params))

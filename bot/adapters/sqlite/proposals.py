@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.adapters.sqlite.connection import SharedConnection, exists
+from bot.core.actions.order import rank_key
 from bot.core.approvals import steps_to_record
 from bot.core.codec import decode_time, dumps, encode_time
 from bot.core.errors import StoreError
@@ -75,12 +76,14 @@ class ProposalRecords(SharedConnection):
             return self._proposal(conn, proposal_id)
 
     def proposals_for_incident(self, incident_id: str) -> tuple[Proposal, ...]:
-        """The incident's proposals, oldest first, each with its full history."""
-        return self._proposals(
+        """The incident's proposals in the order the core ranked them (`rank_key`: the
+        root cause's own action first), each with its full history."""
+        found = self._proposals(
             "SELECT id FROM proposals WHERE incident_id = ? ORDER BY created_at, id",
             [incident_id],
             f"list proposals of incident {incident_id}",
         )
+        return tuple(sorted(found, key=rank_key))
 
     def expired_offers(self, now: datetime) -> tuple[Proposal, ...]:
         """Proposals still OFFERED whose `expires_at` is at or before `now`."""

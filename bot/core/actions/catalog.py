@@ -119,12 +119,37 @@ class ResubmitJob(ActionParams):
 
 
 @dataclass(frozen=True)
+class Permission:
+    """One Kubernetes RBAC rule an action's executor needs: verbs on resources of an
+    API group, and why (docs/rbac.md and the Helm chart's Role list them)."""
+
+    group: str
+    resources: tuple[str, ...]
+    verbs: tuple[str, ...]
+    why: str
+
+
+_EVENT = Permission("", ("events",), ("create",), "record the remediation")
+
+
+@dataclass(frozen=True)
 class ActionSpec:
+    """Everything pitcrew knows about one action, in one place: its parameters, what
+    it changes (`impact`) and how that reads (`preview`), the live facts checked when
+    it is offered and again at approval (`preconditions`, ids of `FACTS`), the
+    executor kind that runs it (`executor`, an `actions.executors` value), the RBAC
+    that executor needs, and whether it runs the workload again as it is (`rerun`:
+    never offered before a change of the spec, `bot.core.actions.order`)."""
+
     id: str
     summary: str
     params: type[ActionParams]
     impact: str
     preview: Callable[[Any], str]
+    preconditions: tuple[str, ...] = ()
+    executor: str = ""
+    rbac: tuple[Permission, ...] = ()
+    rerun: bool = False
 
 
 def _bump_preview(p: BumpMemory) -> str:
@@ -195,6 +220,20 @@ CATALOG: Mapping[str, ActionSpec] = {
             BumpMemory,
             "New pods are needed: the RayJob is resubmitted or the worker group recreated.",
             _bump_preview,
+            preconditions=("k8s.within_quota",),
+            executor="kubernetes",
+            rbac=(
+                Permission(
+                    "ray.io", ("rayclusters", "rayjobs"), ("get", "patch"), "patch the template"
+                ),
+                Permission(
+                    "apps", ("deployments", "statefulsets"), ("get", "patch"), "patch the template"
+                ),
+                Permission("batch", ("jobs",), ("get", "create", "delete"), "recreate a Job"),
+                Permission("", ("nodes",), ("list",), "node allocatable memory"),
+                Permission("", ("resourcequotas",), ("list",), "namespace ResourceQuota"),
+                _EVENT,
+            ),
         ),
         ActionSpec(
             "k8s.reschedule_gpu_pool",
@@ -202,6 +241,17 @@ CATALOG: Mapping[str, ActionSpec] = {
             RescheduleGpuPool,
             "The group's pending pods are deleted and recreated on the target pool.",
             _reschedule_preview,
+            preconditions=("k8s.gpu_pool_has_capacity",),
+            executor="kubernetes",
+            rbac=(
+                Permission(
+                    "ray.io", ("rayclusters", "rayjobs"), ("get", "patch"), "set nodeSelector"
+                ),
+                Permission("", ("nodes",), ("list",), "GPU pool allocatable and taints"),
+                Permission("", ("pods",), ("list",), "GPU requests on the pool, pending pods"),
+                Permission("", ("pods",), ("delete",), "recreate the group's pending pods"),
+                _EVENT,
+            ),
         ),
         ActionSpec(
             "k8s.add_shm",
@@ -209,6 +259,14 @@ CATALOG: Mapping[str, ActionSpec] = {
             AddShm,
             "New pods are needed: the group's pods get the volume when they are recreated.",
             _shm_preview,
+            preconditions=("k8s.shm_can_grow",),
+            executor="kubernetes",
+            rbac=(
+                Permission(
+                    "ray.io", ("rayclusters", "rayjobs"), ("get", "patch"), "add the volume"
+                ),
+                _EVENT,
+            ),
         ),
         ActionSpec(
             "k8s.scale_worker_group",
@@ -216,6 +274,13 @@ CATALOG: Mapping[str, ActionSpec] = {
             ScaleWorkerGroup,
             "KubeRay creates the extra worker pods; they take resources from the cluster.",
             _scale_preview,
+            preconditions=("k8s.within_max_replicas",),
+            executor="kubernetes",
+            rbac=(
+                Permission("ray.io", ("rayclusters",), ("get", "patch"), "the group's replicas"),
+                Permission("ray.io", ("rayjobs",), ("get",), "a RayJob's RayCluster"),
+                _EVENT,
+            ),
         ),
         ActionSpec(
             "k8s.cordon_node",
@@ -223,6 +288,13 @@ CATALOG: Mapping[str, ActionSpec] = {
             CordonNode,
             "No new pods are scheduled on the node; pods running there keep running.",
             lambda p: f"cordon node {p.name} (spec.unschedulable: true); nothing is drained",
+            preconditions=("k8s.node_schedulable",),
+            executor="kubernetes",
+            rbac=(
+                Permission("", ("nodes",), ("get", "patch"), "cordon the node (cluster-scoped)"),
+                Permission("", ("pods",), ("list",), "show what runs on the node"),
+                _EVENT,
+            ),
         ),
         ActionSpec(
             "k8s.delete_pod",
@@ -230,6 +302,9 @@ CATALOG: Mapping[str, ActionSpec] = {
             DeletePod,
             "The pod object is removed; its controller creates a new one.",
             lambda p: f"delete pod {p.namespace}/{p.name}",
+            preconditions=("k8s.pod_failed",),
+            executor="kubernetes",
+            rbac=(Permission("", ("pods",), ("get", "delete"), "delete the failed pod"), _EVENT),
         ),
         ActionSpec(
             "kuberay.recreate_rayjob",
@@ -237,6 +312,15 @@ CATALOG: Mapping[str, ActionSpec] = {
             RecreateRayJob,
             "KubeRay creates a new RayCluster (or uses the selected one) and submits again.",
             _recreate_preview,
+            preconditions=("kuberay.rayjob_finished",),
+            executor="kuberay",
+            rbac=(
+                Permission(
+                    "ray.io", ("rayjobs",), ("get", "create", "delete"), "recreate the RayJob"
+                ),
+                _EVENT,
+            ),
+            rerun=True,
         ),
         ActionSpec(
             "ray.kill_actor",
@@ -244,6 +328,8 @@ CATALOG: Mapping[str, ActionSpec] = {
             KillActor,
             "The actor is killed without restart; anything still using it fails.",
             _kill_preview,
+            preconditions=("ray.holder_explicit", "ray.actor_stale", "ray.namespace_idle"),
+            executor="ray",
         ),
         ActionSpec(
             "ray.stop_job",
@@ -251,6 +337,7 @@ CATALOG: Mapping[str, ActionSpec] = {
             StopJob,
             "The job's driver and tasks are stopped.",
             lambda p: f"stop Ray job {p.submission_id}",
+            executor="ray",
         ),
         ActionSpec(
             "ray.resubmit_job",
@@ -261,6 +348,9 @@ CATALOG: Mapping[str, ActionSpec] = {
                 f"resubmit Ray job {p.submission_id} (new submission id)"
                 + (f", entrypoint argument {p.override}" if p.override else "")
             ),
+            preconditions=("ray.job_terminal", "ray.resubmits_below_cap", "ray.not_rayjob_owned"),
+            executor="ray",
+            rerun=True,
         ),
     )
 }
@@ -292,3 +382,9 @@ FACTS: Mapping[str, str] = {
     "k8s.node_schedulable": "the node exists and is not cordoned yet",
     "kuberay.rayjob_finished": "the RayJob has finished (Failed or Complete) and is not rerun yet",
 }
+
+
+def preconditions_of(action: str) -> tuple[str, ...]:
+    """The live facts checked before `action` is offered and again at approval."""
+    spec = CATALOG.get(action)
+    return spec.preconditions if spec is not None else ()

@@ -1,0 +1,45 @@
+"""The order of a card's offers: which action is the primary (green) button.
+
+Why this exists: offered in the same second, two proposals used to be listed by
+their random ids, so a rerun of the same spec could be the green button above the
+memory bump that fixes it. The order is a value the core decides when it proposes
+(`Proposal.rank`), stored with the proposal and used by every reader (the store's
+listing, the card):
+
+1. offered before withheld;
+2. the diagnosis's own order: the root cause's actions first, then its symptoms'
+   (`bot.core.analysis` lists them most causal first, each playbook's in its order);
+3. an action that runs the workload again as it is (`ActionSpec.rerun`) never
+   before another offered action: that one changes what the rerun meets (the memory
+   limit, a stale actor holding a name), and without it the same run fails again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from bot.core.actions.catalog import CATALOG
+from bot.core.model import ActionOffer, Proposal
+
+
+def is_rerun(action: str) -> bool:
+    spec = CATALOG.get(action)
+    return spec is not None and spec.rerun
+
+
+def ordered(offers: Sequence[ActionOffer]) -> tuple[ActionOffer, ...]:
+    """The offers in the order the card shows them (see the module's rules)."""
+    changes = any(o.offered and not is_rerun(o.action) for o in offers)  # a fix is offered
+
+    def key(item: tuple[int, ActionOffer]) -> tuple[bool, bool, int]:
+        index, offer = item
+        return (not offer.offered, changes and is_rerun(offer.action), index)
+
+    return tuple(offer for _, offer in sorted(enumerate(offers), key=key))
+
+
+def rank_key(proposal: Proposal) -> tuple[int, datetime, str]:
+    """How proposals are listed everywhere: by the rank the core gave them, then by
+    when they were offered (the id only breaks a tie the core never makes)."""
+    return (proposal.rank, proposal.created_at, proposal.id)
