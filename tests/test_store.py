@@ -240,7 +240,7 @@ TABLES = [
 
 def test_a_new_file_gets_the_latest_schema_in_wal_mode(db: Path) -> None:
     with Store(db) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 6
+        assert store.schema_version() == SCHEMA_VERSION == 7
         store.ping()
     with raw(db) as conn:
         tables = conn.execute(
@@ -249,7 +249,7 @@ def test_a_new_file_gets_the_latest_schema_in_wal_mode(db: Path) -> None:
         ).fetchall()
         assert [name for (name,) in tables] == TABLES
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-    assert user_version(db) == 6
+    assert user_version(db) == 7
 
 
 def test_the_default_file_is_in_the_working_directory(
@@ -303,7 +303,7 @@ def test_a_version_1_file_is_migrated_and_keeps_its_data(db: Path) -> None:
         store.create_proposal(proposal("p-1"))
         assert isinstance(click(store, "p-1", "U1", minutes(1)), approvals.NeedsSecondApprover)
         assert store.approvals("p-1") == (Approval("p-1", "U1", minutes(1)),)
-    assert user_version(db) == 6
+    assert user_version(db) == 7
 
 
 def test_migrations_are_numbered_in_order() -> None:
@@ -314,20 +314,21 @@ def test_migrating_is_idempotent_across_opens(db: Path) -> None:
     for _ in range(3):
         with Store(db) as store:
             store.set_bookmark("k", "v")
-    assert user_version(db) == 6
+    assert user_version(db) == 7
 
 
 def test_a_newer_schema_is_refused_and_left_alone(db: Path) -> None:
     with raw(db) as conn:
         conn.execute("CREATE TABLE future (x)")
-        conn.execute("PRAGMA user_version = 7")
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     with pytest.raises(StoreError) as caught:
         Store(db)
     assert str(caught.value) == (
-        f"{db}: the database is at schema version 7, newer than this pitcrew supports "
-        "(version 6); upgrade pitcrew or point it at another file"
+        f"{db}: the database is at schema version {SCHEMA_VERSION + 1}, newer than this "
+        f"pitcrew supports (version {SCHEMA_VERSION}); upgrade pitcrew or point it at "
+        "another file"
     )
-    assert user_version(db) == 7
+    assert user_version(db) == SCHEMA_VERSION + 1
 
 
 def corrupt_schema(path: Path) -> None:

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from bot.adapters.sqlite.replays import REPLAY_WINDOW
 from bot.adapters.sqlite.store import Store
 from bot.app import wiring as app
 from bot.app.settings import load
@@ -80,12 +79,12 @@ def test_a_store_that_cannot_write_is_not_ready_and_refuses_evidence(
     assert status == 202
 
 
-def test_a_signed_request_is_remembered_across_a_reopen_for_the_window(tmp_path: Path) -> None:
+def test_a_signed_request_is_remembered_across_a_reopen_until_it_expires(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
-    with Store(path) as store:
-        assert store.first_time("v0=abc", 1_000.0) is True
-        assert store.first_time("v0=abc", 1_010.0) is False
-    with Store(path) as reopened:  # a restart forgets nothing inside the window
-        assert reopened.first_time("v0=abc", 1_000.0 + REPLAY_WINDOW - 1) is False
-        assert reopened.first_time("v0=abc", 1_000.0 + REPLAY_WINDOW + 1) is True
-        assert reopened.first_time("v0=other", 1_000.0) is True
+    with Store(path) as store:  # stamped 1_290 (in the future): valid until 1_590
+        assert store.first_time("v0=abc", 1_000.0, 1_590.0) is True
+        assert store.first_time("v0=abc", 1_010.0, 1_590.0) is False
+    with Store(path) as reopened:  # a restart forgets nothing while it is valid
+        assert reopened.first_time("v0=abc", 1_589.0, 1_590.0) is False
+        assert reopened.first_time("v0=abc", 1_591.0, 1_590.0) is True
+        assert reopened.first_time("v0=other", 1_000.0, 1_300.0) is True

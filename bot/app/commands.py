@@ -315,12 +315,16 @@ def silence_command(
 
 def unsilence_command(
     silence_id: Annotated[str, typer.Argument(help="the silence id")],
+    user: UserOption = None,
     file: ConfigOption = None,
     store: StoreOption = None,
 ) -> None:
-    """End a silence now."""
+    """End a silence now (its creator, or a silencer or approver in its scope)."""
     with opened_service(file, store) as service:
-        ended = service.unsilence(silence_id, utcnow())
+        try:
+            ended = service.unsilence(silence_id, utcnow(), console_user(_user(user)))
+        except ValueError as error:
+            raise fail(str(error)) from None
     if ended is None:
         raise fail(f"no silence {silence_id}")
     typer.echo(f"silence {silence_id} ended")

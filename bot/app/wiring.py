@@ -206,8 +206,8 @@ def _lock(settings: Settings) -> StoreLock | None:
     path = str(settings.store.path)
     if path == ":memory:":
         return None
-    lock = StoreLock(str(Path(path).absolute()))
-    lock.acquire()
+    lock = StoreLock(str(Path(path).absolute()), min_free=settings.store.min_free_mib << 20)
+    lock.acquire(create=lambda: Store(path).close())
     return lock
 
 

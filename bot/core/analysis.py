@@ -16,6 +16,7 @@ from typing import Any
 import jinja2
 from pydantic import ValidationError
 
+from bot.core import linear
 from bot.core.actions.catalog import CATALOG, FACTS
 from bot.core.classifier import Hit
 from bot.core.model import (
@@ -477,9 +478,10 @@ def _guard_failure(
             return guard.reason or f"not for {', '.join(found)}"
     if isinstance(guard, CaptureGuard):
         value = values.get(guard.capture, "")
-        if guard.matches is not None and re.search(guard.matches, value) is None:
+        if guard.matches is not None and linear.compiled(guard.matches).search(value) is None:
             return guard.reason
-        if guard.not_matches is not None and re.search(guard.not_matches, value) is not None:
+        unwanted = guard.not_matches
+        if unwanted is not None and linear.compiled(unwanted).search(value) is not None:
             return guard.reason
     if isinstance(guard, FactGuard):
         known = facts.get(guard.fact)

@@ -11,6 +11,7 @@ lines worth a look (`bot.core.prefilter`); RE2 confirms them.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -97,6 +98,13 @@ def _found(match: Any) -> Any:
 
 def _named(groups: dict[Any, Any]) -> dict[str, Any]:
     return {k.decode() if isinstance(k, bytes) else k: v for k, v in groups.items()}
+
+
+@functools.lru_cache(maxsize=1024)
+def compiled(pattern: str) -> Linear[str]:
+    """`pattern` compiled once by RE2 (a guard's or a noise rule's regex runs on every
+    finding or line); raises LinearError when RE2 cannot run it."""
+    return Linear(pattern)
 
 
 def check(pattern: str) -> None:

@@ -263,7 +263,10 @@ class Playbook(_Strict):
     severity: Literal["info", "warning", "error", "critical"]
     description: str = ""
     match: list[Signature] = Field(min_length=1)
-    unless: list[str] = Field(default_factory=list)
+    unless: list[str] = Field(
+        default_factory=list,
+        description="regexes; a match of any signature whose evidence matches one is benign",
+    )
     evidence: EvidenceSpec = Field(default_factory=EvidenceSpec)
     diagnosis: str = Field(min_length=1, description="Jinja2 template")
     remediation: list[str] = Field(default_factory=list, description="suggested steps for people")
@@ -297,7 +300,7 @@ class Playbook(_Strict):
 
 
 class NoiseRule(_Strict):
-    regex: str
+    regex: str = Field(description="regex of a benign line: a candidate match on it is dropped")
     why: str
 
     @field_validator("regex")

@@ -15,6 +15,7 @@ import re
 from contextlib import suppress
 from typing import Any, Protocol
 
+from bot.core import linear
 from bot.core.signatures import CompiledSignature, hyperscan_pattern
 
 log = logging.getLogger(__name__)
@@ -184,7 +185,7 @@ class AnyOf:
     (Python `re` tries each regex in turn, which costs more than the line itself)."""
 
     def __init__(self, patterns: list[str], cache: PatternCache | None = None) -> None:
-        self._patterns = [re.compile(p) for p in patterns]
+        self._patterns = [linear.compiled(p) for p in patterns]
         self._db: Any = None
         if _hs is None or not patterns:
             return

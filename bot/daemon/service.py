@@ -190,9 +190,10 @@ class Service:
         user: ChatUser | None = None,
     ) -> Silence:
         """Mute matching incidents for `duration`; raises ValueError for bad matchers, and
-        when `user` (who asks) may not silence that long (`approvals.may_silence`)."""
+        when `user` (who asks) may not silence that long or there (`approvals.may_silence`)."""
         if user is not None:
-            problem = approvals.may_silence(self._policy, user, duration)
+            scope = self._silenced_namespaces(matchers)
+            problem = approvals.may_silence(self._policy, user, duration, scope)
             if problem:
                 self._metrics.refused_clicks.labels(reason="silence").inc()
                 raise ValueError(problem)
@@ -217,11 +218,37 @@ class Service:
         log.info("silence %s by %s until %s: %s", silence.id, author, silence.ends_at, reason)
         return silence
 
-    def unsilence(self, silence_id: str, now: datetime) -> Silence | None:
+    def unsilence(
+        self, silence_id: str, now: datetime, user: ChatUser | None = None
+    ) -> Silence | None:
+        """End a silence now (None: no such silence); raises ValueError when `user` may
+        not end it (`approvals.may_unsilence`)."""
+        if user is not None:
+            silence = self._store.silence(silence_id)
+            if silence is None:
+                return None
+            scope = self._silenced_namespaces(silence.matchers)
+            problem = approvals.may_unsilence(self._policy, user, silence, scope)
+            if problem:
+                self._metrics.refused_clicks.labels(reason="unsilence").inc()
+                raise ValueError(problem)
         ended = self._store.expire_silence(silence_id, now)
         if ended is not None:
             log.info("silence %s ended", silence_id)
         return ended
+
+    def _silenced_namespaces(self, matchers: Mapping[str, str]) -> tuple[str, ...] | None:
+        """The namespaces a silence can mute, as patterns (None: not limited to any): its
+        `namespace`, the namespace of its `ns/kind/name` workload or of its incident."""
+        if "namespace" in matchers:
+            return (matchers["namespace"].lower(),)
+        workload = matchers.get("workload", "").split("/")
+        if len(workload) == 3 and workload[0]:
+            return (workload[0].lower(),)
+        if "incident" in matchers:
+            incident = self._store.incident(matchers["incident"])
+            return None if incident is None else (incident.namespace,)
+        return None
 
     # -- reading -------------------------------------------------------------------------
 

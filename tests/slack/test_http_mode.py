@@ -168,14 +168,24 @@ def test_each_command_is_answered(http: Http) -> None:
     http.command("history 5", response="history")
     assert "*Recent incidents:*" in text_of(http.response("history"))
 
-    http.command("silence pod-oom-killed 2h flaky node", response="silence")
+    http.command("silence pod-oom-killed 2h flaky node", response="unscoped")
+    assert text_of(http.response("unscoped")) == (
+        f"Nothing changed: {APPROVER} may silence only in ml-*; this silence is not "
+        "limited to a namespace."
+    )
+    http.command("silence inc-seed000001 2h flaky node", response="silence")
     said = text_of(http.response("silence"))
     (active,) = store.active_silences(http.chat.app.clock())
-    assert active.matchers == {"playbook": "pod-oom-killed"}
+    assert active.matchers == {"incident": "inc-seed000001"}
     assert active.author == APPROVER
     assert f"/pitcrew unsilence {active.id}" in said
     assert "flaky node" in said
 
+    http.command(f"unsilence {active.id}", response="stranger", user=STRANGER)
+    assert text_of(http.response("stranger")) == (
+        f"Nothing changed: {STRANGER} may not end silence {active.id}: only its creator "
+        f"{APPROVER}, or a silencer or an approver for ml-train, may."
+    )
     http.command(f"unsilence {active.id}", response="unsilence")
     assert "ended" in text_of(http.response("unsilence"))
     assert store.active_silences(http.chat.app.clock()) == ()
@@ -487,7 +497,7 @@ def test_a_signed_silence_replayed_after_a_restart_is_refused(
     measured: Measured,
 ) -> None:
     url = f"http://127.0.0.1:{http_server.port}/slack/events"
-    body = form(command_body(emulator, "silence pod-oom-killed 2h known issue"))
+    body = form(command_body(emulator, "silence inc-seed000001 2h known issue"))
     headers = sign(body)
 
     before = make_chat(socket_mode=False)
@@ -519,7 +529,7 @@ def test_only_those_who_may_silence_can_and_not_for_longer_than_allowed(
     assert http.daemon.store.active_silences(http.chat.app.clock()) == ()
     assert http.refused("silence") == 1
 
-    reply = http.command("silence pod-oom-killed 8d too long", response="long")
+    reply = http.command("silence inc-seed000001 8d too long", response="long")
     assert reply.status == 200
     assert "a silence lasts at most 7d" in http.response("long")["text"]
     assert http.daemon.store.active_silences(http.chat.app.clock()) == ()

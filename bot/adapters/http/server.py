@@ -7,10 +7,14 @@ Service), so it runs on uvicorn with Starlette, not a development server, and
 holds its limits whatever a client sends: a deadline for the request head
 (`bot.adapters.http.edge`) and for the body, a body cap counted on the bytes
 read (no `Content-Length` trick gets past it, chunked bodies included), a
-listen backlog that takes a burst of clicks, a cap on connections and on
-requests in flight (503 beyond), and the mounted routes run on a bounded
-pool of threads. Every refusal is a JSON `{"error": ...}` with a 4xx status,
-logged once without the body. A route mounted `private` (/ingest) answers
+listen backlog that takes a burst of clicks, a cap on connections (beyond it
+the connection that has waited longest for its request head is closed), a cap
+on requests in flight, overall and per mounted path (503 beyond), and the
+mounted routes run on a bounded pool of threads. The probes and /metrics are
+outside every cap and have threads of their own: slow clients holding every
+other slot cannot make the kubelet restart the pod (docs/operations.md).
+Every refusal is a JSON `{"error": ...}` with a 4xx status, logged once
+without the body. A route mounted `private` (/ingest) answers
 only loopback clients or a request bearing the configured token.
 """
 
@@ -43,6 +47,7 @@ Checks = Callable[[], dict[str, bool]]
 Route = Callable[[str, dict[str, str], bytes], tuple[int, dict[str, str], bytes]]
 
 MAX_BODY = 1 << 20
+PROBES = ("/healthz", "/readyz", "/metrics")
 LOOPBACK = ("127.0.0.0/8", "::1/128")
 METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
@@ -58,8 +63,10 @@ class Limits:
     body_timeout: float = 10.0  # seconds to send the whole body
     backlog: int = 1024  # connections the kernel queues before accept
     max_connections: int = 1000  # open connections (503 beyond)
-    max_in_flight: int = 128  # requests being read or answered (503 beyond)
-    workers: int = 16  # threads that run mounted routes and health checks
+    max_in_flight: int = 128  # requests to mounted paths being read or answered (503 beyond)
+    max_in_flight_per_path: int = 64  # of those, on one path (/ingest cannot starve clicks)
+    workers: int = 16  # threads that run mounted routes
+    probe_workers: int = 4  # threads that run /healthz and /readyz checks
     keep_alive: float = 5.0  # seconds an idle connection stays open
 
 
@@ -103,7 +110,9 @@ class HealthServer:
         self._open_to = tuple(ipaddress.ip_network(n) for n in open_to)
         self._socket = _listen(host, port, self.limits.backlog)
         self._in_flight = 0
+        self._in_flight_on: dict[str, int] = {}
         self._limiter: anyio.CapacityLimiter | None = None
+        self._probe_limiter: anyio.CapacityLimiter | None = None
         self._server = uvicorn.Server(self._config())
         self._thread: threading.Thread | None = None
 
@@ -138,13 +147,12 @@ class HealthServer:
         )
         return uvicorn.Config(
             app,
-            http=protocol_with(limits.head_timeout),
+            http=protocol_with(limits.head_timeout, limits.max_connections),
             lifespan="off",
             log_config=None,
             access_log=False,
             server_header=False,
             backlog=limits.backlog,
-            limit_concurrency=limits.max_connections,
             timeout_keep_alive=int(max(limits.keep_alive, 1)),
             timeout_graceful_shutdown=3,
             h11_max_incomplete_event_size=64 * 1024,
@@ -154,16 +162,21 @@ class HealthServer:
         asyncio.run(self._server.serve(sockets=[self._socket]))
 
     async def _endpoint(self, request: Request) -> Response:
-        if self._limiter is None:
+        if self._limiter is None or self._probe_limiter is None:
             self._limiter = anyio.CapacityLimiter(self.limits.workers)
+            self._probe_limiter = anyio.CapacityLimiter(self.limits.probe_workers)
+        path = request.url.path
         try:
-            if self._in_flight >= self.limits.max_in_flight:
-                raise RefusedError(503, "too many requests in flight; retry later")
+            if request.method in ("GET", "HEAD"):
+                return await self._get(path)  # probes and metrics: outside every cap
+            self._admit(path)
             self._in_flight += 1
+            self._in_flight_on[path] = self._in_flight_on.get(path, 0) + 1
             try:
                 return await self._answer(request)
             finally:
                 self._in_flight -= 1
+                self._in_flight_on[path] -= 1
         except RefusedError as refused:
             _log_refusal(request, refused.status, refused.error)
             return _json(refused.status, {"error": refused.error}, close=refused.close)
@@ -171,10 +184,15 @@ class HealthServer:
             log.exception("%s %s failed", request.method, request.url.path)
             return _json(500, {"error": "internal error"})
 
+    def _admit(self, path: str) -> None:
+        """Room for one more request to a mounted path, or a 503 saying which cap."""
+        if self._in_flight >= self.limits.max_in_flight:
+            raise RefusedError(503, "too many requests in flight; retry later")
+        if self._in_flight_on.get(path, 0) >= self.limits.max_in_flight_per_path:
+            raise RefusedError(503, f"too many requests to {path} in flight; retry later")
+
     async def _answer(self, request: Request) -> Response:
         path, method = request.url.path, request.method
-        if method in ("GET", "HEAD"):
-            return await self._get(path)
         mounted = self.routes.get(path)
         if mounted is None:
             raise RefusedError(404, f"no such endpoint: {path}")
@@ -200,7 +218,7 @@ class HealthServer:
             raise RefusedError(405, f"{path} takes POST")
         if checks is None:
             raise RefusedError(404, f"no such endpoint: {path}")
-        results = await anyio.to_thread.run_sync(checks, limiter=self._limiter)
+        results = await anyio.to_thread.run_sync(checks, limiter=self._probe_limiter)
         ok = all(results.values())
         return _json(200 if ok else 503, {"ok": ok, "checks": results})
 

@@ -115,7 +115,9 @@ class SlackService(Protocol):
         user: ChatUser | None = None,
     ) -> Silence: ...
 
-    def unsilence(self, silence_id: str, now: datetime) -> Silence | None: ...
+    def unsilence(
+        self, silence_id: str, now: datetime, user: ChatUser | None = None
+    ) -> Silence | None: ...
 
     def incidents(self, namespace: str | None = None) -> Sequence[IncidentLike]: ...
 
@@ -407,7 +409,7 @@ class SlackApp:
             made = service.silence(command.matchers, command.duration, user, now, reason, who)
             return explain_silence(made.id, made.matchers, made.ends_at, command.reason)
         if isinstance(command, Unsilence):
-            ended = service.unsilence(command.silence_id, now)
+            ended = service.unsilence(command.silence_id, now, self._chat_user(user, team))
             return explain_unsilence(command.silence_id, ended is not None)
         if isinstance(command, Diagnose):
             if self.diagnoser is None:

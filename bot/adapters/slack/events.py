@@ -18,7 +18,6 @@ import json
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -29,32 +28,34 @@ from slack_sdk.signature import SignatureVerifier
 log = logging.getLogger("pitcrew.slack")
 
 SIGNATURE_WINDOW = 5 * 60  # seconds; Slack's and Bolt's window for a request's timestamp
+FUTURE_SKEW = 60  # seconds a request's timestamp may be ahead of this host's clock
 
 
 class Replays(Protocol):
-    def first_time(self, signature: str, now: float) -> bool: ...
+    def first_time(self, signature: str, now: float, until: float) -> bool:
+        """Record `signature`, valid until `until`; False when seen and still valid."""
+        ...
 
 
 class ReplayGuard:
-    """Signed requests already seen, in memory: a second copy of a signed request
-    within the signature window is a replay and is refused."""
+    """Signed requests already seen, in memory: a second copy of a signed request while
+    its signature is valid is a replay and is refused."""
 
-    def __init__(self, window: float = SIGNATURE_WINDOW + 60, limit: int = 100_000) -> None:
-        self._window = window
+    def __init__(self, limit: int = 100_000) -> None:
         self._limit = limit
-        self._seen: OrderedDict[str, float] = OrderedDict()
+        self._seen: dict[str, float] = {}  # signature -> valid until
         self._lock = threading.Lock()
 
-    def first_time(self, signature: str, now: float) -> bool:
+    def first_time(self, signature: str, now: float, until: float) -> bool:
         with self._lock:
-            while self._seen and (
-                len(self._seen) >= self._limit
-                or next(iter(self._seen.values())) < now - self._window
-            ):
-                self._seen.popitem(last=False)
-            if signature in self._seen:
+            if len(self._seen) >= self._limit:
+                self._seen = {s: t for s, t in self._seen.items() if t >= now}
+            known = self._seen.get(signature)
+            if known is not None and known >= now:
                 return False
-            self._seen[signature] = now
+            if len(self._seen) >= self._limit:
+                return False  # full of valid signatures: refuse rather than forget one
+            self._seen[signature] = max(until, now)
             return True
 
 
@@ -101,14 +102,16 @@ class Gate:
             return Refusal(401, "unsigned request")
         if not timestamp.isascii() or not timestamp.isdigit():
             return Refusal(400, "X-Slack-Request-Timestamp is not a number")
-        now = self.now()
-        if abs(now - int(timestamp)) > SIGNATURE_WINDOW:
+        now, stamped = self.now(), int(timestamp)
+        if now - stamped > SIGNATURE_WINDOW:
             return Refusal(401, "stale request: the timestamp is over five minutes off")
+        if stamped - now > FUTURE_SKEW:
+            return Refusal(401, "the timestamp is over a minute in the future")
         expected = self.verifier.generate_signature(timestamp=timestamp, body=text)
         if expected is None or not _same(expected, signature):
             return Refusal(401, "invalid request signature")
         try:
-            first = self.replays.first_time(signature, now)
+            first = self.replays.first_time(signature, now, stamped + SIGNATURE_WINDOW)
         except Exception as error:  # the store cannot write: nothing may be done unrecorded
             log.error("cannot remember a signed Slack request: %s", error)
             return Refusal(503, "pitcrew cannot record this request now; retry")

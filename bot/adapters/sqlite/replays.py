@@ -3,26 +3,25 @@
 Why this exists: a signed request copied off the wire can be sent again for five
 minutes, and a daemon that remembered what it had seen only in memory forgot
 it at a restart, so a replayed `/pitcrew silence` was accepted after one. A
-request's signature is written here the first time; a second copy within the
-window finds it and is refused. Rows older than the window are deleted as new
-ones come.
+request's signature is written here the first time with the moment its
+signature stops being valid (its timestamp + five minutes, not its receipt: a
+request stamped in the future stays valid longer); a second copy before then
+finds it and is refused. Rows past that moment are deleted as new ones come.
 """
 
 from __future__ import annotations
 
 from bot.adapters.sqlite.connection import SharedConnection
 
-REPLAY_WINDOW = 6 * 60.0  # seconds: Slack's five-minute window and a minute of clock skew
-
 
 class ReplayRecords(SharedConnection):
-    def first_time(self, signature: str, now: float) -> bool:
-        """Record `signature` (seen at `now`, seconds since the epoch); False when it was
-        already seen within the window."""
+    def first_time(self, signature: str, now: float, until: float) -> bool:
+        """Record `signature`, valid until `until` (seconds since the epoch, as `now`);
+        False when it was seen before and is still valid."""
         with self._writing("remember a signed request") as conn:
-            conn.execute("DELETE FROM seen_requests WHERE seen_at < ?", (now - REPLAY_WINDOW,))
+            conn.execute("DELETE FROM seen_requests WHERE forget_at < ?", (now,))
             added = conn.execute(
-                "INSERT OR IGNORE INTO seen_requests (signature, seen_at) VALUES (?, ?)",
-                (signature, now),
+                "INSERT OR IGNORE INTO seen_requests (signature, forget_at) VALUES (?, ?)",
+                (signature, max(until, now)),
             ).rowcount
         return added == 1

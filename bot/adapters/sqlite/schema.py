@@ -162,6 +162,23 @@ MIGRATIONS: tuple[Migration, ...] = (
                 body BLOB NOT NULL)""",
         ),
     ),
+    Migration(
+        7,
+        "signed requests remembered until their signature expires; kept evidence that a bug "
+        "or a budget stopped is set aside (pitcrew status, pitcrew requeue)",
+        (
+            "ALTER TABLE seen_requests RENAME COLUMN seen_at TO forget_at",
+            # Version 6 kept a row from its receipt; a timestamp it accepted was at most
+            # five minutes ahead of that, so ten minutes from receipt covers each one.
+            "UPDATE seen_requests SET forget_at = forget_at + 600",
+            # queued, failed (retried at the next start) or quarantined (until requeued)
+            "ALTER TABLE intake ADD COLUMN state TEXT NOT NULL DEFAULT 'queued'",
+            "ALTER TABLE intake ADD COLUMN takes INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE intake ADD COLUMN stage TEXT NOT NULL DEFAULT ''",
+            "ALTER TABLE intake ADD COLUMN problem TEXT NOT NULL DEFAULT ''",
+            "ALTER TABLE intake ADD COLUMN stopped_at TEXT",
+        ),
+    ),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

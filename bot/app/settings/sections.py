@@ -12,12 +12,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from bot.app.settings.actions import ActionSettings
 from bot.app.settings.base import Closed
 from bot.app.settings.sources import SourceSettings
-from bot.core.approvals import ApprovalPolicy
+from bot.core.approvals import ApprovalPolicy, describe_span
 from bot.core.incidents import CorrelationConfig
 from bot.core.notify import NotifyConfig
 
@@ -28,6 +28,9 @@ class StoreSettings(Closed):
     )
     retention: timedelta = Field(
         default=timedelta(days=14), gt=timedelta(0), description="how long resolved state is kept"
+    )
+    min_free_mib: int = Field(
+        default=16, ge=0, description="free MiB the store's disk needs for `pitcrew run` to start"
     )
 
 
@@ -145,6 +148,17 @@ class Settings(Closed):
     pipeline: PipelineSettings = PipelineSettings()
     secrets: Secrets = Field(default_factory=Secrets, exclude=True)
     origin: str = Field(default="(built-in defaults)", exclude=True)
+
+    @model_validator(mode="after")
+    def _silence_button_within_policy(self) -> Settings:
+        button, longest = self.chat.slack.silence_for, self.approvals.max_silence
+        if button > longest:
+            raise ValueError(
+                f"chat.slack.silence_for ({describe_span(button)}) is longer than "
+                f"approvals.max_silence ({describe_span(longest)}): every Silence click "
+                "would be refused"
+            )
+        return self
 
     @property
     def chat_kind(self) -> Literal["console", "slack"]:
