@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from bot.adapters.files.playbooks import builtin_dir, load_library
-from bot.core.diagnosis import Engine
+from bot.core.engine import Engine
 from bot.core.errors import PlaybookError
 from bot.core.inputs import LogText
 from bot.core.model import Signal, SourceKind, frozen_map
