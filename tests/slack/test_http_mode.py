@@ -15,6 +15,7 @@ import concurrent.futures
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -407,38 +408,43 @@ def _json_headers(body: str, **signing: Any) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("body", "headers", "status", "error"),
     [
-        (TRUNCATED, _json_headers(TRUNCATED), 400, "the body is not valid JSON"),
-        ("[1, 2]", _json_headers("[1, 2]"), 400, "the body is not a JSON object"),
-        ('"text"', _json_headers('"text"'), 400, "the body is not a JSON object"),
+        (TRUNCATED, lambda: _json_headers(TRUNCATED), 400, "the body is not valid JSON"),
+        ("[1, 2]", lambda: _json_headers("[1, 2]"), 400, "the body is not a JSON object"),
+        ('"text"', lambda: _json_headers('"text"'), 400, "the body is not a JSON object"),
         (
             "payload=" + TRUNCATED,
-            sign("payload=" + TRUNCATED),
+            lambda: sign("payload=" + TRUNCATED),
             400,
             "the payload field is not valid JSON",
         ),
-        ("payload=%5B%5D", sign("payload=%5B%5D"), 400, "the payload field is not a JSON object"),
-        (TRUNCATED, {"Content-Type": "application/json"}, 401, "unsigned request"),
+        (
+            "payload=%5B%5D",
+            lambda: sign("payload=%5B%5D"),
+            400,
+            "the payload field is not a JSON object",
+        ),
+        (TRUNCATED, lambda: {"Content-Type": "application/json"}, 401, "unsigned request"),
         (
             "payload=%7B%7D",
-            {**sign("payload=%7B%7D"), "X-Slack-Request-Timestamp": "soon"},
+            lambda: {**sign("payload=%7B%7D"), "X-Slack-Request-Timestamp": "soon"},
             400,
             "X-Slack-Request-Timestamp is not a number",
         ),
         (
             "payload=%7B%7D",
-            {**sign("payload=%7B%7D"), "X-Slack-Request-Timestamp": f"+{int(time.time())}"},
+            lambda: {**sign("payload=%7B%7D"), "X-Slack-Request-Timestamp": f"+{int(time.time())}"},
             400,
             "X-Slack-Request-Timestamp is not a number",
         ),
         (
             "payload=%7B%7D",
-            sign("payload=%7B%7D", timestamp=int(time.time()) - 600),
+            lambda: sign("payload=%7B%7D", timestamp=int(time.time()) - 600),
             401,
             "stale request: the timestamp is over five minutes off",
         ),
         (
             "payload=%7B%7D",
-            sign("payload=%7B%7D", secret="forged"),
+            lambda: sign("payload=%7B%7D", secret="forged"),
             401,
             "invalid request signature",
         ),
@@ -460,12 +466,12 @@ def test_each_malformed_slack_request_gets_its_own_4xx(
     http: Http,
     caplog: pytest.LogCaptureFixture,
     body: str,
-    headers: dict[str, str],
+    headers: Callable[[], dict[str, str]],
     status: int,
     error: str,
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="pitcrew")
-    reply = post(http.url, body, headers)
+    reply = post(http.url, body, headers())  # signed now, not when the tests were collected
     assert (reply.status, reply.json()) == (status, {"error": error})
     told = [r for r in caplog.records if r.name.startswith("pitcrew")]
     assert [r.getMessage().endswith(f"{status} {error}") for r in told] == [True]
