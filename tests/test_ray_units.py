@@ -13,7 +13,6 @@ import pytest
 from bot.adapters.files.playbooks import builtin_engine
 from bot.adapters.ray.bookmarks import Ledger, MemoryBookmarks
 from bot.adapters.ray.client import (
-    ActorInfo,
     RayClusterConfig,
     _logs_from_json_tail,
     tail_bytes,
@@ -32,6 +31,7 @@ from bot.adapters.ray.source import RaySource, RaySourceOptions
 from bot.core.actions.catalog import KillActor
 from bot.core.engine import Engine
 from bot.core.inputs import LogText
+from bot.core.inputs.ray_actors import ActorInfo
 from bot.core.model import Signal, SourceKind
 
 DATA = Path(__file__).parent / "ray" / "data"

@@ -42,6 +42,7 @@ from urllib.parse import quote
 import requests
 
 from bot.core.errors import PitcrewError
+from bot.core.inputs.ray_actors import ActorInfo
 
 log = logging.getLogger(__name__)
 
@@ -147,75 +148,6 @@ class RayClusterConfig:
             )
         object.__setattr__(self, "url", self.url.rstrip("/"))
         object.__setattr__(self, "headers", MappingProxyType(dict(self.headers)))
-
-
-@dataclass(frozen=True)
-class ActorInfo:
-    """One actor as the State API lists it (`detail=true`), with its death cause flattened."""
-
-    actor_id: str
-    name: str
-    namespace: str
-    state: str
-    job_id: str
-    class_name: str = ""
-    is_detached: bool = False
-    pid: int = 0
-    node_id: str = ""
-    num_restarts: int = 0
-    death_kind: str = ""
-    death_reason: str = ""
-    death_message: str = ""
-    required_resources: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
-
-    @classmethod
-    def parse(cls, data: Mapping[str, Any]) -> ActorInfo:
-        kind, reason, message = _death(data.get("death_cause"))
-        resources = data.get("required_resources")
-        return cls(
-            actor_id=_str(data.get("actor_id")),
-            name=_str(data.get("name")),
-            namespace=_str(data.get("ray_namespace")),
-            state=_str(data.get("state")),
-            job_id=_str(data.get("job_id")),
-            class_name=_str(data.get("class_name")),
-            is_detached=data.get("is_detached") is True,
-            pid=_int(data.get("pid")),
-            node_id=_str(data.get("node_id")),
-            num_restarts=_int(data.get("num_restarts")),
-            death_kind=kind,
-            death_reason=reason,
-            death_message=message,
-            required_resources=MappingProxyType(
-                {
-                    str(k): float(v)
-                    for k, v in (resources.items() if isinstance(resources, Mapping) else ())
-                    if isinstance(v, int | float) and not isinstance(v, bool)
-                }
-            ),
-        )
-
-
-def _death(cause: Any) -> tuple[str, str, str]:
-    """(context kind, reason, message) of a State API `death_cause`.
-
-    Ray's ActorDeathCause is a oneof: `actor_died_error_context` (with a `reason`
-    such as WORKER_DIED, OWNER_DIED, NODE_DIED, RAY_KILL), `oom_context` (the
-    memory monitor), `creation_task_failure_context`, `runtime_env_failed_context`,
-    `actor_unschedulable_context`."""
-    if not isinstance(cause, Mapping):
-        return "", "", ""
-    for kind, context in cause.items():
-        if not isinstance(context, Mapping):
-            continue
-        message = _str(context.get("error_message")) or _str(
-            context.get("formatted_exception_string")
-        )
-        reason = _str(context.get("reason"))
-        if kind == "oom_context":
-            reason = reason or "OUT_OF_MEMORY"
-        return str(kind), reason, message
-    return "", "", ""
 
 
 def _str(value: Any) -> str:

@@ -19,7 +19,6 @@ from bot.adapters.ray.client import (
     LOG_LIMIT,
     SUPERVISOR_NAME,
     SUPERVISOR_NAMESPACE,
-    ActorInfo,
     DashboardUnreachableError,
     RayApiError,
     RayClusterConfig,
@@ -37,6 +36,7 @@ from bot.adapters.ray.signals import (
     stale_signal,
 )
 from bot.core.inputs import InputPart, LogText
+from bot.core.inputs.ray_actors import ActorInfo
 from bot.core.inputs.rayjob import job_info_parts
 from bot.core.model import Signal, SourceKind, frozen_map
 

@@ -17,7 +17,6 @@ from typing import Any
 from bot.adapters.ray.client import (
     ACTIVE,
     TERMINAL,
-    ActorInfo,
     RayDashboard,
 )
 from bot.adapters.ray.executor_base import (
@@ -36,6 +35,7 @@ from bot.adapters.ray.executor_base import (
 )
 from bot.core.actions.catalog import ActionParams, KillActor
 from bot.core.errors import ActionFailedError, ActionRefusedError
+from bot.core.inputs.ray_actors import ActorInfo
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.adapters.ray.client import SUPERVISOR_NAMESPACE, TERMINAL, ActorInfo, RayClusterConfig
+from bot.adapters.ray.client import SUPERVISOR_NAMESPACE, TERMINAL, RayClusterConfig
 from bot.core.inputs import InputPart, LogText
-from bot.core.inputs.raystate import telling
+from bot.core.inputs.ray_actors import (
+    ActorInfo,
+    actor_fields,
+    actor_ref,
+    death_log,
+    death_signal,
+    telling,
+)
 from bot.core.model import ObjectRef, Signal, SourceKind, frozen_map
 
 DEFAULT_RAYJOB_KEYS = ("ray.io/rayjob", "kuberay.io/rayjob", "rayjob", "rayjob_name")
@@ -65,54 +72,19 @@ def death_parts(
     origin: str,
     workload: ObjectRef | None,
 ) -> list[InputPart]:
-    """A `ray_actor` signal per death that tells a cause (`raystate.telling`), and the
-    death messages as worker log text."""
-    telling = [a for a in actors if _tells(a)][:_MAX_ACTORS]
-    parts: list[InputPart] = []
-    lines: list[str] = []
-    seen: set[tuple[str, str]] = set()
-    for actor in telling:
-        fields = {
-            **context,
-            "actor_id": actor.actor_id,
-            "actor_name": actor.name,
-            "ray_namespace": actor.namespace,
-            "class_name": actor.class_name,
-            "state": actor.state,
-            "death_kind": actor.death_kind,
-            "death_reason": actor.death_reason,
-            "is_detached": str(actor.is_detached).lower(),
-            "pid": str(actor.pid) if actor.pid else "",
-            "node_id": actor.node_id,
-            "actor_job_id": actor.job_id,
-        }
-        parts.append(
-            Signal(
-                source=SourceKind.RAY_ACTOR,
-                text=actor.death_message or f"actor {actor.name or actor.actor_id} is DEAD",
-                reason=actor.death_reason or actor.death_kind or "DEAD",
-                fields=frozen_map({k: v for k, v in fields.items() if v}),
-                obj=ObjectRef("RayActor", actor.name or actor.actor_id),
-                workload=workload,
-                cluster=config.name,
-                origin=f"{origin}/actors/{actor.actor_id}",
-            )
-        )
-        if (actor.class_name, actor.death_message) in seen or not actor.death_message:
-            continue
-        seen.add((actor.class_name, actor.death_message))
-        prefix = f"({actor.class_name or 'actor'} pid={actor.pid}, actor_id={actor.actor_id})"
-        lines.extend(f"{prefix} {line}" for line in actor.death_message.splitlines() if line)
-    if lines:
-        text = ("\n".join(lines) + "\n").encode("utf-8")
+    """A `ray_actor` signal per death that tells a cause (`ray_actors.telling`), and the
+    death messages as worker log text, as a pasted `ray list actors` makes them."""
+    dead = [actor for actor in actors if telling(actor)][:_MAX_ACTORS]
+    parts: list[InputPart] = [
+        death_signal(actor, f"{origin}/actors/{actor.actor_id}", context, workload, config.name)
+        for actor in dead
+    ]
+    text = death_log(dead)
+    if text:
         parts.append(
             LogText((text,), SourceKind.WORKER_LOG, f"{origin}/actor-deaths", workload, workload)
         )
     return parts
-
-
-def _tells(actor: ActorInfo) -> bool:
-    return telling(actor.death_kind, actor.death_reason, actor.death_message)
 
 
 def stale_signal(
@@ -130,12 +102,7 @@ def stale_signal(
     owner_text = f"job {actor.job_id}" + (f" ({submission})" if submission else "")
     fields = {
         **context,
-        "actor_id": actor.actor_id,
-        "actor_name": actor.name,
-        "ray_namespace": actor.namespace,
-        "class_name": actor.class_name,
-        "state": actor.state,
-        "is_detached": str(actor.is_detached).lower(),
+        **actor_fields(actor),
         "owner_job_id": actor.job_id,
         "owner_submission_id": submission,
         "owner_status": status,
@@ -150,7 +117,7 @@ def stale_signal(
         ),
         reason="StaleActor",
         fields=frozen_map({k: v for k, v in fields.items() if v}),
-        obj=ObjectRef("RayActor", actor.name),
+        obj=actor_ref(actor),
         cluster=config.name,
         time=now,
         origin=f"ray://{config.name}/actors/{actor.actor_id}",

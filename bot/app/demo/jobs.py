@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from bot.adapters.ray.client import TERMINAL, ActorInfo, RayDashboard
+from bot.adapters.ray.client import TERMINAL, RayDashboard
+from bot.core.inputs.ray_actors import ActorInfo
 
 NAMESPACE = "rl-train"
 REGISTER_CENTER = "trainer_register_center"

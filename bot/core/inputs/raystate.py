@@ -22,11 +22,11 @@ live Ray source's records, so they become the same signals:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from bot.core.inputs import InputPart, LogText
+from bot.core.inputs.ray_actors import ActorInfo, death_log, death_signal, telling
 from bot.core.inputs.rayjob import is_ray_job_info, job_info_parts
 from bot.core.inputs.values import as_map, as_text, compact, text_at
 from bot.core.model import ObjectRef, Signal, SourceKind
@@ -34,9 +34,6 @@ from bot.core.model import ObjectRef, Signal, SourceKind
 ACTOR_KEYS = frozenset({"actor_id", "class_name", "state"})
 NODE_KEYS = frozenset({"node_id", "node_ip", "state"})
 TASK_KEYS = frozenset({"task_id", "state", "func_or_class_name"})
-# Deaths that follow from the job ending (or a deliberate kill), not a cause.
-_CONSEQUENTIAL = frozenset({"OWNER_DIED", "OUT_OF_SCOPE", "REF_DELETED", "RAY_KILL"})
-_INTENDED = re.compile(r"Worker exit type: INTENDED_(?:USER|SYSTEM)_EXIT")
 # Ray's state message of a dead node (dashboard utils: the NodeDeathInfo reason, then
 # its message).
 _NODE_DEATHS = (
@@ -87,91 +84,18 @@ def records_parts(kind: str, records: Iterable[Any], origin: str) -> tuple[Input
 # -- actors ---------------------------------------------------------------------------
 
 
-def death_of(cause: Any) -> tuple[str, str, str]:
-    """(context kind, reason, message) of an actor's `death_cause`, a oneof of
-    `actor_died_error_context` (reason WORKER_DIED, NODE_DIED, OWNER_DIED, RAY_KILL …),
-    `oom_context`, `creation_task_failure_context`, `runtime_env_failed_context`,
-    `actor_unschedulable_context`."""
-    for kind, context in as_map(cause).items():
-        if not isinstance(context, Mapping):
-            continue
-        message = text_at(context, "error_message") or text_at(
-            context, "formatted_exception_string"
-        )
-        reason = text_at(context, "reason")
-        if kind == "oom_context":
-            reason = reason or "OUT_OF_MEMORY"
-        return str(kind), reason, message
-    return "", "", ""
-
-
 def actor_parts(records: Iterable[Mapping[str, Any]], origin: str) -> tuple[InputPart, ...]:
     """A `ray_actor` signal per DEAD actor whose death tells a cause, and the death
-    messages (each once) as worker log text."""
-    parts: list[InputPart] = []
-    lines: list[str] = []
-    seen: set[tuple[str, str]] = set()
-    for record in records:
-        if text_at(record, "state") != "DEAD":
-            continue
-        kind, reason, message = death_of(record.get("death_cause"))
-        if not telling(kind, reason, message):
-            continue
-        parts.append(_actor_signal(record, kind, reason, message, origin))
-        class_name = text_at(record, "class_name")
-        if not message or (class_name, message) in seen:
-            continue
-        seen.add((class_name, message))
-        prefix = (
-            f"({class_name or 'actor'} pid={text_at(record, 'pid') or '?'}, "
-            f"actor_id={text_at(record, 'actor_id')})"
-        )
-        lines.extend(f"{prefix} {line}" for line in message.splitlines() if line.strip())
-    if lines:
-        text = ("\n".join(lines) + "\n").encode("utf-8")
+    messages (each once) as worker log text, as the Ray source makes them
+    (`bot.core.inputs.ray_actors`)."""
+    actors = [ActorInfo.parse(r) for r in records if text_at(r, "state") == "DEAD"]
+    dead = [actor for actor in actors if telling(actor)]
+    parts: list[InputPart] = [death_signal(actor, origin) for actor in dead]
+    text = death_log(dead)
+    if text:
         where = f"{origin} (actor deaths)" if origin else "actor deaths"
         parts.append(LogText((text,), SourceKind.WORKER_LOG, where))
     return tuple(parts)
-
-
-def telling(kind: str, reason: str, message: str) -> bool:
-    """Whether an actor's death tells a cause. Deaths that only follow from the job
-    ending (owner died, out of scope, `ray.kill`, intended exits) do not: at teardown
-    every actor dies that way, and they would hide the real error."""
-    if not kind:
-        return False  # the plain table shows no death cause: a DEAD row alone tells nothing
-    if kind != "actor_died_error_context":
-        return True  # OOM, creation failure, runtime_env failure, unschedulable
-    if reason in _CONSEQUENTIAL:
-        return False
-    return not _INTENDED.search(message)
-
-
-def _actor_signal(
-    record: Mapping[str, Any], kind: str, reason: str, message: str, origin: str
-) -> Signal:
-    name, actor_id = text_at(record, "name"), text_at(record, "actor_id")
-    fields = {
-        "actor_id": actor_id,
-        "actor_name": name,
-        "ray_namespace": text_at(record, "ray_namespace"),
-        "class_name": text_at(record, "class_name"),
-        "state": "DEAD",
-        "death_kind": kind,
-        "death_reason": reason,
-        "is_detached": as_text(record.get("is_detached")).lower(),
-        "pid": "" if text_at(record, "pid") == "0" else text_at(record, "pid"),
-        "node_id": text_at(record, "node_id"),
-        "actor_job_id": text_at(record, "job_id"),
-    }
-    return Signal(
-        source=SourceKind.RAY_ACTOR,
-        text=message or f"actor {name or actor_id} is DEAD",
-        reason=reason or kind or "DEAD",
-        fields=compact(fields),
-        obj=ObjectRef("RayActor", name or actor_id, text_at(record, "ray_namespace")),
-        origin=origin,
-    )
 
 
 # -- tasks, nodes and jobs ------------------------------------------------------------
