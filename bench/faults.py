@@ -6,7 +6,7 @@ SQLite store refusing writes, RE2 and the render budget on real playbooks);
 this script runs them through pytest and adds up what the issue counts:
 evidence lost, a card posted twice, an action run twice, a bad click accepted.
 The counts are what each case measured and reported through the `measured`
-fixture (`tests/faults.py`: accepted vs. arrived, cards vs. incidents,
+fixture (`tests/support/faults.py`: accepted vs. arrived, cards vs. incidents,
 executions vs. approvals); a case that fails without having measured its kind
 counts once in the kind its file stands for. Each case's line shows its own
 counts (`measured=` how many measurements it made). The last line:
@@ -31,21 +31,22 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # test file -> what a failure of one of its cases means
 MATRIX: dict[str, str] = {
-    "tests/test_http_edge.py": "bad_clicks_accepted",  # limits that keep the edge answering
-    "tests/slack/test_http_mode.py": "bad_clicks_accepted",
-    "tests/slack/test_no_duplicate_card.py": "duplicated",
-    "tests/slack/test_daemon_no_duplicate.py": "duplicated",  # real daemons: SIGKILL, slow
-    "tests/slack/test_no_duplicate_reply.py": "duplicated",  # a thread reply or chart twice
-    "tests/slack/test_daemon_no_duplicate_reply.py": "duplicated",  # SIGKILL, reply in flight
-    "tests/test_store_lock.py": "duplicated",  # two daemons posted every card twice
-    "tests/test_store_writes.py": "lost",
-    "tests/test_render_budget.py": "lost",  # a bad template cost the other findings
-    "tests/test_daemon_bad_playbooks.py": "lost",  # a bad playbook stalled the ordinary card
-    "tests/test_classify.py": "lost",  # a regex that stalls the scan loses what follows
-    "tests/test_pipeline_bounds.py": "lost",  # a flood that starves the ordinary failure
-    "tests/test_daemon_flood.py": "lost",  # 1 MiB logs at a real daemon (bench/flood.py: 20 s)
-    "tests/test_intake.py": "lost",  # evidence acknowledged, then a kill or a short drain
-    "tests/test_approvals.py": "bad_clicks_accepted",  # who may approve and silence
+    # limits that keep the edge answering
+    "tests/adapters/http/test_http_edge.py": "bad_clicks_accepted",
+    "tests/e2e/slack/test_http_mode.py": "bad_clicks_accepted",
+    "tests/e2e/slack/test_no_duplicate_card.py": "duplicated",
+    "tests/e2e/slack/test_daemon_no_duplicate.py": "duplicated",  # real daemons: SIGKILL, slow
+    "tests/e2e/slack/test_no_duplicate_reply.py": "duplicated",  # a thread reply or chart twice
+    "tests/e2e/slack/test_daemon_no_duplicate_reply.py": "duplicated",  # SIGKILL, reply in flight
+    "tests/adapters/sqlite/test_store_lock.py": "duplicated",  # two daemons posted every card twice
+    "tests/adapters/sqlite/test_store_writes.py": "lost",
+    "tests/core/test_render_budget.py": "lost",  # a bad template cost the other findings
+    "tests/daemon/test_daemon_bad_playbooks.py": "lost",  # a bad playbook stalled the ordinary card
+    "tests/core/test_classify.py": "lost",  # a regex that stalls the scan loses what follows
+    "tests/daemon/test_pipeline_bounds.py": "lost",  # a flood that starves the ordinary failure
+    "tests/app/test_daemon_flood.py": "lost",  # 1 MiB logs at a real daemon (bench/flood.py: 20 s)
+    "tests/daemon/test_intake.py": "lost",  # evidence acknowledged, then a kill or a short drain
+    "tests/core/test_approvals.py": "bad_clicks_accepted",  # who may approve and silence
 }
 # cases inside those files that are about running an action once
 DOUBLE_RUNS = ("execute_once", "run_once", "runs_once", "fifty_simultaneous")

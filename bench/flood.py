@@ -1,6 +1,6 @@
 """The flood of issue 14 at its full length: 20 s of 1 MiB logs at a real `pitcrew run`.
 
-`tests/test_daemon_flood.py` floods for 8 s to keep the suite short; this runs the
+`tests/app/test_daemon_flood.py` floods for 8 s to keep the suite short; this runs the
 same case (same daemon, bodies, senders, bounds and assertions) for the 20 s the
 issue measured, or `--seconds`, and prints what the test prints:
 
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-CASE = "tests/test_daemon_flood.py"
+CASE = "tests/app/test_daemon_flood.py"
 TEST = "test_a_flood_of_1_mib_logs_keeps_the_daemon_bounded_loses_none_and_starves_no_card"
 
 

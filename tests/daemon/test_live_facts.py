@@ -1,0 +1,254 @@
+"""The daemon decides fact-guarded actions with live facts from their executors.
+
+Offline (`pitcrew diagnose FILE`) a guard such as "the actor is stale" is unknown and
+withholds `ray.kill_actor` ("needs a live check ..."). The daemon asks the action's
+executor (`check`) for the facts and assesses the incident again with them, so a stale
+actor in an idle namespace is offered, and a live one is withheld with the guard's own
+reason. Only actions waiting on a fact are checked; a failing check leaves the action
+withheld as it was.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.app import factories
+from bot.app import wiring as app
+from bot.app.settings import load
+from bot.core.analysis import LIVE_CHECK
+from bot.core.approvals import LiveCheck
+from bot.core.inputs.reader import read_stream
+from bot.core.model import Diagnosis, ObjectRef, Proposal, ProposalState
+from bot.daemon.feed import Context, observe
+from bot.daemon.runner import Registry, Verification, live_facts
+from tests.support.daemon import RecordingChat, engine
+
+NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
+SUBMISSION = "raysubmit_clash1"
+JOB = (
+    '{"type": "SUBMISSION", "submission_id": "' + SUBMISSION + '", "status": "FAILED", '
+    '"entrypoint": "python train.py", "message": "Job entrypoint command failed with exit '
+    "code 1, last available logs (truncated to 20,000 chars):\\nValueError: The name "
+    "trainer_register_center (namespace=rl-train) is already taken. Please use a different "
+    "name or get the existing actor using ray.get_actor('trainer_register_center', "
+    'namespace=\'rl-train\')", "error_type": "JOB_ENTRYPOINT_COMMAND_ERROR"}\n'
+)
+KILL_FACTS = ("ray.holder_explicit", "ray.not_live_verl", "ray.actor_stale", "ray.namespace_idle")
+
+
+@dataclass
+class FakeExecutor:
+    """Answers `check` with fixed facts per action and records what it was asked."""
+
+    facts: Mapping[str, Mapping[str, bool]]
+    fail: frozenset[str] = frozenset()
+    asked: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    def check(self, proposal: Proposal) -> LiveCheck:
+        self.asked.append((proposal.action, dict(proposal.params)))
+        if proposal.action in self.fail:
+            raise RuntimeError("the dashboard did not answer")
+        return LiveCheck(facts=dict(self.facts.get(proposal.action, {})))
+
+    def execute(self, proposal: Proposal) -> str:
+        return "done"
+
+    def verify(self, proposal: Proposal) -> Verification:
+        return Verification(True)
+
+
+def clash() -> Diagnosis:
+    parts = list(read_stream(io.BytesIO(JOB.encode()), "job.json"))
+    return engine().diagnose(parts)
+
+
+def offer(diagnosis: Diagnosis, action: str) -> Any:
+    return next(a for a in diagnosis.actions if a.action == action)
+
+
+# -- the hook ---------------------------------------------------------------------------------
+
+
+def test_offline_the_kill_and_the_resubmit_wait_for_a_live_check() -> None:
+    diagnosis = clash()
+    assert diagnosis.primary is not None
+    assert diagnosis.primary.category == "named_actor_conflict"
+    assert offer(diagnosis, "ray.kill_actor").reason.startswith(LIVE_CHECK)
+    assert offer(diagnosis, "ray.resubmit_job").reason.startswith(LIVE_CHECK)
+
+
+def test_live_facts_asks_each_waiting_action_once_with_its_params() -> None:
+    fake = FakeExecutor(
+        {
+            "ray.kill_actor": dict.fromkeys(KILL_FACTS, True),
+            "ray.resubmit_job": {"ray.resubmits_below_cap": True, "ray.job_terminal": True},
+        }
+    )
+    registry = Registry({"ray.kill_actor": fake, "ray.resubmit_job": fake})
+    facts = live_facts(clash(), registry, NOW)
+    assert facts == {
+        **dict.fromkeys(KILL_FACTS, True),
+        "ray.resubmits_below_cap": True,
+        "ray.job_terminal": True,
+    }
+    assert sorted(fake.asked, key=lambda a: a[0]) == [
+        (
+            "ray.kill_actor",
+            {"name": "trainer_register_center", "namespace": "rl-train", "cluster": ""},
+        ),
+        ("ray.resubmit_job", {"submission_id": SUBMISSION}),
+    ]
+    again = engine().diagnose(list(read_stream(io.BytesIO(JOB.encode()), "job.json")), facts)
+    assert offer(again, "ray.kill_actor").offered
+    assert offer(again, "ray.resubmit_job").offered
+
+
+def test_disagreeing_failing_and_missing_checks_are_cautious() -> None:
+    diagnosis = clash()
+    says_no = FakeExecutor({"ray.resubmit_job": {"ray.resubmits_below_cap": False}})
+    broken = FakeExecutor({}, fail=frozenset({"ray.kill_actor"}))
+    assert live_facts(diagnosis, Registry({"ray.kill_actor": broken}), NOW) == {}
+    assert live_facts(diagnosis, Registry(), NOW) == {}
+    facts = live_facts(
+        diagnosis, Registry({"ray.kill_actor": broken, "ray.resubmit_job": says_no}), NOW
+    )
+    assert facts == {"ray.resubmits_below_cap": False}
+
+
+def test_namespace_none_is_resolved_live_not_read_as_anonymous() -> None:
+    """Ray prints the `.options()` namespace: `None` is the job's current namespace, which
+    is explicit after `ray.init(namespace=...)`. The kill waits for the live check."""
+    unnamed = JOB.replace("namespace=rl-train", "namespace=None")
+    parts = list(read_stream(io.BytesIO(unnamed.encode()), "job.json"))
+    diagnosis = engine().diagnose(parts)
+    kill = offer(diagnosis, "ray.kill_actor")
+    assert not kill.offered
+    assert kill.reason.startswith(LIVE_CHECK)
+    assert dict(kill.params)["namespace"] == "None"
+    anonymous = FakeExecutor(
+        {"ray.kill_actor": {**dict.fromkeys(KILL_FACTS, True), "ray.holder_explicit": False}}
+    )
+    facts = live_facts(diagnosis, Registry({"ray.kill_actor": anonymous}), NOW)
+    assert [a for a, _ in anonymous.asked] == ["ray.kill_actor"]
+    again = engine().diagnose(parts, facts)
+    assert offer(again, "ray.kill_actor").reason == (
+        "the holder of trainer_register_center is not one actor in an explicit namespace "
+        "(resolved live; in an anonymous per-job namespace it is the job's own actor)"
+    )
+
+
+def test_offered_and_otherwise_withheld_actions_are_not_checked() -> None:
+    fake = FakeExecutor({})
+    parts = list(read_stream(io.BytesIO(JOB.encode()), "job.json"))
+    diagnosis = engine().diagnose(parts, dict.fromkeys(KILL_FACTS, True))
+    kill = offer(diagnosis, "ray.kill_actor")
+    assert kill.offered
+    live_facts(diagnosis, Registry({"ray.kill_actor": fake}), NOW)
+    assert [a for a, _ in fake.asked] == []
+
+
+# -- in the daemon ------------------------------------------------------------------------------
+
+
+def config(tmp_path: Path) -> Path:
+    path = tmp_path / "pitcrew.yaml"
+    path.write_text(
+        f"""\
+store: {{path: {tmp_path / "state.db"}}}
+http: {{port: 0}}
+chat: {{kind: console}}
+notify: {{group_wait: 0s, group_interval: 1s}}
+approvals:
+  approvers: [{{users: ["console:tester"]}}]
+actions:
+  executors: {{"ray.*": fakelive}}
+scheduler: {{tick: 200ms, approved: 200ms, outbox: 1s, expiry: 1s}}
+"""
+    )
+    return path
+
+
+@pytest.fixture
+def daemon_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[[FakeExecutor], app.Daemon]]:
+    started: list[app.Daemon] = []
+
+    def start(fake: FakeExecutor) -> app.Daemon:
+        monkeypatch.setitem(factories.EXECUTOR_KINDS, "fakelive", lambda settings, marks: fake)
+        daemon = app.build(load(config(tmp_path), {}), chat=RecordingChat(), engine=engine())
+        daemon.start()
+        started.append(daemon)
+        parts = read_stream(io.BytesIO(JOB.encode()), "ray://local/jobs/raysubmit_clash1")
+        workload = ObjectRef("RayJobSubmission", SUBMISSION)
+        assert daemon.pipeline.submit(observe(parts, Context("local", "", workload)))
+        return daemon
+
+    yield start
+    for daemon in started:
+        daemon.stop()
+
+
+def wait_for(check: Callable[[], Any], timeout: float = 10.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {check}")
+
+
+def test_the_daemon_offers_the_kill_of_a_stale_actor_found_live(
+    daemon_with: Callable[[FakeExecutor], app.Daemon],
+) -> None:
+    fake = FakeExecutor(
+        {
+            "ray.kill_actor": dict.fromkeys(KILL_FACTS, True),
+            "ray.resubmit_job": {"ray.resubmits_below_cap": True, "ray.job_terminal": True},
+        }
+    )
+    daemon = daemon_with(fake)
+    views = wait_for(lambda: [v for v in daemon.service.incidents() if len(v.proposals) == 2])
+    proposals = {p.action: p for p in views[0].proposals}
+    assert {p.state for p in proposals.values()} == {ProposalState.OFFERED}
+    kill = dict(proposals["ray.kill_actor"].params)
+    assert (kill["name"], kill["namespace"]) == ("trainer_register_center", "rl-train")
+    assert views[0].incident.ray_job_id == SUBMISSION
+    chat = daemon.outbox._chat
+    assert isinstance(chat, RecordingChat)
+    card = wait_for(lambda: [c for c in chat.calls if c.report is not None])[-1].report
+    assert card.withheld == ()
+
+
+def test_the_daemon_withholds_the_kill_of_a_live_actor_with_the_guards_reason(
+    daemon_with: Callable[[FakeExecutor], app.Daemon],
+) -> None:
+    fake = FakeExecutor(
+        {
+            "ray.kill_actor": {
+                "ray.holder_explicit": True,
+                "ray.not_live_verl": False,
+                "ray.actor_stale": False,
+                "ray.namespace_idle": False,
+            },
+            "ray.resubmit_job": {"ray.resubmits_below_cap": True, "ray.job_terminal": True},
+        }
+    )
+    daemon = daemon_with(fake)
+    views = wait_for(lambda: [v for v in daemon.service.incidents() if v.proposals])
+    assert [p.action for p in views[0].proposals] == ["ray.resubmit_job"]
+    chat = daemon.outbox._chat
+    assert isinstance(chat, RecordingChat)
+    card = wait_for(lambda: [c for c in chat.calls if c.report is not None])[-1].report
+    assert card.withheld == (
+        "ray.kill_actor: never kill trainer_register_center while its verl job is live",
+    )
