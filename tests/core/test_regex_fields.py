@@ -23,7 +23,7 @@ from bot.core.errors import PlaybookError
 from bot.core.inputs import LogText
 from bot.core.model import Signal, SourceKind, frozen_map
 from bot.core.playbooks import NoiseList
-from tests.helpers import playbook
+from tests.support.playbooks import playbook
 
 # Exponential on a backtracking engine: 26 `a`s and a `!` take Python's `re` seconds.
 NESTED = r"^(a+)+$"
