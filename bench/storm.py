@@ -35,11 +35,11 @@ from bot.core.incidents import Correlator, adjusted, assessor
 from bot.core.inputs import LogText
 from bot.core.model import ObjectRef, Report, Signal, SourceKind, frozen_map
 from bot.core.notify import NotifyConfig
-from bot.daemon.chat import Attempt
 from bot.daemon.feed import Context, Observation, Tick
 from bot.daemon.metrics import Metrics
 from bot.daemon.outbox import Outbox
 from bot.daemon.pipeline import Pipeline
+from bot.daemon.ports import Attempt
 
 T0 = datetime(2026, 11, 3, 10, 0, tzinfo=UTC)
 NS = "ml-train"

@@ -24,10 +24,8 @@ from bot.core.actions.catalog import CATALOG
 from bot.core.engine import Engine
 from bot.core.errors import PitcrewError
 from bot.core.playbooks import Library
-from bot.daemon.feed import Sink
-from bot.daemon.ports import Bookmarks
+from bot.daemon.ports import Bookmarks, Sink, Source
 from bot.daemon.runner import Executor, Registry
-from bot.daemon.sources import Source
 
 if TYPE_CHECKING:
     from bot.adapters.kubernetes.api import KubeApi

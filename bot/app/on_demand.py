@@ -45,8 +45,8 @@ from bot.core.errors import PitcrewError
 from bot.core.inputs import InputPart
 from bot.core.model import Diagnosis, Signal
 from bot.core.playbooks import Library
-from bot.daemon.feed import Context, Sink, observe
-from bot.daemon.ports import Clock, utcnow
+from bot.daemon.feed import Context, observe
+from bot.daemon.ports import Clock, Sink, utcnow
 
 if TYPE_CHECKING:  # the Kubernetes client is imported when a Kubernetes target is asked for
     from bot.adapters.kubernetes.api import KubeApi

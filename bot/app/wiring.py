@@ -41,7 +41,6 @@ from bot.core.incidents import Assess, Correlator, adjusted, assessor
 from bot.core.playbooks import Library
 from bot.daemon import live_checks
 from bot.daemon import runner as executors
-from bot.daemon.chat import Chat
 from bot.daemon.feed import Refresh, Tick
 from bot.daemon.intake import Intake
 from bot.daemon.live_checks import LiveChecks
@@ -49,10 +48,9 @@ from bot.daemon.memory_worker import MemoryWorker
 from bot.daemon.metrics import Metrics
 from bot.daemon.outbox import Outbox
 from bot.daemon.pipeline import Pipeline
-from bot.daemon.ports import CallableBookmarks, Clock, utcnow
+from bot.daemon.ports import CallableBookmarks, Chat, Clock, Polling, Source, utcnow
 from bot.daemon.runner import Runner
 from bot.daemon.service import Service
-from bot.daemon.sources import Polling, Source
 
 log = logging.getLogger("pitcrew")
 

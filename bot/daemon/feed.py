@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from bot.core.facts import FactAnswer
 from bot.core.incidents import HEALTHY_AGAIN, SUBMISSION_KIND
@@ -130,11 +129,3 @@ def text_size(item: Item) -> int:
         if isinstance(part, LogText) and isinstance(part.chunks, list | tuple)  # never a stream
         for chunk in part.chunks
     )
-
-
-class Sink(Protocol):
-    """Where sources put items: the pipeline's queue."""
-
-    def submit(self, item: Item) -> bool:
-        """Queue `item`; False when the queue stayed full (the caller may retry or drop)."""
-        ...

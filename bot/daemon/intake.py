@@ -19,7 +19,7 @@ from typing import Protocol
 
 from bot.core.errors import StoreError
 from bot.daemon.feed import Healthy, Item, Observation, text_size
-from bot.daemon.ports import Clock, IntakeStore
+from bot.daemon.ports import Clock, KeepingStore
 from bot.daemon.spool import SpoolError, pack, unpack
 
 log = logging.getLogger("pitcrew.intake")
@@ -35,14 +35,6 @@ class Queue(Protocol):
     def has_room(self, size: int) -> bool: ...
 
     def alive(self) -> bool: ...
-
-
-class WriteFailure(Protocol):
-    def write_failure(self) -> str | None: ...
-
-
-class KeepingStore(IntakeStore, WriteFailure, Protocol):
-    """The store's intake rows, and why its last write failed."""
 
 
 class Intake:

@@ -28,9 +28,9 @@ from bot.core.analysis import Facts
 from bot.core.approvals import LiveCheck
 from bot.core.facts import FactAnswer, awaiting, merged, offer_key, refusal, settle, to_confirm
 from bot.core.model import ActionOffer, Diagnosis, Proposal, ProposalState
-from bot.daemon.feed import LiveFacts, Sink
+from bot.daemon.feed import LiveFacts
 from bot.daemon.offthread import OffThread
-from bot.daemon.ports import Clock
+from bot.daemon.ports import Clock, Sink
 
 log = logging.getLogger("pitcrew.live")
 

@@ -22,9 +22,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from bot.core.model import Notification, NotificationKind
-from bot.daemon.chat import Attempt, Chat, ChatRejectedError, ChatUnavailableError
 from bot.daemon.metrics import Metrics
-from bot.daemon.ports import Clock, OutboxStore, QueuedMessage
+from bot.daemon.ports import (
+    Attempt,
+    Chat,
+    ChatRejectedError,
+    ChatUnavailableError,
+    Clock,
+    OutboxStore,
+    QueuedMessage,
+)
 
 log = logging.getLogger("pitcrew.outbox")
 

@@ -1,10 +1,14 @@
-"""The interfaces the daemon's workers depend on, so they never import an adapter.
+"""The ports: every interface the daemon's workers depend on and the adapters implement,
+so the daemon never imports an adapter.
 
-Why this exists: the pipeline, the outbox worker, the service and the action
-runner need durable state, but the only module allowed to import `sqlite3` is
-`bot.adapters.sqlite.store`. They name what they need here, as Protocols that
-`bot.adapters.sqlite.store.Store` satisfies structurally; tests and benchmarks
-may pass anything that does too.
+Why this exists: the pipeline, the outbox worker, the service and the action runner
+need durable state, a chat, sources and a queue to put things on, but only the adapters
+talk to the world. They name what they need here, as Protocols the adapters satisfy
+structurally (`bot.adapters.sqlite.store.Store` the stores, `bot.adapters.slack.chat` and
+`bot.adapters.console` the `Chat`, the Kubernetes, Ray and KubeRay sources the
+`Source`); tests and benchmarks may pass anything that does too. A source puts what it
+sees into a `Sink` (the pipeline's queue); which kinds of source exist and how each is
+built is `bot.app.factories`, what they put on the queue `bot.daemon.feed`.
 The clock is a port as well: every worker asks it for `now`, so tests can drive
 time by hand. Pure: values and Protocols only.
 """
@@ -14,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from bot.core.model import (
     ActionResult,
@@ -25,10 +29,12 @@ from bot.core.model import (
     ObjectRef,
     Proposal,
     ProposalState,
+    Report,
     Silence,
 )
 from bot.core.notify import Delivery
 from bot.core.unmatched import FailureLine, UnmatchedShape
+from bot.daemon.feed import Item
 
 Clock = Callable[[], datetime]
 """Returns the current time, timezone-aware."""
@@ -225,3 +231,107 @@ class CallableBookmarks:
 
     def set(self, key: str, value: str) -> None:
         self.setter(key, value)
+
+
+# -- keeping what /ingest acknowledged ------------------------------------------------
+
+
+class WriteFailure(Protocol):
+    def write_failure(self) -> str | None: ...
+
+
+class KeepingStore(IntakeStore, WriteFailure, Protocol):
+    """The store's intake rows, and why its last write failed."""
+
+
+# -- the chat -----------------------------------------------------------------------
+
+
+class ChatUnavailableError(Exception):
+    """The chat could not take a message now; the outbox keeps it and retries later.
+
+    `retry_after` is the delay the chat asked for (e.g. Slack's 429 Retry-After)."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ChatRejectedError(Exception):
+    """The chat refused a message for good (unknown channel, revoked token): retrying the
+    same message cannot help, so the outbox abandons it instead of blocking its queue."""
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One try at delivering an outbox message to a card's thread.
+
+    `message_id` names the message the same way on every try and in every process, so
+    the chat can mark what it sends with it and, when `uncertain` (an earlier try may
+    have reached the chat: it went unanswered, or a process died with it in flight),
+    find it in the thread instead of sending it twice. `queued_at` bounds that look."""
+
+    message_id: int
+    incident_id: str
+    queued_at: datetime | None = None
+    uncertain: bool = False
+
+
+class Chat(Protocol):
+    name: str
+
+    def post(self, channel: str, report: Report) -> str:
+        """Post a new card; returns the chat's reference to it (for updates and replies)."""
+        ...
+
+    def update(self, ref: str, report: Report) -> None:
+        """Replace the card at `ref` with a new rendering of the report."""
+        ...
+
+    def reply(self, ref: str, text: str, attempt: Attempt | None = None) -> None:
+        """Add a message to the card's thread (once per `attempt.message_id`)."""
+        ...
+
+    def attach(self, ref: str, path: str, text: str, attempt: Attempt | None = None) -> None:
+        """Add a file (a PNG chart) to the card's thread, with `text` as its comment."""
+        ...
+
+    def healthy(self) -> bool:
+        """False when the chat connection is known to be down."""
+        ...
+
+
+# -- sources and where they put what they see ----------------------------------------
+
+
+class Source(Protocol):
+    name: str
+
+    def start(self) -> None:
+        """Begin watching (in threads of its own); returns at once."""
+        ...
+
+    def stop(self) -> None:
+        """Stop watching and join its threads; nothing is put on the queue afterwards."""
+        ...
+
+    def healthy(self) -> bool:
+        """False while the source cannot observe (for /readyz)."""
+        ...
+
+
+@runtime_checkable
+class Polling(Protocol):
+    """A source the scheduler calls every `poll_interval`."""
+
+    poll_interval: timedelta
+
+    def poll(self) -> None: ...
+
+
+class Sink(Protocol):
+    """Where sources put items: the pipeline's queue."""
+
+    def submit(self, item: Item) -> bool:
+        """Queue `item`; False when the queue stayed full (the caller may retry or drop)."""
+        ...

@@ -21,10 +21,10 @@ from bot.core.incidents import CorrelationConfig, Correlator, adjusted, assessor
 from bot.core.inputs.reader import read_stream
 from bot.core.model import ObjectRef, Report
 from bot.core.notify import NotifyConfig
-from bot.daemon.chat import Attempt, ChatUnavailableError
 from bot.daemon.feed import Context, Observation, Tick, observe
 from bot.daemon.outbox import Backoff, Outbox
 from bot.daemon.pipeline import Pipeline
+from bot.daemon.ports import Attempt, ChatUnavailableError
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / "examples" / "seed"

@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from bot.core.model import Report, Severity
-from bot.daemon.chat import Attempt
+from bot.daemon.ports import Attempt
 
 _BORDER = {
     Severity.CRITICAL: "bold red",

@@ -85,8 +85,7 @@ from bot.adapters.ray.bookmarks import MemoryBookmarks
 from bot.adapters.ray.client import RayClusterConfig
 from bot.adapters.ray.source import RayClusterSource, RaySourceOptions
 from bot.core.inputs.values import text_at
-from bot.daemon.feed import Sink
-from bot.daemon.ports import Bookmarks, utcnow
+from bot.daemon.ports import Bookmarks, Sink, utcnow
 
 __all__ = [
     "DASHBOARD_PORT",

@@ -10,11 +10,13 @@ KubeRay object is healthy again, a CRD that is not served) lives here.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
 
 from bot.adapters.kubernetes.api import Resource, WatchEvent
+from bot.adapters.kubernetes.owner_resolver import OwnerResolver
 from bot.adapters.kubernetes.state import (
+    Converter,
     Keyed,
     Tracker,
     health_of,
@@ -22,16 +24,51 @@ from bot.adapters.kubernetes.state import (
     problems,
 )
 from bot.adapters.kubernetes.templates import RERUN_ANNOTATION
-from bot.adapters.kubernetes.watch import NotServedError, WatchLoop
+from bot.adapters.kubernetes.watch import NotServedError, WatchHost, WatchLoop, WatchOptions
+from bot.core.inputs import InputPart
 from bot.core.inputs.values import as_map, text_at
 from bot.core.model import ObjectRef
-
-if TYPE_CHECKING:
-    from bot.adapters.kubernetes.source import KubernetesSource
 
 log = logging.getLogger("bot.adapters.kubernetes.source")
 
 KUBERAY_KINDS = ("RayJob", "RayCluster")
+
+
+class ResourceOptions(WatchOptions, Protocol):
+    """How a resource is watched, and how much of it is kept (`KubeSourceConfig`)."""
+
+    @property
+    def max_tracked_objects(self) -> int: ...
+
+    @property
+    def resume_from(self) -> Mapping[str, str]: ...
+
+
+class ResourceHost(WatchHost, Protocol):
+    """What a resource watch needs of the source that runs it (`KubernetesSource`): its
+    options, clock, owner resolver and converter, and where what it saw goes."""
+
+    @property
+    def config(self) -> ResourceOptions: ...
+
+    @property
+    def clock(self) -> Callable[[], float]: ...
+
+    @property
+    def resolver(self) -> OwnerResolver: ...
+
+    @property
+    def converter(self) -> Converter: ...
+
+    def kuberay_absent(self) -> None: ...
+
+    def deliver(self, parts: list[InputPart]) -> None: ...
+
+    def deliver_healthy(self, workload: ObjectRef, reason: str = "") -> None: ...
+
+    def malformed(self, kind: str, uid: str, issues: list[str]) -> None: ...
+
+    def evidence(self, new: list[InputPart]) -> list[InputPart]: ...
 
 
 def deleted_workload(kind: str, obj: Mapping[str, Any]) -> ObjectRef | None:
@@ -62,7 +99,7 @@ class ResourceWatch(WatchLoop):
     LOG = log
 
     def __init__(
-        self, source: KubernetesSource, kind: str, resource: Resource, namespace: str | None
+        self, source: ResourceHost, kind: str, resource: Resource, namespace: str | None
     ) -> None:
         super().__init__(source, source.config, resource, namespace, kind, clock=source.clock)
         self.source = source

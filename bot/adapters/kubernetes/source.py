@@ -71,7 +71,8 @@ from bot.adapters.kubernetes.state import (
 from bot.adapters.kubernetes.watch import wait_until
 from bot.core.inputs import InputPart, LogText
 from bot.core.model import ObjectRef, Signal, SourceKind
-from bot.daemon.feed import Context, Healthy, Item, Sink, observe
+from bot.daemon.feed import Context, Healthy, Item, observe
+from bot.daemon.ports import Sink
 
 log = logging.getLogger(__name__)
 

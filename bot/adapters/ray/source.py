@@ -72,8 +72,8 @@ from bot.adapters.ray.signals import (
 from bot.core.errors import PitcrewError
 from bot.core.inputs import InputPart
 from bot.core.model import ObjectRef, Signal, SourceKind, frozen_map
-from bot.daemon.feed import Context, Sink, observe
-from bot.daemon.ports import Bookmarks, utcnow
+from bot.daemon.feed import Context, observe
+from bot.daemon.ports import Bookmarks, Sink, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -524,7 +524,7 @@ def _clock() -> float:
 
 
 class RayClusterSource:
-    """One Ray cluster as a daemon source (`bot.daemon.sources.Source` and `Polling`): the
+    """One Ray cluster as a daemon source (`bot.daemon.ports.Source` and `Polling`): the
     scheduler calls `poll()` every `poll_interval`; each batch goes to the pipeline as
     one `bot.daemon.feed.Observation` with its cluster, namespace and workload."""
 

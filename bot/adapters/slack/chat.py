@@ -48,9 +48,8 @@ from bot.adapters.slack.history import CardFinder, ReplyFinder, metadata, reply_
 from bot.adapters.slack.history import retry_after as _retry_after
 from bot.core.errors import PitcrewError
 from bot.core.model import Report
-from bot.daemon.chat import Attempt, ChatRejectedError, ChatUnavailableError
 from bot.daemon.metrics import Metrics
-from bot.daemon.ports import Clock, utcnow
+from bot.daemon.ports import Attempt, ChatRejectedError, ChatUnavailableError, Clock, utcnow
 
 Route = Callable[[str, dict[str, str], bytes], tuple[int, dict[str, str], bytes]]
 

@@ -35,7 +35,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web import SlackResponse
 
-from bot.daemon.chat import Attempt, ChatUnavailableError
+from bot.daemon.ports import Attempt, ChatUnavailableError
 
 log = logging.getLogger("pitcrew.slack")
 

@@ -16,8 +16,8 @@ import pytest
 from bot.adapters.slack.chat import SlackRejectedError
 from bot.adapters.sqlite.store import Store
 from bot.core.model import Notification, NotificationKind, Report
-from bot.daemon.chat import ChatUnavailableError
 from bot.daemon.outbox import Backoff, Outbox
+from bot.daemon.ports import ChatUnavailableError
 from tests.e2e.slack.conftest import CHANNEL, FakeTime
 from tests.support.slack_emulator import BOT_TOKEN, SlackEmulator, block_kit_errors
 

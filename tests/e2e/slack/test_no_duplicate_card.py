@@ -16,7 +16,7 @@ import pytest
 
 from bot.adapters.slack.history import EVENT_TYPE
 from bot.core.model import Report
-from bot.daemon.chat import ChatUnavailableError
+from bot.daemon.ports import ChatUnavailableError
 from tests.e2e.slack.conftest import CHANNEL
 from tests.support.faults import Measured
 from tests.support.slack_emulator import SlackEmulator
