@@ -29,7 +29,7 @@ from pathlib import Path
 
 from bot.adapters.files.playbooks import engine_of, load_builtin
 from bot.adapters.sqlite.store import Store
-from bot.app.settings import ActionSettings
+from bot.app.settings.actions import ActionSettings
 from bot.core.actions import tuning
 from bot.core.incidents import Correlator, adjusted, assessor
 from bot.core.inputs import LogText

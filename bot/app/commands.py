@@ -29,9 +29,10 @@ import typer
 from bot.adapters.http.ingest import PATH as INGEST_PATH
 from bot.adapters.http.ingest import parse_workload
 from bot.adapters.sqlite.store import Store
-from bot.app import settings as config
 from bot.app.factories import build_registry, check_kinds
-from bot.app.settings import ConfigError, Settings
+from bot.app.settings import loading
+from bot.app.settings.loading import ConfigError
+from bot.app.settings.sections import Settings
 from bot.core.durations import parse_duration
 from bot.core.errors import PitcrewError
 from bot.core.model import Incident, Proposal
@@ -61,7 +62,7 @@ def fail(message: str) -> typer.Exit:
 
 def load_settings(file: Path | None, store: Path | None = None) -> Settings:
     try:
-        loaded = config.load(file)
+        loaded = loading.load(file)
     except ConfigError as error:
         for problem in error.problems:
             sys.stderr.write(f"pitcrew: {problem}\n")
@@ -147,7 +148,7 @@ def config_check(
 ) -> None:
     """Validate a config file: every bad key is named as file:line: field: reason."""
     try:
-        loaded = config.load(file)
+        loaded = loading.load(file)
     except ConfigError as error:
         for problem in error.problems:
             typer.echo(problem)
@@ -167,7 +168,7 @@ def config_show(
     ] = None,
 ) -> None:
     """Print the effective configuration, secrets masked."""
-    sys.stdout.write(config.render(load_settings(file)))
+    sys.stdout.write(loading.render(load_settings(file)))
 
 
 def ingest_command(

@@ -31,7 +31,8 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
 from bot.adapters.ray.client import HEADERS_ENV, TOKEN_ENV
-from bot.app import settings as config
+from bot.app.settings import loading
+from bot.app.settings.sections import Settings
 from bot.core.durations import format_duration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,7 +98,7 @@ def _plain(value: Any) -> Any:
 
 def settings_schema() -> dict[str, Any]:
     """The config file's JSON Schema: `properties` of the top level, models in `$defs`."""
-    schema = config.Settings.model_json_schema(
+    schema = Settings.model_json_schema(
         mode="validation", schema_generator=_Generator, ref_template="#/$defs/{model}"
     )
     for key in HIDDEN:
@@ -185,7 +186,7 @@ INTRO = f"""\
 <!-- Generated from bot/app/settings/ by `python -m bot.app.docgen`; do not edit by hand. -->
 
 `pitcrew run` and the commands that work on its state read one YAML file:
-`--config FILE`, else `${config.CONFIG_ENV}`, else none (every key below has a
+`--config FILE`, else `${loading.CONFIG_ENV}`, else none (every key below has a
 working default). Every section is closed: an unknown key is an error, and
 `pitcrew config check FILE` reports every problem at once as
 `file:line: field: reason`; `pitcrew config show FILE` prints the effective
@@ -197,7 +198,7 @@ or as a number of seconds. In the Helm chart this file is the `config` value
 
 | variable | meaning |
 |---|---|
-| `{config.CONFIG_ENV}` | the config file, when `--config` is not given |
+| `{loading.CONFIG_ENV}` | the config file, when `--config` is not given |
 {{secrets}}| `PITCREW_CACHE_DIR` | where compiled playbook patterns and the validated \
 playbooks are cached (default `$XDG_CACHE_HOME/pitcrew` or `~/.cache/pitcrew`; `off`: \
 no cache; safe to delete) |
@@ -225,14 +226,14 @@ def reference() -> str:
     defs: dict[str, Any] = schema["$defs"]
     secrets = "".join(
         f"| `{name}`, `{name}_FILE` | {_SECRET_MEANING.get(field, '')} |\n"
-        for field, name in config.SECRET_ENV.items()
+        for field, name in loading.SECRET_ENV.items()
     )
     parts = [INTRO.replace("{secrets}", secrets)]
     for key, prop in schema["properties"].items():
         _section(parts, key, prop, defs)
     parts.append(
         "## All defaults\n\n`pitcrew config show` with no file:\n\n```yaml\n"
-        + config.render(config.Settings()).split("\n", 1)[1]
+        + loading.render(Settings()).split("\n", 1)[1]
         + "```\n"
     )
     return "\n".join(parts)

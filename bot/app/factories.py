@@ -19,7 +19,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bot.adapters.files.playbooks import engine_of, load_builtin
-from bot.app.settings import RaySourceSettings, Settings
+from bot.app.settings.sections import Settings
+from bot.app.settings.sources import RaySourceSettings
 from bot.core.actions.catalog import CATALOG
 from bot.core.engine import Engine
 from bot.core.errors import PitcrewError
@@ -203,6 +204,7 @@ def ray_executor(
     store's bookmarks so the Ray source does not report a job pitcrew stopped, and the
     daemon's own classification as `categorize` (the resubmission's check)."""
     from bot.adapters.ray import executors
+    from bot.adapters.ray.executor_base import RayClusters
 
     discovered: Callable[[], Sequence[RayClusterConfig]] | None = None
     if bookmarks is not None and settings.sources.discovers_ray_clusters():
@@ -213,7 +215,7 @@ def ray_executor(
         def discovered() -> Sequence[RayClusterConfig]:
             return discovered_configs(marks)
 
-    clusters = executors.RayClusters(ray_cluster_configs(settings), discovered=discovered)
+    clusters = RayClusters(ray_cluster_configs(settings), discovered=discovered)
     max_retries = settings.actions.resubmit.max_retries
     categorize = categorize or configured_categorizer(settings)
     return executors.build(clusters, bookmarks, max_retries=max_retries, categorize=categorize)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from bot.app.settings import Settings
+from bot.app.settings.sections import Settings
 from bot.core import memory_evidence
 from bot.core.actions import tuning
 from bot.core.errors import PitcrewError

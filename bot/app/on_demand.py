@@ -28,18 +28,15 @@ from typing import TYPE_CHECKING
 
 from bot.adapters.files.playbooks import engine_of
 from bot.adapters.ray.client import RayClusterConfig
-from bot.adapters.ray.executors import (
-    KillActorExecutor,
-    RayClusters,
-    RayExecutor,
-    ResubmitJobExecutor,
-    StopJobExecutor,
-)
+from bot.adapters.ray.executor_base import RayClusters, RayExecutor
+from bot.adapters.ray.executors import StopJobExecutor
+from bot.adapters.ray.kill import KillActorExecutor
 from bot.adapters.ray.on_demand import JobNotFoundError, diagnose_ray_job_on
+from bot.adapters.ray.resubmit import ResubmitJobExecutor
 from bot.adapters.slack.commands import DiagnoseTarget
 from bot.app.factories import ray_cluster_configs
 from bot.app.memory_wiring import fetcher, measured_by
-from bot.app.settings import Settings
+from bot.app.settings.sections import Settings
 from bot.core.engine import Engine
 from bot.core.errors import PitcrewError
 from bot.core.inputs import InputPart
@@ -177,7 +174,7 @@ class Diagnoser:
     # -- Kubernetes -----------------------------------------------------------------------
 
     def _kube(self, target: DiagnoseTarget) -> Found:
-        from bot.adapters.kubernetes.executors import KubeActionConfig
+        from bot.adapters.kubernetes.base import KubeActionConfig
         from bot.adapters.kubernetes.executors import executors as kube_executors
         from bot.adapters.kubernetes.on_demand import Collector, Target, diagnose_parts
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import SecretStr
 
-from bot.app.settings import Settings
+from bot.app.settings.sections import Settings
 from bot.core.errors import PitcrewError
 from bot.daemon.ports import Clock, utcnow
 

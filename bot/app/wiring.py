@@ -33,7 +33,7 @@ from bot.adapters.sqlite.store import Store
 from bot.app.factories import build_registry, build_sources, categorizer
 from bot.app.memory_wiring import charts_dir, memory_worker, prune_charts
 from bot.app.on_demand import Diagnoser
-from bot.app.settings import Settings
+from bot.app.settings.sections import Settings
 from bot.core.actions import tuning
 from bot.core.engine import Engine
 from bot.core.errors import PitcrewError, StoreError

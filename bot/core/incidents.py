@@ -57,14 +57,14 @@ from bot.core.playbooks import Library
 from bot.core.rayjob_owners import Owner, Owners, belongs, complete
 from bot.core.taxonomy import Category
 from bot.core.tracks import EMPTY_LABELS, Track, identity, merged, trimmed, with_labels
-from bot.core.workloads import LABEL_PREFIX as LABEL_PREFIX
-from bot.core.workloads import SUBMISSION_KIND as SUBMISSION_KIND
-from bot.core.workloads import WORKLOAD_KINDS as WORKLOAD_KINDS
-from bot.core.workloads import Item, cluster_of, namespace_of, workload_from_key
-from bot.core.workloads import submission_id as submission_id
-from bot.core.workloads import workload_key as workload_key
-from bot.core.workloads import workload_keys as workload_keys
-from bot.core.workloads import workload_refs as workload_refs
+from bot.core.workloads import (
+    Item,
+    cluster_of,
+    namespace_of,
+    submission_id,
+    workload_from_key,
+    workload_keys,
+)
 
 # -- assessment: ranking and offers over an incident's findings ----------------
 

@@ -23,9 +23,7 @@ from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from bot.core import render_budget
-from bot.core.render_budget import SIZE_BUDGET, TIME_BUDGET, RenderBudgetError
-
-__all__ = ["SIZE_BUDGET", "TIME_BUDGET", "RenderBudgetError", "compile_template", "render"]
+from bot.core.render_budget import SIZE_BUDGET, RenderBudgetError
 
 
 class _BudgetedEnvironment(ImmutableSandboxedEnvironment):

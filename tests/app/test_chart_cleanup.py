@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bot.app import wiring as app
-from bot.app.settings import load
+from bot.app.settings.loading import load
 from tests.app.test_daemon import config
 from tests.support.daemon import RecordingChat, engine
 

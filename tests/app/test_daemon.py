@@ -31,7 +31,7 @@ from bot.adapters.sqlite.store import Store
 from bot.app import factories
 from bot.app import wiring as app
 from bot.app.cli import app as cli_app
-from bot.app.settings import load
+from bot.app.settings.loading import load
 from bot.core.model import ActionResult, ProposalState
 from tests.support.daemon import DESCRIBE, DRIVER_LOG, SEED, RecordingChat, engine
 from tests.support.daemon_process import Daemon, wait_until

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.app.settings import PipelineSettings
+from bot.app.settings.sections import PipelineSettings
 from tests.app.test_daemon import CARD, WORKLOAD, config
 from tests.support.daemon import DRIVER_LOG, SEED
 from tests.support.daemon_process import Daemon, wait_until

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bot.app import settings
 from bot.app.cli import app
-from bot.app.settings import ConfigError, load, parse_duration, render
+from bot.app.settings.loading import ConfigError, load, render
+from bot.core.durations import format_duration, parse_duration
 
 TOKEN = "xoxb-1234-very-secret"
 APP_TOKEN = "xapp-1-also-secret"
@@ -194,9 +194,7 @@ secrets:
 )
 def test_durations_read_the_way_people_write_them(text: str, seconds: float) -> None:
     assert parse_duration(text) == timedelta(seconds=seconds)
-    assert parse_duration(settings.format_duration(timedelta(seconds=seconds))) == timedelta(
-        seconds=seconds
-    )
+    assert parse_duration(format_duration(timedelta(seconds=seconds))) == timedelta(seconds=seconds)
 
 
 def test_tokens_come_from_the_environment_or_files_and_are_never_printed(tmp_path: Path) -> None:

@@ -18,15 +18,7 @@ import pytest
 from pydantic import ValidationError
 
 from bot.adapters.files.playbooks import load_library
-from bot.core.incidents import (
-    ChangeKind,
-    CorrelationConfig,
-    Correlator,
-    assessor,
-    incident_id,
-    workload_key,
-    workload_keys,
-)
+from bot.core.incidents import ChangeKind, CorrelationConfig, Correlator, assessor, incident_id
 from bot.core.model import (
     Evidence,
     Finding,
@@ -39,6 +31,7 @@ from bot.core.model import (
     frozen_map,
 )
 from bot.core.taxonomy import Category
+from bot.core.workloads import workload_key, workload_keys
 from tests.support.playbooks import playbook, write_library
 
 T0 = datetime(2026, 11, 3, 10, 0, tzinfo=UTC)
@@ -567,7 +560,7 @@ def test_bad_correlation_config_is_refused(settings: dict[str, object], message:
 def test_a_rayjob_seen_by_the_ray_source_and_the_kubernetes_watch_is_one_key() -> None:
     """The Ray source of a RayJob's RayCluster names its Kubernetes cluster (`k8s_cluster`)
     beside its own poller name; the Kubernetes source's findings carry `cluster`."""
-    from bot.core.incidents import workload_key
+    from bot.core.workloads import workload_key
 
     by_ray = dataclasses.replace(
         clash(),

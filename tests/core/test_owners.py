@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from bot.core.incidents import SUBMISSION_KIND, ChangeKind, Correlator
+from bot.core.incidents import ChangeKind, Correlator
 from bot.core.inputs.kuberay import rayjob_parts
 from bot.core.inputs.reader import read_stream
 from bot.core.model import (
@@ -36,6 +36,7 @@ from bot.core.model import frozen_map as fm
 from bot.core.notify import NotifyConfig
 from bot.core.rayjob_owners import Owner, Owners, owners_named, sole_submission
 from bot.core.taxonomy import Category
+from bot.core.workloads import SUBMISSION_KIND
 from bot.daemon.feed import Context, Observation, observe
 from tests.support.daemon import DESCRIBE, SEED, Clock, RecordingChat, rig, seed
 

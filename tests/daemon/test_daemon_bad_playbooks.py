@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from bot.app import wiring as app
-from bot.app.settings import load
+from bot.app.settings.loading import load
 from bot.core.inputs.reader import read_stream
 from tests.app.test_daemon import config, http
 from tests.support.daemon import DRIVER_LOG, SEED, RecordingChat, engine

@@ -22,7 +22,7 @@ import pytest
 
 from bot.adapters.sqlite.store import Store
 from bot.app import wiring as app
-from bot.app.settings import load
+from bot.app.settings.loading import load
 from bot.core.inputs import LogText
 from bot.core.inputs.reader import read_stream
 from bot.core.model import ObjectRef, Signal, SourceKind

@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 
 from bot.adapters.ray.client import RayClusterConfig
-from bot.adapters.ray.executors import RayClusters
+from bot.adapters.ray.executor_base import RayClusters
 from bot.adapters.ray.executors import build as ray_executor
 from bot.app import factories
 from bot.app import wiring as app
-from bot.app.settings import load
+from bot.app.settings.loading import load
 from bot.core.facts import FactAnswer, awaiting, merged, settle
 from bot.core.incidents import ChangeKind, Correlator, assessor
 from bot.core.inputs.reader import read_stream

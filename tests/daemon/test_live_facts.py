@@ -22,7 +22,7 @@ import pytest
 
 from bot.app import factories
 from bot.app import wiring as app
-from bot.app.settings import load
+from bot.app.settings.loading import load
 from bot.core.analysis import LIVE_CHECK
 from bot.core.approvals import LiveCheck
 from bot.core.inputs.reader import read_stream

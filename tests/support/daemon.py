@@ -14,7 +14,7 @@ from pathlib import Path
 from bot.adapters.console.chat import ConsoleChat
 from bot.adapters.files.playbooks import builtin_engine
 from bot.adapters.sqlite.store import Store
-from bot.app.settings import ActionSettings
+from bot.app.settings.actions import ActionSettings
 from bot.core.actions import tuning
 from bot.core.engine import Engine
 from bot.core.incidents import CorrelationConfig, Correlator, adjusted, assessor

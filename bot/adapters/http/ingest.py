@@ -24,10 +24,10 @@ from urllib.parse import parse_qs, urlsplit
 
 from bot.adapters.http.server import Route
 from bot.core.errors import InputError
-from bot.core.incidents import SUBMISSION_KIND, WORKLOAD_KINDS
 from bot.core.inputs.reader import read_stream
 from bot.core.model import ObjectRef
 from bot.core.rayjob_owners import sole_submission
+from bot.core.workloads import SUBMISSION_KIND, WORKLOAD_KINDS
 from bot.daemon.feed import Context, Observation, observe
 
 PATH = "/ingest"

@@ -56,58 +56,21 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.adapters.kuberay.clusters import (
-    DASHBOARD_PORT,
     DEFAULT_TEMPLATE,
     DIRECTORY_KEY,
     DiscoveredCluster,
-    Plan,
-    cluster_name,
-    dashboard_port,
     directory_text,
     discover,
-    discovered_configs,
-    head_ready,
-    head_service,
-    kuberay_name,
-    owning_rayjob,
     plan,
-    polled,
-    same_url,
 )
-from bot.adapters.kubernetes.api import (
-    RAY_CLUSTERS,
-    KubeApi,
-    KubeApiError,
-    WatchEvent,
-)
+from bot.adapters.kubernetes.api import RAY_CLUSTERS, KubeApi, WatchEvent
+from bot.adapters.kubernetes.errors import KubeApiError
 from bot.adapters.kubernetes.watch import NotServedError, WatchLoop, wait_until
 from bot.adapters.ray.bookmarks import MemoryBookmarks
 from bot.adapters.ray.client import RayClusterConfig
 from bot.adapters.ray.source import RayClusterSource, RaySourceOptions
 from bot.core.inputs.values import text_at
 from bot.daemon.ports import Bookmarks, Sink, utcnow
-
-__all__ = [
-    "DASHBOARD_PORT",
-    "DEFAULT_TEMPLATE",
-    "DIRECTORY_KEY",
-    "DiscoveredCluster",
-    "DiscoveryOptions",
-    "Plan",
-    "RayDiscoverySource",
-    "cluster_name",
-    "dashboard_port",
-    "directory_text",
-    "discover",
-    "discovered_configs",
-    "head_ready",
-    "head_service",
-    "kuberay_name",
-    "owning_rayjob",
-    "plan",
-    "polled",
-    "same_url",
-]
 
 log = logging.getLogger(__name__)
 

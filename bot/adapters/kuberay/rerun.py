@@ -21,17 +21,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.adapters.kubernetes.api import (
+from bot.adapters.kubernetes.api import RAY_JOBS, KubeApi, RbacRule
+from bot.adapters.kubernetes.base import KubeActionConfig, KubeExecutor, is_test_failure, rules_of
+from bot.adapters.kubernetes.errors import (
     CHECK_ERRORS,
-    RAY_JOBS,
     ConflictError,
-    KubeApi,
     KubeApiError,
     NotFoundError,
-    RbacRule,
     reason_of,
 )
-from bot.adapters.kubernetes.base import KubeActionConfig, KubeExecutor, is_test_failure, rules_of
 from bot.adapters.kubernetes.executors import KubernetesExecutor
 from bot.adapters.kubernetes.templates import (
     PROPOSAL_ANNOTATION,

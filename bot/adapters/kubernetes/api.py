@@ -35,18 +35,12 @@ import urllib3
 from kubernetes import client, config
 
 from bot import __version__
-from bot.adapters.kubernetes.errors import CHECK_ERRORS as CHECK_ERRORS
-from bot.adapters.kubernetes.errors import ConflictError as ConflictError
-from bot.adapters.kubernetes.errors import ForbiddenError as ForbiddenError
-from bot.adapters.kubernetes.errors import GoneError as GoneError
-from bot.adapters.kubernetes.errors import InvalidError as InvalidError
-from bot.adapters.kubernetes.errors import KubeApiError as KubeApiError
-from bot.adapters.kubernetes.errors import KubeConfigError as KubeConfigError
-from bot.adapters.kubernetes.errors import NotFoundError as NotFoundError
-from bot.adapters.kubernetes.errors import UnavailableError as UnavailableError
-from bot.adapters.kubernetes.errors import error_for as error_for
-from bot.adapters.kubernetes.errors import reason_of as reason_of
-from bot.adapters.kubernetes.errors import translating
+from bot.adapters.kubernetes.errors import (
+    KubeConfigError,
+    NotFoundError,
+    error_for,
+    translating,
+)
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"

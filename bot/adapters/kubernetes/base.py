@@ -24,13 +24,15 @@ from bot.adapters.kubernetes.api import (
     EVENTS,
     RAY_CLUSTERS,
     RAY_JOBS,
+    KubeApi,
+    RbacRule,
+    hostname,
+)
+from bot.adapters.kubernetes.errors import (
     ConflictError,
     InvalidError,
-    KubeApi,
     KubeApiError,
-    RbacRule,
     UnavailableError,
-    hostname,
     reason_of,
 )
 from bot.adapters.kubernetes.templates import (

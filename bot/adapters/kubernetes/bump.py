@@ -16,15 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.adapters.kubernetes.api import (
-    BY_KIND,
-    CHECK_ERRORS,
-    NODES,
-    RESOURCE_QUOTAS,
-    ConflictError,
-    KubeApiError,
-    reason_of,
-)
+from bot.adapters.kubernetes.api import BY_KIND, NODES, RESOURCE_QUOTAS
 from bot.adapters.kubernetes.base import (
     KubeExecutor,
     is_test_failure,
@@ -38,6 +30,7 @@ from bot.adapters.kubernetes.capacity import (
     quota_fits,
     same_bytes,
 )
+from bot.adapters.kubernetes.errors import CHECK_ERRORS, ConflictError, KubeApiError, reason_of
 from bot.adapters.kubernetes.templates import (
     PROPOSAL_ANNOTATION,
     Site,

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bot.adapters.kubernetes.api import CHECK_ERRORS, NODES, PODS, reason_of
+from bot.adapters.kubernetes.api import NODES, PODS
 from bot.adapters.kubernetes.base import KubeExecutor
+from bot.adapters.kubernetes.errors import CHECK_ERRORS, reason_of
 from bot.adapters.kubernetes.templates import (
     PROPOSAL_ANNOTATION,
     Site,

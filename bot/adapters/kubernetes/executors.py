@@ -24,34 +24,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bot.adapters.kubernetes.api import (
-    BY_KIND,
-    CHECK_ERRORS,
-    PODS,
-    KubeApi,
-    KubeApiError,
-    NotFoundError,
-    RbacRule,
-    reason_of,
-)
+from bot.adapters.kubernetes.api import BY_KIND, PODS, KubeApi, RbacRule
 from bot.adapters.kubernetes.base import (
-    EVENT_REASON,
-    PROBE_ANNOTATION,
     KubeActionConfig,
     KubeExecutor,
     is_test_failure,
-    record_event,
     rules_of,
 )
-from bot.adapters.kubernetes.bump import BumpMemoryExecutor, BumpPlan
+from bot.adapters.kubernetes.bump import BumpMemoryExecutor
 from bot.adapters.kubernetes.capacity import quantity_text, same_bytes
 from bot.adapters.kubernetes.cordon import CordonNodeExecutor
-from bot.adapters.kubernetes.reschedule import RescheduleGpuPoolExecutor, ReschedulePlan
+from bot.adapters.kubernetes.errors import CHECK_ERRORS, KubeApiError, NotFoundError, reason_of
+from bot.adapters.kubernetes.reschedule import RescheduleGpuPoolExecutor
 from bot.adapters.kubernetes.scale import ScaleWorkerGroupExecutor
 from bot.adapters.kubernetes.shm import AddShmExecutor
 from bot.adapters.kubernetes.templates import (
-    PROPOSAL_ANNOTATION,
-    Site,
     locate,
     resolve,
 )
@@ -65,30 +52,6 @@ from bot.daemon.runner import Verification
 _FAILED_REASONS = frozenset(
     {"Evicted", "NodeLost", "NodeShutdown", "Terminated", "UnexpectedAdmissionError"}
 )
-
-__all__ = [
-    "EVENT_REASON",
-    "PROBE_ANNOTATION",
-    "PROPOSAL_ANNOTATION",
-    "RBAC",
-    "ActionFailedError",
-    "ActionRefusedError",
-    "AddShmExecutor",
-    "BumpMemoryExecutor",
-    "BumpPlan",
-    "CordonNodeExecutor",
-    "DeletePodExecutor",
-    "KubeActionConfig",
-    "KubeExecutor",
-    "KubernetesExecutor",
-    "RescheduleGpuPoolExecutor",
-    "ReschedulePlan",
-    "ScaleWorkerGroupExecutor",
-    "Site",
-    "executors",
-    "locate",
-    "record_event",
-]
 
 
 class DeletePodExecutor(KubeExecutor):

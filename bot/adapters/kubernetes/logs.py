@@ -13,7 +13,8 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
-from bot.adapters.kubernetes.api import PODS, KubeApi, KubeApiError, reason_of
+from bot.adapters.kubernetes.api import PODS, KubeApi
+from bot.adapters.kubernetes.errors import KubeApiError, reason_of
 from bot.adapters.kubernetes.state import (
     submitter_pods,
 )

@@ -32,10 +32,9 @@ from bot.adapters.kubernetes.api import (
     RAY_CLUSTERS,
     RAY_JOBS,
     KubeApi,
-    KubeApiError,
     Resource,
-    reason_of,
 )
+from bot.adapters.kubernetes.errors import KubeApiError, reason_of
 from bot.adapters.kubernetes.logs import driver_logs, is_submitter, log_tail
 from bot.adapters.kubernetes.owner_resolver import OwnerResolver
 from bot.adapters.kubernetes.state import Converter, containers_to_read, failed_rayjob

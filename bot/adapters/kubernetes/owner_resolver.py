@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.adapters.kubernetes.api import KubeApiError
+from bot.adapters.kubernetes.errors import KubeApiError
 from bot.core.inputs.object_refs import (
     RAY_CLUSTER_LABEL,
     WORKLOAD_KINDS,

@@ -12,15 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.adapters.kubernetes.api import (
-    BY_KIND,
-    CHECK_ERRORS,
-    NODES,
-    PODS,
-    KubeApiError,
-    NotFoundError,
-    reason_of,
-)
+from bot.adapters.kubernetes.api import BY_KIND, NODES, PODS
 from bot.adapters.kubernetes.base import (
     KubeExecutor,
 )
@@ -31,6 +23,7 @@ from bot.adapters.kubernetes.capacity import (
     selector_text,
     toleration_text,
 )
+from bot.adapters.kubernetes.errors import CHECK_ERRORS, KubeApiError, NotFoundError, reason_of
 from bot.adapters.kubernetes.templates import (
     PROPOSAL_ANNOTATION,
     Site,

@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.adapters.kubernetes.api import CHECK_ERRORS, RAY_CLUSTERS, reason_of
+from bot.adapters.kubernetes.api import RAY_CLUSTERS
 from bot.adapters.kubernetes.base import KubeExecutor
+from bot.adapters.kubernetes.errors import CHECK_ERRORS, reason_of
 from bot.adapters.kubernetes.templates import (
     PROPOSAL_ANNOTATION,
     Site,

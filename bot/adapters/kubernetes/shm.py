@@ -15,9 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.adapters.kubernetes.api import BY_KIND, CHECK_ERRORS, reason_of
+from bot.adapters.kubernetes.api import BY_KIND
 from bot.adapters.kubernetes.base import KubeExecutor
 from bot.adapters.kubernetes.capacity import quantity_text
+from bot.adapters.kubernetes.errors import CHECK_ERRORS, reason_of
 from bot.adapters.kubernetes.templates import (
     PROPOSAL_ANNOTATION,
     Site,

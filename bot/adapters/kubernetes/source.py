@@ -54,11 +54,10 @@ from bot.adapters.kubernetes.api import (
     RAY_CLUSTERS,
     RAY_JOBS,
     KubeApi,
-    KubeApiError,
     RbacRule,
     Resource,
-    reason_of,
 )
+from bot.adapters.kubernetes.errors import KubeApiError, reason_of
 from bot.adapters.kubernetes.logs import RateLimit, driver_logs, is_submitter, log_tail
 from bot.adapters.kubernetes.owner_resolver import OwnerResolver
 from bot.adapters.kubernetes.resource_watch import KUBERAY_KINDS, ResourceWatch

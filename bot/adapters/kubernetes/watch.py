@@ -18,16 +18,13 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, Protocol
 
 from bot.adapters.kubernetes.api import (
-    GoneError,
     KubeApi,
-    NotFoundError,
     Resource,
     StreamBrokenError,
     WatchEvent,
     WatchStream,
-    error_for,
-    reason_of,
 )
+from bot.adapters.kubernetes.errors import GoneError, NotFoundError, error_for, reason_of
 from bot.core.inputs.values import as_list, as_map, text_at
 
 log = logging.getLogger(__name__)

@@ -43,32 +43,16 @@ from bot.adapters.ray.executor_base import (
     RayExecutor,
     clip,
     live_status,
-    remediation_id,
     wait_terminal,
 )
-from bot.adapters.ray.kill import ActorState, KillActorExecutor
-from bot.adapters.ray.resubmit import ResubmitJobExecutor, entrypoint_resources
+from bot.adapters.ray.kill import KillActorExecutor
+from bot.adapters.ray.resubmit import ResubmitJobExecutor
 from bot.core.actions.catalog import ActionParams, StopJob
 from bot.core.approvals import LiveCheck
 from bot.core.errors import ActionFailedError, ActionRefusedError
 from bot.core.model import Proposal
 from bot.daemon.ports import Bookmarks
 from bot.daemon.runner import Verification
-
-__all__ = [
-    "ActionRefusedError",
-    "ActorState",
-    "KillActorExecutor",
-    "RayActionExecutor",
-    "RayClusters",
-    "RayExecutor",
-    "ResubmitJobExecutor",
-    "StopJobExecutor",
-    "build",
-    "entrypoint_resources",
-    "ray_executors",
-    "remediation_id",
-]
 
 
 class StopJobExecutor(RayExecutor):

@@ -17,7 +17,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 from bot.adapters.ray.client import RayApiError, RayClusterConfig, RayDashboard, headers_from_env
-from bot.adapters.ray.executors import RayExecutor, ray_executors
+from bot.adapters.ray.executor_base import RayExecutor
+from bot.adapters.ray.executors import ray_executors
 from bot.adapters.ray.jobs import job_parts
 from bot.core.analysis import diagnose as analyse
 from bot.core.approvals import LiveCheck

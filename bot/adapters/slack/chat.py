@@ -60,14 +60,6 @@ class Routes(Protocol):
     def mount(self, path: str, route: Route) -> None: ...
 
 
-__all__ = [
-    "SlackApp",
-    "SlackChat",
-    "SlackConfig",
-    "SlackRejectedError",
-    "SlackService",
-]
-
 log = logging.getLogger("pitcrew.slack")
 
 # Errors that say "not now" rather than "never".

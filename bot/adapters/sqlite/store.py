@@ -36,39 +36,17 @@ from datetime import datetime, timedelta
 from bot.adapters.sqlite.bookmarks import BookmarkRecords
 from bot.adapters.sqlite.connection import (
     DEFAULT_BUSY_TIMEOUT,
-    DEFAULT_FILENAME,
-    default_path,
-    migrate,
 )
 from bot.adapters.sqlite.incidents import DEFAULT_FINDINGS_PER_INCIDENT, IncidentRecords
 from bot.adapters.sqlite.intake import IntakeRecords
-from bot.adapters.sqlite.ledger import INTERRUPTED_DETAIL, LedgerRecords
-from bot.adapters.sqlite.outbox import OutboxMessage, OutboxRecords, OutboxState
-from bot.adapters.sqlite.proposals import Approval, ProposalRecords
+from bot.adapters.sqlite.ledger import LedgerRecords
+from bot.adapters.sqlite.outbox import OutboxRecords, OutboxState
+from bot.adapters.sqlite.proposals import ProposalRecords
 from bot.adapters.sqlite.replays import ReplayRecords
-from bot.adapters.sqlite.schema import MIGRATIONS, SCHEMA_VERSION, Migration
 from bot.adapters.sqlite.silences import SilenceRecords
 from bot.adapters.sqlite.unmatched import UnmatchedRecords
 from bot.core.codec import encode_time
 from bot.core.model import IncidentState
-
-__all__ = [
-    "DEFAULT_BUSY_TIMEOUT",
-    "DEFAULT_FILENAME",
-    "DEFAULT_FINDINGS_PER_INCIDENT",
-    "DEFAULT_RETENTION",
-    "INTERRUPTED_DETAIL",
-    "MIGRATIONS",
-    "SCHEMA_VERSION",
-    "Approval",
-    "Cleanup",
-    "Migration",
-    "OutboxMessage",
-    "OutboxState",
-    "Store",
-    "default_path",
-    "migrate",
-]
 
 DEFAULT_RETENTION = timedelta(days=14)
 

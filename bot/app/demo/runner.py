@@ -52,7 +52,8 @@ from bot.app.demo.controller import RayJobController
 from bot.app.demo.emulator import KubeEmulator
 from bot.app.demo.jobs import MISSING_MODULE, NAMESPACE, REGISTER_CENTER, Jobs, until
 from bot.app.demo.screen import Card, DemoChat, ScenarioRow, Screen, summary
-from bot.app.settings import Settings, SourceSettings
+from bot.app.settings.sections import Settings
+from bot.app.settings.sources import SourceSettings
 from bot.core.errors import PitcrewError
 from bot.core.model import Incident, ObjectRef, Proposal, ProposalState
 from bot.daemon.ports import utcnow

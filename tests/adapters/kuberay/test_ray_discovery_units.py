@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bot.adapters.kuberay.discovery import (
+from bot.adapters.kuberay.clusters import (
     DIRECTORY_KEY,
     DiscoveredCluster,
     dashboard_port,
@@ -25,8 +25,10 @@ from bot.adapters.kuberay.discovery import (
 )
 from bot.adapters.ray.bookmarks import MemoryBookmarks
 from bot.adapters.ray.client import RayClusterConfig
-from bot.adapters.ray.executors import ActionRefusedError, RayClusters
-from bot.app.settings import ConfigError, Settings, load
+from bot.adapters.ray.executor_base import RayClusters
+from bot.app.settings.loading import ConfigError, load
+from bot.app.settings.sections import Settings
+from bot.core.errors import ActionRefusedError
 
 BASE: dict[str, Any] = {
     "apiVersion": "ray.io/v1",

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from bot.adapters.kubernetes.api import StreamBrokenError, UnavailableError, WatchStream
+from bot.adapters.kubernetes.api import StreamBrokenError, WatchStream
+from bot.adapters.kubernetes.errors import UnavailableError
 from bot.adapters.kubernetes.on_demand import Target, parse_target
 from bot.adapters.kubernetes.owner_resolver import OwnerResolver
 from bot.adapters.kubernetes.state import Converter, Tracker, bounded, health_of, identity

@@ -15,21 +15,18 @@ from bot.adapters.ray.bookmarks import Ledger, MemoryBookmarks
 from bot.adapters.ray.client import (
     RayClusterConfig,
     _logs_from_json_tail,
+    headers_from_env,
     tail_bytes,
 )
-from bot.adapters.ray.executors import (
-    ActionRefusedError,
-    ActorState,
-    KillActorExecutor,
-    RayClusters,
-    ResubmitJobExecutor,
-    remediation_id,
-)
-from bot.adapters.ray.on_demand import headers_from_env, normalize_address
+from bot.adapters.ray.executor_base import RayClusters, remediation_id
+from bot.adapters.ray.kill import ActorState, KillActorExecutor
+from bot.adapters.ray.on_demand import normalize_address
+from bot.adapters.ray.resubmit import ResubmitJobExecutor
 from bot.adapters.ray.signals import context_fields, death_parts, is_stale
 from bot.adapters.ray.source import RaySource, RaySourceOptions
 from bot.core.actions.catalog import KillActor
 from bot.core.engine import Engine
+from bot.core.errors import ActionRefusedError
 from bot.core.inputs import LogText
 from bot.core.inputs.ray_actors import ActorInfo
 from bot.core.model import Signal, SourceKind
@@ -335,7 +332,7 @@ def test_a_config_entry_sets_the_stale_age_scan_interval_and_down_grace() -> Non
     from datetime import timedelta
 
     from bot.app.factories import ray_source_options
-    from bot.app.settings import RaySourceSettings
+    from bot.app.settings.sources import RaySourceSettings
 
     entry = RaySourceSettings(
         name="a",

@@ -18,16 +18,12 @@ from typing import Any
 import pytest
 
 from bot.adapters import sqlite as sqlite_package
-from bot.adapters.sqlite.store import (
-    INTERRUPTED_DETAIL,
-    MIGRATIONS,
-    SCHEMA_VERSION,
-    Approval,
-    Cleanup,
-    OutboxMessage,
-    Store,
-    migrate,
-)
+from bot.adapters.sqlite.connection import migrate
+from bot.adapters.sqlite.ledger import INTERRUPTED_DETAIL
+from bot.adapters.sqlite.outbox import OutboxMessage
+from bot.adapters.sqlite.proposals import Approval
+from bot.adapters.sqlite.schema import MIGRATIONS, SCHEMA_VERSION
+from bot.adapters.sqlite.store import Cleanup, Store
 from bot.core import approvals
 from bot.core.approvals import (
     ApprovalPolicy,

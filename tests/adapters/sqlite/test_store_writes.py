@@ -15,7 +15,7 @@ import pytest
 
 from bot.adapters.sqlite.store import Store
 from bot.app import wiring as app
-from bot.app.settings import load
+from bot.app.settings.loading import load
 from bot.core.errors import StoreError
 from tests.app.test_daemon import config, http
 from tests.support.daemon import DRIVER_LOG, SEED, RecordingChat, engine

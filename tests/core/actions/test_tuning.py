@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.app.settings import ActionSettings, BumpMemorySettings
+from bot.app.settings.actions import ActionSettings, BumpMemorySettings
 from bot.core.actions.tuning import tune
 from bot.core.model import ActionOffer, Diagnosis, frozen_map
 

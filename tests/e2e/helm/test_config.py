@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from bot.app import settings as config
 from bot.app.cli import app
+from bot.app.settings import loading as config
+from bot.app.settings.sections import Settings
 from tests.e2e.helm.conftest import VALUE_SETS, Rendered, merged
 
 
@@ -30,7 +31,7 @@ def _environment(release: Rendered, tmp_path: Path) -> dict[str, str]:
     return environ
 
 
-def _load(release: Rendered, tmp_path: Path) -> tuple[config.Settings, Path, dict[str, str]]:
+def _load(release: Rendered, tmp_path: Path) -> tuple[Settings, Path, dict[str, str]]:
     file = tmp_path / "config.yaml"
     file.write_text(release.config_text(), encoding="utf-8")
     environ = _environment(release, tmp_path)

@@ -11,7 +11,7 @@ from typing import Any, Union, get_args, get_origin
 from pydantic import BaseModel
 
 from bot.app import docgen
-from bot.app.settings import Settings
+from bot.app.settings.sections import Settings
 from tests.e2e.helm.conftest import ROOT
 
 

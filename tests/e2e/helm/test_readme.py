@@ -45,7 +45,7 @@ def readme_values() -> dict[str, Any]:
 
 
 def test_the_readme_values_install(chart: helm.Chart, tmp_path: Path):
-    from bot.app import settings as config
+    from bot.app.settings import loading as config
 
     values = readme_values()
     chart.validate_schema(values)

@@ -136,7 +136,7 @@ def test_probes_ports_and_the_service_agree_with_the_config(rendered: dict[str, 
 
 
 def test_graceful_termination_outlasts_the_drain(rendered: dict[str, Rendered]):
-    from bot.app.settings import parse_duration
+    from bot.core.durations import parse_duration
 
     release = rendered["slack-tokens"]
     pipeline = release.config().get("pipeline", {})

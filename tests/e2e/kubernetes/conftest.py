@@ -26,9 +26,9 @@ from bot.adapters.files.playbooks import builtin_engine
 from bot.app.demo import seed
 from bot.app.demo.emulator import KubeEmulator
 from bot.core.engine import Engine
-from bot.core.incidents import workload_refs
 from bot.core.inputs import InputPart
 from bot.core.model import ObjectRef, Signal
+from bot.core.workloads import workload_refs
 from tests.support.shared import kuberay_crds
 
 CRDS = kuberay_crds()

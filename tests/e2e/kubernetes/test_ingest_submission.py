@@ -28,7 +28,7 @@ import yaml
 from bot.adapters.kubernetes.api import RAY_JOBS
 from bot.app import wiring
 from bot.app.demo import seed as seed_case
-from bot.app.settings import load
+from bot.app.settings.loading import load
 from bot.core.model import IncidentState
 from tests.e2e.kubernetes.conftest import Emulator, kubeconfig, wait_for
 from tests.support.daemon import SEED, RecordingChat, engine

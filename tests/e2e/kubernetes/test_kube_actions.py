@@ -22,17 +22,12 @@ from bot.adapters.kubernetes.api import (
     STATEFUL_SETS,
     KubeApi,
 )
-from bot.adapters.kubernetes.executors import (
-    EVENT_REASON,
-    RBAC,
-    ActionRefusedError,
-    BumpMemoryExecutor,
-    DeletePodExecutor,
-    KubeActionConfig,
-    KubernetesExecutor,
-)
+from bot.adapters.kubernetes.base import EVENT_REASON, KubeActionConfig
+from bot.adapters.kubernetes.bump import BumpMemoryExecutor
+from bot.adapters.kubernetes.executors import RBAC, DeletePodExecutor, KubernetesExecutor
 from bot.app.factories import build_registry
-from bot.app.settings import Settings
+from bot.app.settings.sections import Settings
+from bot.core.errors import ActionRefusedError
 from tests.e2e.kubernetes.conftest import Emulator, install_seed, kubeconfig
 from tests.support import kube_objects as o
 

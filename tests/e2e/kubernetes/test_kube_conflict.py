@@ -15,15 +15,12 @@ import kmock
 import pytest
 
 from bot.adapters.kubernetes.api import EVENTS, RAY_CLUSTERS, RAY_JOBS
-from bot.adapters.kubernetes.executors import (
-    EVENT_REASON,
-    PROBE_ANNOTATION,
-    ActionRefusedError,
-    BumpMemoryExecutor,
-    KubernetesExecutor,
-)
+from bot.adapters.kubernetes.base import EVENT_REASON, PROBE_ANNOTATION
+from bot.adapters.kubernetes.bump import BumpMemoryExecutor
+from bot.adapters.kubernetes.executors import KubernetesExecutor
 from bot.core import approvals
 from bot.core.actions.catalog import CATALOG, BumpMemory
+from bot.core.errors import ActionRefusedError
 from bot.core.model import Proposal, ProposalState
 from tests.e2e.kubernetes.conftest import Emulator, install_seed
 from tests.support import kube_objects as o

@@ -14,13 +14,12 @@ import kmock
 import pytest
 from kubernetes import client
 
-from bot.adapters.kubernetes.api import (
-    PODS,
+from bot.adapters.kubernetes.api import PODS, KubeApi
+from bot.adapters.kubernetes.errors import (
     ConflictError,
     ForbiddenError,
     GoneError,
     InvalidError,
-    KubeApi,
     KubeApiError,
     NotFoundError,
     UnavailableError,

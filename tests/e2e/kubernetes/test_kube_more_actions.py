@@ -9,12 +9,10 @@ from typing import Any
 import pytest
 
 from bot.adapters.kubernetes.api import EVENTS, NODES, PODS, RAY_CLUSTERS, RAY_JOBS
-from bot.adapters.kubernetes.executors import (
-    EVENT_REASON,
-    AddShmExecutor,
-    CordonNodeExecutor,
-    ScaleWorkerGroupExecutor,
-)
+from bot.adapters.kubernetes.base import EVENT_REASON
+from bot.adapters.kubernetes.cordon import CordonNodeExecutor
+from bot.adapters.kubernetes.scale import ScaleWorkerGroupExecutor
+from bot.adapters.kubernetes.shm import AddShmExecutor
 from bot.core.errors import ActionRefusedError
 from tests.e2e.kubernetes.conftest import Emulator, install_seed, validate_kuberay
 from tests.support import kube_objects as o

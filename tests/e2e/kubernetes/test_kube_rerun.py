@@ -14,7 +14,8 @@ import pytest
 
 from bot.adapters.kuberay.rerun import RecreateRayJobExecutor, kuberay_executor
 from bot.adapters.kubernetes.api import EVENTS, RAY_JOBS
-from bot.adapters.kubernetes.executors import EVENT_REASON, BumpMemoryExecutor
+from bot.adapters.kubernetes.base import EVENT_REASON
+from bot.adapters.kubernetes.bump import BumpMemoryExecutor
 from bot.core.actions.entrypoint import with_override
 from bot.core.errors import ActionRefusedError
 from bot.core.model import Proposal, ProposalState

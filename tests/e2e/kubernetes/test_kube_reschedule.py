@@ -10,15 +10,13 @@ from typing import Any
 import pytest
 
 from bot.adapters.kubernetes.api import EVENTS, PODS, RAY_CLUSTERS
-from bot.adapters.kubernetes.executors import (
-    EVENT_REASON,
-    ActionRefusedError,
-    RescheduleGpuPoolExecutor,
-    executors,
-)
+from bot.adapters.kubernetes.base import EVENT_REASON
+from bot.adapters.kubernetes.executors import executors
 from bot.adapters.kubernetes.on_demand import Target, diagnose_live
+from bot.adapters.kubernetes.reschedule import RescheduleGpuPoolExecutor
 from bot.adapters.kubernetes.source import KubernetesSource, KubeSourceConfig
 from bot.core.engine import Engine
+from bot.core.errors import ActionRefusedError
 from bot.core.inputs import InputPart
 from bot.core.model import ObjectRef, Signal
 from tests.e2e.kubernetes.conftest import Emulator, of_workload, validate_kuberay, wait_for

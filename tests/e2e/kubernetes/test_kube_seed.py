@@ -18,14 +18,11 @@ import pytest
 
 from bot import __version__
 from bot.adapters.kubernetes.api import EVENTS, RAY_CLUSTERS, RAY_JOBS
-from bot.adapters.kubernetes.executors import (
-    EVENT_REASON,
-    PROBE_ANNOTATION,
-    PROPOSAL_ANNOTATION,
-    BumpMemoryExecutor,
-    KubernetesExecutor,
-)
+from bot.adapters.kubernetes.base import EVENT_REASON, PROBE_ANNOTATION
+from bot.adapters.kubernetes.bump import BumpMemoryExecutor
+from bot.adapters.kubernetes.executors import KubernetesExecutor
 from bot.adapters.kubernetes.source import KubernetesSource, KubeSourceConfig
+from bot.adapters.kubernetes.templates import PROPOSAL_ANNOTATION
 from bot.core import approvals
 from bot.core.actions.catalog import CATALOG
 from bot.core.engine import Engine

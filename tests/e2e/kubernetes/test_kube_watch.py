@@ -22,7 +22,7 @@ import pytest
 from bot.adapters.kubernetes.api import PODS, RAY_JOBS
 from bot.adapters.kubernetes.source import KubernetesSource, KubeSourceConfig
 from bot.app.factories import build_sources
-from bot.app.settings import Settings
+from bot.app.settings.sections import Settings
 from bot.core.inputs import InputPart, LogText
 from bot.core.model import ObjectRef, Signal, SourceKind
 from bot.daemon.feed import Healthy, Observation

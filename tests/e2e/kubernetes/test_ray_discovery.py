@@ -21,22 +21,20 @@ from typing import Any
 
 import pytest
 
-from bot.adapters.kuberay.discovery import (
-    DIRECTORY_KEY,
-    DiscoveryOptions,
-    RayDiscoverySource,
-    discovered_configs,
-)
+from bot.adapters.kuberay.clusters import DIRECTORY_KEY, discovered_configs
+from bot.adapters.kuberay.discovery import DiscoveryOptions, RayDiscoverySource
 from bot.adapters.kubernetes.api import RAY_CLUSTERS
 from bot.adapters.kubernetes.source import KubernetesSource
+from bot.adapters.ray.bookmarks import MemoryBookmarks, jobs_key
 from bot.adapters.ray.client import RayClusterConfig
-from bot.adapters.ray.executors import ActionRefusedError, RayClusters
-from bot.adapters.ray.source import MemoryBookmarks, RayClusterSource, RaySourceOptions, jobs_key
+from bot.adapters.ray.executor_base import RayClusters
+from bot.adapters.ray.source import RayClusterSource, RaySourceOptions
 from bot.app.factories import build_sources, ray_executor
-from bot.app.settings import Settings
+from bot.app.settings.sections import Settings
 from bot.core.actions.catalog import StopJob
-from bot.core.incidents import workload_key, workload_refs
+from bot.core.errors import ActionRefusedError
 from bot.core.model import ObjectRef, Signal, SourceKind
+from bot.core.workloads import workload_key, workload_refs
 from bot.daemon.feed import Observation
 from tests.e2e.kubernetes.conftest import Emulator, kubeconfig, wait_for
 from tests.support import kube_objects as o

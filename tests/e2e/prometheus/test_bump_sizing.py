@@ -13,7 +13,7 @@ import pytest
 from bot.adapters.prometheus.client import PrometheusClient, PrometheusConfig
 from bot.adapters.prometheus.local import LocalPrometheus
 from bot.adapters.prometheus.working_set import fetch_memory
-from bot.app.settings import ActionSettings
+from bot.app.settings.actions import ActionSettings
 from bot.core.actions import tuning
 from bot.core.inputs.reader import read_stream
 from bot.core.memory_evidence import GI, MemoryEvidence, MemoryTarget, PodSeries, size_limit

@@ -13,8 +13,12 @@ import pytest
 from bot.adapters.prometheus.local import LocalPrometheus
 from bot.adapters.slack.commands import DiagnoseTarget
 from bot.app.on_demand import Diagnoser
-from bot.app.settings import KubernetesSourceSettings, Settings, SourceSettings
-from bot.app.settings.sources import PrometheusSourceSettings
+from bot.app.settings.sections import Settings
+from bot.app.settings.sources import (
+    KubernetesSourceSettings,
+    PrometheusSourceSettings,
+    SourceSettings,
+)
 from bot.daemon.feed import Item
 from tests.e2e.kubernetes.conftest import Emulator, install_seed, kubeconfig
 from tests.support import kube_objects as o

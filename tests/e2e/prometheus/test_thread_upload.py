@@ -16,7 +16,8 @@ from bot.adapters.prometheus.local import LocalPrometheus
 from bot.adapters.slack.chat import SlackChat
 from bot.adapters.sqlite.store import Store
 from bot.app.memory_wiring import chart_writer, fetcher
-from bot.app.settings import ActionSettings, Settings
+from bot.app.settings.actions import ActionSettings
+from bot.app.settings.sections import Settings
 from bot.core.actions import tuning
 from bot.core.incidents import Correlator, assessor
 from bot.core.model import ProposalState

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from bot.adapters.ray.bookmarks import MemoryBookmarks
 from bot.adapters.ray.client import TERMINAL, RayClusterConfig, RayDashboard
 from bot.adapters.ray.local import LocalRayHead
-from bot.adapters.ray.source import MemoryBookmarks, RaySource, RaySourceOptions
+from bot.adapters.ray.source import RaySource, RaySourceOptions
 from bot.core.engine import Engine
 from bot.core.model import Signal, SourceKind
 

@@ -12,23 +12,20 @@ from typer.testing import CliRunner
 
 from bot.adapters.ray.bookmarks import MemoryBookmarks
 from bot.adapters.ray.client import RayClusterConfig
-from bot.adapters.ray.executors import (
-    ActionRefusedError,
-    KillActorExecutor,
-    RayClusters,
-    ResubmitJobExecutor,
-    StopJobExecutor,
-    entrypoint_resources,
-    ray_executors,
-)
+from bot.adapters.ray.executor_base import RayClusters
+from bot.adapters.ray.executors import StopJobExecutor, ray_executors
+from bot.adapters.ray.kill import KillActorExecutor
 from bot.adapters.ray.on_demand import diagnose_ray_job, live_facts
+from bot.adapters.ray.resubmit import ResubmitJobExecutor, entrypoint_resources
 from bot.adapters.ray.source import RayBatch, RaySource, RaySourceOptions
 from bot.adapters.sqlite.store import Store
 from bot.app.cli import app
 from bot.app.factories import ray_executor, ray_sources
-from bot.app.settings import RaySourceSettings, Settings, SourceSettings
+from bot.app.settings.sections import Settings
+from bot.app.settings.sources import RaySourceSettings, SourceSettings
 from bot.core.analysis import diagnose as analyse
 from bot.core.engine import Engine
+from bot.core.errors import ActionRefusedError
 from bot.core.inputs import InputPart, LogText
 from bot.core.model import Diagnosis, Proposal, ProposalState, Signal, SourceKind
 from bot.daemon.feed import Observation

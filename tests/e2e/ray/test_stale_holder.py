@@ -12,7 +12,9 @@ from io import BytesIO
 import pytest
 
 from bot.adapters.ray.client import RayClusterConfig
-from bot.adapters.ray.executors import KillActorExecutor, RayClusters, ray_executors
+from bot.adapters.ray.executor_base import RayClusters
+from bot.adapters.ray.executors import ray_executors
+from bot.adapters.ray.kill import KillActorExecutor
 from bot.adapters.ray.on_demand import diagnose_ray_job, live_facts
 from bot.core.analysis import diagnose as analyse
 from bot.core.engine import Engine

@@ -32,7 +32,8 @@ from slack_sdk.signature import SignatureVerifier
 from bot.adapters.echo.executor import EchoExecutor
 from bot.adapters.files.playbooks import builtin_engine
 from bot.adapters.http.server import HealthServer
-from bot.adapters.slack.chat import SlackChat, SlackConfig
+from bot.adapters.slack.app import SlackConfig
+from bot.adapters.slack.chat import SlackChat
 from bot.adapters.sqlite.store import Store
 from bot.core.approvals import ApprovalPolicy, ApproverRule, reconcile
 from bot.core.engine import Engine

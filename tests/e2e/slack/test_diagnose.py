@@ -23,12 +23,8 @@ from bot.adapters.http.server import HealthServer
 from bot.adapters.slack.chat import SlackChat
 from bot.adapters.slack.commands import Diagnose, DiagnoseTarget, Usage, parse
 from bot.app.on_demand import Diagnoser
-from bot.app.settings import (
-    KubernetesSourceSettings,
-    RaySourceSettings,
-    Settings,
-    SourceSettings,
-)
+from bot.app.settings.sections import Settings
+from bot.app.settings.sources import KubernetesSourceSettings, RaySourceSettings, SourceSettings
 from bot.core.inputs import LogText
 from bot.core.model import Signal, SourceKind
 from bot.daemon.feed import Item, Observation

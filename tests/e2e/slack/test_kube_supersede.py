@@ -21,7 +21,7 @@ import pytest
 from bot.adapters.kubernetes.api import RAY_CLUSTERS, RAY_JOBS
 from bot.adapters.slack import blocks
 from bot.app import wiring
-from bot.app.settings import load
+from bot.app.settings.loading import load
 from tests.e2e.kubernetes.conftest import Emulator, install_seed, kubeconfig
 from tests.e2e.slack.conftest import (
     APPROVER,

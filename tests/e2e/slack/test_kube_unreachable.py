@@ -19,7 +19,7 @@ import pytest
 
 from bot.adapters.slack import blocks
 from bot.app import wiring
-from bot.app.settings import load
+from bot.app.settings.loading import load
 from bot.core.model import ProposalState
 from tests.e2e.kubernetes.conftest import Emulator, install_seed
 from tests.e2e.slack.conftest import (

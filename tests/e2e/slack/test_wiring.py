@@ -16,7 +16,7 @@ from pydantic import SecretStr
 from bot.adapters.http.server import HealthServer
 from bot.adapters.slack.chat import SlackChat
 from bot.app import wiring as app
-from bot.app.settings import ChatSettings, Secrets, Settings, SlackSettings, StoreSettings
+from bot.app.settings.sections import ChatSettings, Secrets, Settings, SlackSettings, StoreSettings
 from bot.app.slack_chat import bound_slack_chat, slack_chat, slack_config
 from bot.core.errors import PitcrewError
 from tests.e2e.slack.conftest import POLICY, SECRET, Daemonish, command_body, form, post, sign
