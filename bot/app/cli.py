@@ -1,4 +1,4 @@
-"""The `pitcrew` command line: diagnose, playbooks list/check/test, schema, and the
+"""The `pitcrew` command line: diagnose, playbooks list/check/test/coverage, schema, and the
 daemon's commands (run, config, ingest, approve, reject, incidents, silence, unsilence,
 history, status; in `bot.app.commands`)."""
 
@@ -398,6 +398,41 @@ def playbooks_test(
             typer.echo(f"     - {problem}")
     typer.echo(f"playbook examples: {passed} passed, {failed} failed")
     if failed:
+        raise typer.Exit(1)
+
+
+@playbooks_app.command("coverage")
+def playbooks_coverage(
+    playbooks: PlaybookDirs = None,
+    catalogue: Annotated[
+        list[Path] | None,
+        typer.Option("--catalogue", "-c", help="catalogue directory (default: the built-in one)"),
+    ] = None,
+    fail_under: Annotated[
+        float, typer.Option(help="exit 1 when a carrier's share recognized is below this %")
+    ] = 0.0,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="show each missed text; signature drift")
+    ] = False,
+) -> None:
+    """Classify every catalogue entry in every carrier; print per class, per carrier and in
+    total the entries, texts and share recognized, and list every miss."""
+    from bot.adapters.files.catalogue import builtin_catalogue_dir, load_catalogue
+    from bot.core.coverage import below, report_lines, run
+
+    try:
+        engine = builtin_engine(playbooks or [])
+        entries = load_catalogue(catalogue or [builtin_catalogue_dir()])
+    except PitcrewError as error:
+        raise fail(str(error)) from None
+    coverage = run(engine, entries)
+    for line in report_lines(coverage, verbose):
+        typer.echo(line)
+    short = below(coverage, fail_under / 100)
+    if short or coverage.unknown_signatures:
+        sys.stderr.write("".join(f"pitcrew: below --fail-under: {s}\n" for s in short))
+        if coverage.unknown_signatures:
+            sys.stderr.write("pitcrew: catalogue entries name signatures no playbook has\n")
         raise typer.Exit(1)
 
 

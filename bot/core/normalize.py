@@ -122,6 +122,18 @@ _STARTS_RECORD = re.compile(
 )
 
 
+TERMINAL_WIDTHS = frozenset({80, 100, 120, 132, 160, 200})
+"""Widths terminals and pagers are commonly set to: a line exactly this long was cut
+there, even when it is the paste's only long line."""
+# After a line cut at a terminal's width the rest may start with a digit or a sign (a
+# number cut in two) or one space (the cut fell on it); an indent, a list item, a
+# timestamp and the rest of what `_STARTS_RECORD` names still start a record.
+_STARTS_RECORD_AFTER_CUT = re.compile(
+    rb"[ \t]{2}|\t|[(\[<>{}]|[|#*=+-][ \t]|\d{4}-\d\d-\d\d[ T]|\d\d:\d\d:\d\d|[A-Z]{3,}\b"
+    rb"|(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b|File \"|Traceback|During handling"
+)
+
+
 def unwrap(data: bytes) -> tuple[bytes, list[int]] | None:
     """`data` with hard-wrapped lines joined again, and for each joined line the index
     of its first original line; None when no line looks wrapped.
@@ -137,7 +149,7 @@ def unwrap(data: bytes) -> tuple[bytes, list[int]] | None:
     previous = b""
     for index, line in enumerate(lines):
         if joined and _continues(previous, line):
-            cut = previous.endswith((b" ", b"\t")) or len(previous) == width
+            cut = previous.endswith((b" ", b"\t")) or len(previous) in (width, *TERMINAL_WIDTHS)
             joined[-1] += (b"" if cut else b" ") + line
         else:
             joined.append(line)
@@ -160,6 +172,9 @@ def _terminal_width(lines: list[bytes]) -> int:
 def _continues(previous: bytes, line: bytes) -> bool:
     if len(previous) < UNWRAP_MIN_WIDTH or not line.strip():
         return False
+    if len(previous) in TERMINAL_WIDTHS:
+        # Cut by a terminal, possibly inside a number or a word.
+        return _STARTS_RECORD_AFTER_CUT.match(line) is None
     if previous.rstrip().endswith(b":"):
         return False
     return _STARTS_RECORD.match(line) is None

@@ -1,0 +1,295 @@
+"""Carriers: the ways a catalogued message reaches a user, applied to its filled text.
+
+Why this exists: a message is never read bare. A raylet line comes behind its
+glog prefix, a worker's line behind `(Actor pid=…, ip=…)` and perhaps
+`[repeated 3x across cluster]`, in colour, JSON-escaped inside a RayJob's
+`status.message` or a Ray job record, hard-wrapped by a terminal at 80 or 120
+columns, or cut after its first line; an Event inside a describe's Events block
+or a `kubectl get events` row; a status field in YAML or JSON. Each carrier is a
+function of the entry and its filled message, applied by the entry's `kind`.
+Pure: strings in, strings out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from bot.core.catalogue import Entry
+
+Carry = Callable[[Entry, str], str | None]
+"""The carried text, or None when the carrier does not apply (a one-line message
+cut after its first line, a short one wrapped at a width it fits in)."""
+
+_STAMP = "2025-01-01 12:00:00,123"
+_ACTOR = "(TrainWorker pid=4721, ip=10.4.3.21) "
+_RAYLET = "(raylet, ip=10.4.3.21) "
+_CYAN, _RED, _BOLD, _RESET = "\x1b[36m", "\x1b[31m", "\x1b[1m", "\x1b[0m"
+_CXX = (".cc", ".h", ".cpp", ".cu")
+# Where a carrier puts a component that the entry's emitter does not name itself.
+_FROM: Mapping[str, str] = {
+    "scheduler": "default-scheduler",
+    "eviction_manager": "kubelet",
+    "operator": "raycluster-controller",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Carrier:
+    name: str
+    kind: str
+    carry: Carry
+
+
+def _lines(message: str) -> list[str]:
+    return message.split("\n")
+
+
+def _each(prefix: str, message: str, suffix: str = "") -> str:
+    return "\n".join(f"{prefix}{line}{suffix}" for line in _lines(message))
+
+
+def _file(entry: Entry, fallback: str) -> str:
+    name = entry.source.rsplit("/", 1)[-1]
+    return name if name.endswith(fallback) else f"{name.rsplit('.', 1)[0]}{fallback}"
+
+
+def bare(entry: Entry, message: str) -> str:
+    return message
+
+
+def glog(entry: Entry, message: str) -> str:
+    """Ray's C++ log line (spdlog in glog's layout): the prefix on the first line."""
+    name = entry.source.rsplit("/", 1)[-1]
+    where = name if name.endswith(_CXX) else "core_worker.cc"
+    return f"[{_STAMP} E 4721 4790] {where}:123: {message}"
+
+
+def python_logging(entry: Entry, message: str) -> str:
+    """Ray's Python logging layout: `stamp<TAB>LEVEL file.py:line -- message`."""
+    return f"{_STAMP}\tERROR {_file(entry, '.py')}:123 -- {message}"
+
+
+def actor(entry: Entry, message: str) -> str:
+    """A worker's output forwarded to the driver: every line behind its process prefix."""
+    return _each(_ACTOR, message)
+
+
+def raylet(entry: Entry, message: str) -> str:
+    return _each(_RAYLET, message)
+
+
+def repeated(entry: Entry, message: str) -> str:
+    """The driver's log deduplication: `[repeated Nx across cluster]` after each line."""
+    return _each(_ACTOR, message, " [repeated 3x across cluster]")
+
+
+def colour(entry: Entry, message: str) -> str:
+    """The driver's coloured process prefix, and the message in bold red."""
+    prefix = f"{_CYAN}{_ACTOR.strip()}{_RESET} "
+    return "\n".join(f"{prefix}{_BOLD}{_RED}{line}{_RESET}" for line in _lines(message))
+
+
+def rayjob_status(entry: Entry, message: str) -> str:
+    """The message as a RayJob's `status.message` (KubeRay copies the Ray job's)."""
+    return _json(
+        {
+            "apiVersion": "ray.io/v1",
+            "kind": "RayJob",
+            "metadata": {"name": "train-grpo", "namespace": "ml"},
+            "status": {
+                "jobDeploymentStatus": "Failed",
+                "jobStatus": "FAILED",
+                "reason": "AppFailed",
+                "message": _entrypoint_failed(message),
+            },
+        }
+    )
+
+
+def job_record(entry: Entry, message: str) -> str:
+    """The message inside a Ray job record (`ray job status`, the Jobs API)."""
+    return _json(
+        {
+            "type": "SUBMISSION",
+            "job_id": "05000000",
+            "submission_id": "raysubmit_mN4b7Vc2Xz8Lk1Qp",
+            "status": "FAILED",
+            "entrypoint": "python train_grpo.py",
+            "message": _entrypoint_failed(message),
+            "error_type": None,
+        }
+    )
+
+
+def _entrypoint_failed(message: str) -> str:
+    return (
+        "Job entrypoint command failed with exit code 1, last available logs "
+        f"(truncated to 20,000 chars):\n{message}\n"
+    )
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def wrapped(width: int) -> Carry:
+    """A terminal's hard wrap: every line cut at `width` columns, mid-token or not."""
+
+    def carry(entry: Entry, message: str) -> str | None:
+        if all(len(line) <= width for line in _lines(message)):
+            return None
+        return "\n".join(
+            line[start : start + width]
+            for line in _lines(message)
+            for start in range(0, max(len(line), 1), width)
+        )
+
+    return carry
+
+
+def first_line(entry: Entry, message: str) -> str | None:
+    """Only the first line of a multi-line message, as people quote it."""
+    lines = [line for line in _lines(message) if line.strip()]
+    return lines[0] if len(lines) > 1 else None
+
+
+def _involved(entry: Entry) -> tuple[str, str]:
+    kind = entry.object or "Pod"
+    names = {"Pod": "train-grpo-worker-gpu-7xk2p", "Node": "gke-ml-a100-pool-8f2c-vq4n"}
+    return kind, names.get(kind, "train-grpo")
+
+
+def _source(entry: Entry) -> str:
+    return _FROM.get(entry.emitter, entry.emitter)
+
+
+def describe_events(entry: Entry, message: str) -> str:
+    """The Event in a `kubectl describe` Events block (multi-line messages as printed)."""
+    kind, name = _involved(entry)
+    return "\n".join(
+        [
+            f"Name:         {name}",
+            "Namespace:    ml",
+            "Events:",
+            "  Type     Reason     Age                 From               Message",
+            "  ----     ------     ----                ----               -------",
+            f"  Warning  {entry.reason}  3m12s (x4 over 9m)  {_source(entry)}  {message}",
+        ]
+    )
+
+
+def get_events(entry: Entry, message: str) -> str:
+    """A `kubectl get events` row (kubectl ≥ 1.14's columns; `kubectl events` prints
+    the same)."""
+    kind, name = _involved(entry)
+    one_line = message.replace("\n", " ")
+    return (
+        "LAST SEEN   TYPE      REASON   OBJECT   MESSAGE\n"
+        f"3m12s       Warning   {entry.reason}   {kind.lower()}/{name}   {one_line}"
+    )
+
+
+def get_events_wide(entry: Entry, message: str) -> str:
+    """A `kubectl get events -o wide` row: SUBOBJECT and SOURCE, then FIRST SEEN, COUNT,
+    NAME after MESSAGE."""
+    kind, name = _involved(entry)
+    one_line = message.replace("\n", " ")
+    return (
+        "NAMESPACE   LAST SEEN   TYPE      REASON   OBJECT   SUBOBJECT   SOURCE   MESSAGE"
+        "   FIRST SEEN   COUNT   NAME\n"
+        f"ml          3m12s       Warning   {entry.reason}   {kind.lower()}/{name}"
+        f"               {_source(entry)}   {one_line}   9m   4   {name}.17f2a8c1d2e3b4a5"
+    )
+
+
+def event_json(entry: Entry, message: str) -> str:
+    """The Event as `kubectl get events -o json` prints one item."""
+    kind, name = _involved(entry)
+    return _json(
+        {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{name}.17f2a8c1d2e3b4a5", "namespace": "ml"},
+            "involvedObject": {"kind": kind, "name": name, "namespace": "ml"},
+            "reason": entry.reason,
+            "message": message,
+            "type": "Warning",
+            "count": 4,
+            "source": {"component": _source(entry)},
+        }
+    )
+
+
+def _status_object(entry: Entry, message: str) -> dict[str, object]:
+    kind = entry.object or "Pod"
+    status: dict[str, object]
+    if kind == "RayJob":
+        status = {"jobDeploymentStatus": "Failed", "jobStatus": "FAILED"}
+        api = "ray.io/v1"
+    elif kind == "RayCluster":
+        status = {"state": "failed"}
+        api = "ray.io/v1"
+    else:
+        status = {"phase": "Failed"}
+        api = "v1"
+    if entry.reason:
+        status["reason"] = entry.reason
+    status["message"] = message
+    _, name = _involved(entry)
+    return {
+        "apiVersion": api,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": "ml"},
+        "status": status,
+    }
+
+
+def status_yaml(entry: Entry, message: str) -> str:
+    """The status as `kubectl get -o yaml` prints it (message as a quoted scalar)."""
+    value = _status_object(entry, message)
+    metadata = value["metadata"]
+    assert isinstance(metadata, dict)
+    status = value["status"]
+    assert isinstance(status, dict)
+    lines = [
+        f"apiVersion: {value['apiVersion']}",
+        f"kind: {value['kind']}",
+        "metadata:",
+        f"  name: {metadata['name']}",
+        "  namespace: ml",
+        "status:",
+    ]
+    lines.extend(f"  {key}: {json.dumps(item, ensure_ascii=False)}" for key, item in status.items())
+    return "\n".join(lines)
+
+
+def status_json(entry: Entry, message: str) -> str:
+    return _json(_status_object(entry, message))
+
+
+CARRIERS: tuple[Carrier, ...] = (
+    Carrier("bare", "log", bare),
+    Carrier("glog", "log", glog),
+    Carrier("python-logging", "log", python_logging),
+    Carrier("actor-prefix", "log", actor),
+    Carrier("raylet-prefix", "log", raylet),
+    Carrier("repeated", "log", repeated),
+    Carrier("colour", "log", colour),
+    Carrier("rayjob-status", "log", rayjob_status),
+    Carrier("job-record", "log", job_record),
+    Carrier("wrap-80", "log", wrapped(80)),
+    Carrier("wrap-120", "log", wrapped(120)),
+    Carrier("first-line", "log", first_line),
+    Carrier("describe-events", "event", describe_events),
+    Carrier("get-events", "event", get_events),
+    Carrier("get-events-wide", "event", get_events_wide),
+    Carrier("event-json", "event", event_json),
+    Carrier("status-yaml", "status", status_yaml),
+    Carrier("status-json", "status", status_json),
+)
+
+
+def carriers_for(kind: str) -> tuple[Carrier, ...]:
+    return tuple(c for c in CARRIERS if c.kind == kind)
