@@ -167,7 +167,7 @@ def _source(entry: Entry) -> str:
 
 def describe_events(entry: Entry, message: str) -> str:
     """The Event in a `kubectl describe` Events block (multi-line messages as printed)."""
-    kind, name = _involved(entry)
+    _kind, name = _involved(entry)
     return "\n".join(
         [
             f"Name:         {name}",

@@ -180,7 +180,7 @@ def default_value(name: str) -> str:
         return _DEFAULTS[name]
     if name.endswith("_id") or name == "id":
         return "c8f0a3e2d6b1f4a97e5d0c3b2a1f9e8d7c6b5a40"
-    if name.endswith("_ip") or name.endswith("_address"):
+    if name.endswith(("_ip", "_address")):
         return "10.4.3.21"
     if _NUMBER.search(name):
         return "2"

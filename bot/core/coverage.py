@@ -22,7 +22,7 @@ from io import BytesIO
 from bot.core.analysis import diagnose
 from bot.core.carriers import CARRIERS, Carrier
 from bot.core.catalogue import CatalogueEntry, fill
-from bot.core.diagnosis import Engine
+from bot.core.engine import Engine
 from bot.core.inputs.reader import read_stream
 from bot.core.taxonomy import PRECEDENCE
 
@@ -189,7 +189,9 @@ def report_lines(coverage: Coverage, verbose: bool = False) -> list[str]:
     )
     if coverage.unknown_signatures:
         lines.append("")
-        lines.append(f"entries naming a signature no playbook has ({len(coverage.unknown_signatures)}):")
+        lines.append(
+            f"entries naming a signature no playbook has ({len(coverage.unknown_signatures)}):"
+        )
         lines.extend(f"  {u}" for u in coverage.unknown_signatures)
     drift = coverage.signature_drift
     if drift and verbose:

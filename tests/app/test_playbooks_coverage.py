@@ -1,0 +1,89 @@
+"""`pitcrew playbooks coverage`: every catalogue entry, in every carrier, classifies to
+its class; a miss is listed with what pitcrew answered."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.adapters.files.catalogue import builtin_catalogue_dir, load_catalogue
+from bot.adapters.files.playbooks import builtin_engine
+from bot.core.coverage import below, report_lines, run
+
+FLOOR = 0.97
+
+CATALOGUE = """\
+project: ray
+entries:
+  - id: store-full
+    class: object_store_full
+    signature: object-store-full/in-scope-objects
+    emitter: core_worker
+    kind: log
+    source: python/ray/exceptions.py
+    versions: "2.9"
+    message: "The local object store is full of objects that are still in scope and cannot be evicted."
+  - id: said-in-other-words
+    class: object_store_full
+    signature: object-store-full/in-scope-objects
+    emitter: core_worker
+    kind: log
+    source: python/ray/exceptions.py
+    versions: "2.9"
+    message: "the plasma arena has no room left"
+"""
+
+
+def pitcrew(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bot", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.slow
+def test_every_carrier_recognizes_at_least_97_percent_of_the_catalogue() -> None:
+    coverage = run(builtin_engine(), load_catalogue([builtin_catalogue_dir()]))
+    assert len({o.entry.key for o in coverage.outcomes}) >= 30
+    assert coverage.unknown_signatures == ()
+    short = below(coverage, FLOOR)
+    assert short == [], "\n".join([*short, *report_lines(coverage)])
+
+
+def test_the_command_prints_each_class_and_carrier_and_lists_every_miss(tmp_path: Path) -> None:
+    (tmp_path / "ray.yaml").write_text(CATALOGUE)
+    result = pitcrew("playbooks", "coverage", "--catalogue", str(tmp_path), "--fail-under", "97")
+    lines = result.stdout.splitlines()
+    assert lines[:3] == [
+        "class                            entries carriers recognized",
+        "object_store_full                      2       19      52.6%",
+        "total                                  2       19      52.6%",
+    ]
+    assert "bare                                            2      50.0%" in lines
+    assert "entries by project: ray 2" in lines
+    assert "misses (9):" in lines
+    assert "  ray.yaml#said-in-other-words  bare  wanted object_store_full, answered none" in lines
+    assert result.returncode == 1
+    assert "pitcrew: below --fail-under: bare: 50.0% < 97%" in result.stderr
+
+
+def test_a_bad_catalogue_file_is_an_error_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "ray.yaml").write_text(CATALOGUE.replace("kind: log", "kind: logg", 1))
+    result = pitcrew("playbooks", "coverage", "--catalogue", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"pitcrew: {tmp_path}/ray.yaml:7: entry 'store-full': kind: "
+        "Input should be 'log', 'event' or 'status'\n"
+    )
+
+
+def test_an_entry_naming_a_signature_no_playbook_has_fails_the_command(tmp_path: Path) -> None:
+    (tmp_path / "ray.yaml").write_text(
+        CATALOGUE.replace("object-store-full/in-scope-objects", "object-store-full/gone", 1)
+    )
+    result = pitcrew("playbooks", "coverage", "--catalogue", str(tmp_path))
+    assert "entries naming a signature no playbook has (1):" in result.stdout
+    assert "  ray.yaml#store-full: object-store-full/gone" in result.stdout
+    assert result.returncode == 1

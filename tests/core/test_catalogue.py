@@ -1,0 +1,211 @@
+"""The message catalogue's files: what an entry must say, the errors a bad file gets,
+how an entry is filled, and what each carrier makes of a message."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bot.core.carriers import CARRIERS, carriers_for
+from bot.core.catalogue import Entry, fill, parse_catalogue
+from bot.core.errors import PlaybookError
+
+GOOD = """\
+project: ray
+entries:
+  - id: raylet-store-full
+    class: object_store_full
+    signature: object-store-full/object-store-full-error
+    emitter: raylet
+    kind: log
+    source: src/ray/object_manager/plasma/store.cc
+    versions: "2.9.0-2.52.0"
+    message: "Failed to put object {object_id} in store: {{size}} is {size} bytes."
+    values: {object_id: "00ff01"}
+"""
+
+
+def _entry(**changes: object) -> Entry:
+    data: dict[str, object] = {
+        "id": "an-entry",
+        "class": "pod_eviction",
+        "signature": "pod-eviction/low-on-resource",
+        "emitter": "kubelet",
+        "kind": "log",
+        "source": "pkg/kubelet/eviction/helpers.go",
+        "versions": "1.28",
+        "message": "The node was low on resource: memory.",
+    }
+    data.update(changes)
+    return Entry.model_validate(data)
+
+
+def test_a_good_file_gives_its_entries_with_their_lines() -> None:
+    (item,) = parse_catalogue(GOOD, "ray-raylet.yaml")
+    assert item.key == "ray-raylet.yaml#raylet-store-full"
+    assert item.line == 3
+    assert item.project == "ray"
+    assert str(item.entry.category) == "object_store_full"
+
+
+@pytest.mark.parametrize(
+    ("edit", "error"),
+    [
+        (
+            ("class: object_store_full", "class: object_store_fll"),
+            "cat.yaml:4: entry 'raylet-store-full': class: Input should be",
+        ),
+        (
+            ("    kind: log\n", ""),
+            "cat.yaml:3: entry 'raylet-store-full': kind: required key is missing",
+        ),
+        (
+            ("signature: object-store-full/object-store-full-error", "signature: nope"),
+            "cat.yaml:5: entry 'raylet-store-full': signature: String should match pattern",
+        ),
+        (
+            ('values: {object_id: "00ff01"}', 'values: {object: "00ff01"}'),
+            "cat.yaml:3: entry 'raylet-store-full': values name no placeholder of the message: object",
+        ),
+        (
+            ("in store:", "in {store:"),
+            "cat.yaml:3: entry 'raylet-store-full': lone '{' at offset",
+        ),
+        (("project: ray", "project: rayy"), "cat.yaml:1: project: Input should be"),
+        (
+            ("    emitter: raylet\n", "    emitter: raylet\n    colour: red\n"),
+            "cat.yaml:7: entry 'raylet-store-full': colour: unknown key",
+        ),
+    ],
+)
+def test_a_bad_file_names_the_file_line_entry_and_problem(
+    edit: tuple[str, str], error: str
+) -> None:
+    text = GOOD.replace(*edit)
+    assert text != GOOD
+    with pytest.raises(PlaybookError) as raised:
+        parse_catalogue(text, "cat.yaml")
+    assert str(raised.value).startswith(error), str(raised.value)
+
+
+def test_an_id_used_twice_is_refused_with_both_places() -> None:
+    entry = GOOD.split("entries:\n", 1)[1]
+    with pytest.raises(
+        PlaybookError, match=r"cat.yaml:12: entry 'raylet-store-full': id already used"
+    ):
+        parse_catalogue(GOOD + entry, "cat.yaml")
+
+
+def test_an_event_needs_its_reason() -> None:
+    with pytest.raises(ValueError, match="an event entry needs the `reason`"):
+        _entry(kind="event")
+
+
+def test_fill_uses_the_values_then_a_default_by_name_and_keeps_doubled_braces() -> None:
+    (item,) = parse_catalogue(GOOD, "cat.yaml")
+    assert fill(item.entry) == "Failed to put object 00ff01 in store: {size} is 2 bytes."
+    entry = _entry(message="node {node_ip} pod {pod} id {worker_id} {mystery_thing}")
+    assert fill(entry) == (
+        "node 10.4.3.21 pod train-grpo-worker-gpu-7xk2p "
+        "id c8f0a3e2d6b1f4a97e5d0c3b2a1f9e8d7c6b5a40 mystery-thing"
+    )
+
+
+MESSAGE = "Failed to put object 00ff in object store.\nThe local object store is full."
+
+
+@pytest.mark.parametrize(
+    ("carrier", "expected"),
+    [
+        ("bare", MESSAGE),
+        (
+            "glog",
+            "[2025-01-01 12:00:00,123 E 4721 4790] store.cc:123: Failed to put object 00ff in"
+            " object store.\nThe local object store is full.",
+        ),
+        (
+            "python-logging",
+            "2025-01-01 12:00:00,123\tERROR store.py:123 -- Failed to put object 00ff in object"
+            " store.\nThe local object store is full.",
+        ),
+        (
+            "actor-prefix",
+            "(TrainWorker pid=4721, ip=10.4.3.21) Failed to put object 00ff in object store.\n"
+            "(TrainWorker pid=4721, ip=10.4.3.21) The local object store is full.",
+        ),
+        (
+            "raylet-prefix",
+            "(raylet, ip=10.4.3.21) Failed to put object 00ff in object store.\n"
+            "(raylet, ip=10.4.3.21) The local object store is full.",
+        ),
+        (
+            "repeated",
+            "(TrainWorker pid=4721, ip=10.4.3.21) Failed to put object 00ff in object store."
+            " [repeated 3x across cluster]\n"
+            "(TrainWorker pid=4721, ip=10.4.3.21) The local object store is full."
+            " [repeated 3x across cluster]",
+        ),
+        (
+            "colour",
+            "\x1b[36m(TrainWorker pid=4721, ip=10.4.3.21)\x1b[0m \x1b[1m\x1b[31mFailed to put"
+            " object 00ff in object store.\x1b[0m\n\x1b[36m(TrainWorker pid=4721,"
+            " ip=10.4.3.21)\x1b[0m \x1b[1m\x1b[31mThe local object store is full.\x1b[0m",
+        ),
+        ("first-line", "Failed to put object 00ff in object store."),
+        ("wrap-80", None),
+    ],
+)
+def test_each_log_carrier_wraps_the_message_as_a_user_meets_it(
+    carrier: str, expected: str | None
+) -> None:
+    entry = _entry(source="src/ray/object_manager/plasma/store.cc")
+    (found,) = [c for c in carriers_for("log") if c.name == carrier]
+    assert found.carry(entry, MESSAGE) == expected
+
+
+def test_a_terminal_cuts_every_line_at_its_width_mid_token() -> None:
+    (wrap,) = [c for c in CARRIERS if c.name == "wrap-80"]
+    message = "x" * 100 + "\nshort"
+    assert wrap.carry(_entry(), message) == "x" * 80 + "\n" + "x" * 20 + "\nshort"
+
+
+def test_json_carriers_escape_the_message_into_the_status_users_read() -> None:
+    (status,) = [c for c in carriers_for("log") if c.name == "rayjob-status"]
+    data = json.loads(status.carry(_entry(), MESSAGE) or "")
+    assert data["status"]["message"] == (
+        "Job entrypoint command failed with exit code 1, last available logs "
+        f"(truncated to 20,000 chars):\n{MESSAGE}\n"
+    )
+    (record,) = [c for c in carriers_for("log") if c.name == "job-record"]
+    assert json.loads(record.carry(_entry(), MESSAGE) or "")["status"] == "FAILED"
+
+
+def test_event_carriers_print_the_reason_beside_the_message() -> None:
+    entry = _entry(kind="event", reason="Evicted", emitter="eviction_manager")
+    by_name = {
+        c.name: c.carry(entry, "The node was low on resource: memory.")
+        for c in CARRIERS
+        if c.kind == "event"
+    }
+    assert by_name["get-events"] == (
+        "LAST SEEN   TYPE      REASON   OBJECT   MESSAGE\n"
+        "3m12s       Warning   Evicted   pod/train-grpo-worker-gpu-7xk2p"
+        "   The node was low on resource: memory."
+    )
+    assert (
+        "  Warning  Evicted  3m12s (x4 over 9m)  kubelet  The node was low on resource: memory."
+        in (by_name["describe-events"] or "")
+    )
+    event = json.loads(by_name["event-json"] or "")
+    assert (event["reason"], event["involvedObject"]["kind"]) == ("Evicted", "Pod")
+
+
+def test_status_carriers_give_the_object_kind_its_status_fields() -> None:
+    entry = _entry(kind="status", object="RayJob", reason="DeadlineExceeded")
+    (as_yaml,) = [c for c in CARRIERS if c.name == "status-yaml"]
+    assert as_yaml.carry(entry, "The RayJob has passed") == (
+        "apiVersion: ray.io/v1\nkind: RayJob\nmetadata:\n  name: train-grpo\n  namespace: ml\n"
+        'status:\n  jobDeploymentStatus: "Failed"\n  jobStatus: "FAILED"\n'
+        '  reason: "DeadlineExceeded"\n  message: "The RayJob has passed"'
+    )
