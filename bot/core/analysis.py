@@ -284,7 +284,23 @@ def assess(
     shared = _first_values([*(r.finding.fields for r in ranked), shared_fields or {}])
     actions = _offers(ranked, library, facts or {}, shared)
     text, unrendered = _explain(ranked, library, shared)
-    return Diagnosis(ranked, actions, text, unrendered)
+    return Diagnosis(ranked, actions, text, unrendered, *_guidance(ranked, library, text))
+
+
+def _guidance(
+    ranked: tuple[RankedFinding, ...], library: Library, text: str
+) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """The root cause's own explanation (the first line of `text`, its label removed), and
+    its playbook's remediation steps and runbook links."""
+    if not ranked or ranked[0].role is not Role.PRIMARY:
+        return "", (), ()
+    first = text.split("\n", 1)[0]
+    cause = first.split(": ", 1)[1] if ": " in first else first
+    loaded = library.by_id.get(ranked[0].finding.playbook)
+    if loaded is None:
+        return cause, (), ()
+    book = loaded.playbook
+    return cause, tuple(book.remediation), tuple(book.runbook)
 
 
 def _first_values(mappings: Iterable[Mapping[str, str]]) -> dict[str, str]:

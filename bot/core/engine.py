@@ -86,6 +86,8 @@ def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
             for a in diagnosis.actions
         ],
         "diagnosis": diagnosis.text,
+        "remediation": list(diagnosis.remediation),
+        "runbook": list(diagnosis.runbook),
         "unrendered": [
             {"playbook": u.playbook, "source": u.source, "reason": u.reason}
             for u in diagnosis.unrendered

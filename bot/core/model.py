@@ -177,6 +177,12 @@ class Diagnosis:
     text: str
     unrendered: tuple[RenderFailure, ...] = ()
     """The renders of `text` that fell back to plain text, one per finding, and why."""
+    cause: str = ""
+    """The root cause's own explanation (its playbook's `diagnosis`, rendered)."""
+    remediation: tuple[str, ...] = ()
+    """The root cause's playbook's `remediation:` steps, for people."""
+    runbook: tuple[str, ...] = ()
+    """The root cause's playbook's `runbook:` links."""
 
     @property
     def primary(self) -> Finding | None:
@@ -314,6 +320,15 @@ class Report:
     withheld: tuple[str, ...] = ()
     history: tuple[str, ...] = ()
     memory: str = ""
+    # The three questions a card answers first: what broke (one sentence naming the
+    # object and the number), what to do when no action fits (the playbook's first
+    # remediation steps and runbook links), and how sure (strong or likely, and why).
+    cause: str = ""
+    steps: tuple[str, ...] = ()
+    runbook: tuple[str, ...] = ()
+    sureness: str = ""
+    # Every evidence line, for the card's thread (`evidence` keeps the decisive few).
+    details: tuple[str, ...] = ()
     # Which incident the card is for, and since when: a chat can find a card it may
     # already have posted (an answer lost to a timeout or a crash) before posting again.
     incident_id: str = ""

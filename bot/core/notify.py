@@ -33,6 +33,7 @@ from bot.core.model import (
     Report,
     Silence,
 )
+from bot.core.reports import details_text
 
 # -- labels, silences and routes ------------------------------------------------
 
@@ -256,8 +257,11 @@ def _first_post(
     posted = Notification(
         incident.id, NotificationKind.POST, channel, report, _summary(incident), now
     )
+    sent: tuple[Notification, ...] = (posted,)
+    if text := details_text(report):  # the full evidence and explanation, in the thread
+        sent += (Notification(incident.id, NotificationKind.REPLY, channel, None, text, now),)
     record = Delivery(incident.id, channel, now, now, digest(report))
-    return DeliveryPlan((posted,), record, next_at=_next(incident, record, config))
+    return DeliveryPlan(sent, record, next_at=_next(incident, record, config))
 
 
 def _update(

@@ -13,12 +13,14 @@ layout and escaping. Pure: no clock, no I/O; text is not escaped here.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 from bot.core.actions.catalog import CATALOG
 from bot.core.actions.order import rank_key
 from bot.core.model import (
+    Evidence,
     Finding,
     Incident,
     IncidentState,
@@ -32,11 +34,15 @@ from bot.core.model import (
     Transition,
     frozen_map,
 )
+from bot.core.origins import short_source
 from bot.core.text import truncate
 
-MAX_EVIDENCE = 8
+MAX_EVIDENCE = 3  # the decisive lines on the card; every line goes to its thread
+MAX_DETAILS = 40
 MAX_HISTORY = 15
+MAX_STEPS = 2  # remediation steps shown when no action fits
 LINE_LIMIT = 300
+SURE_LINE = 140
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 S = ProposalState
@@ -136,11 +142,11 @@ def _describe_primary(incident: Incident, finding: Finding) -> str:
 
 
 def _describe_secondary(incident: Incident, ranked: RankedFinding) -> str:
-    """A secondary finding; a symptom says of what, and why, in one line."""
+    """A secondary finding in one line; a symptom says of what (why is in the thread)."""
     text = _describe(incident, ranked.finding)
     if ranked.symptom_of is None:
         return text
-    return f"{text}: symptom of {ranked.symptom_of}, {ranked.why}"
+    return f"{text}: symptom of {ranked.symptom_of}"
 
 
 def _where(incident: Incident) -> dict[str, str]:
@@ -173,17 +179,64 @@ def _severity(incident: Incident) -> Severity:
     return max(found, key=lambda s: s.weight) if found else Severity.INFO
 
 
+def evidence_line(item: Evidence, limit: int = LINE_LIMIT) -> str:
+    """`driver.log:44: text`: the source's short name (never a directory), its line."""
+    origin = short_source(item.origin)
+    origin = f"{origin}:{item.line}" if origin and item.line else origin
+    text = " ".join(item.text.split())
+    return truncate(f"{origin}: {text}" if origin else text, limit)
+
+
 def _evidence(incident: Incident, limit: int) -> tuple[str, ...]:
-    lines: dict[str, None] = {}
-    for ranked in incident.diagnosis.findings:
-        for item in ranked.finding.evidence:
-            origin = f"{item.origin}:{item.line}" if item.origin and item.line else item.origin
-            text = item.text.strip()
-            line = f"{origin}: {text}" if origin else text
-            lines.setdefault(truncate(line, LINE_LIMIT), None)
+    """The root cause's own lines first (one fewer when other findings have lines), then
+    one line of each other finding."""
+    lines: dict[tuple[str, int | None], str] = {}
+    findings = incident.diagnosis.findings
+    others = any(r.role is Role.SECONDARY and r.finding.evidence for r in findings)
+    for ranked in findings:
+        own = ranked.finding.evidence
+        mine = own[: limit - 1 if others else limit] if ranked.role is Role.PRIMARY else own[:1]
+        for item in mine:
+            where = (item.origin, item.line) if item.line else (item.origin, hash(item.text))
+            lines.setdefault(where, evidence_line(item))
             if len(lines) >= limit:
-                return tuple(lines)
-    return tuple(lines)
+                return tuple(lines.values())
+    return tuple(lines.values())
+
+
+def _details(incident: Incident) -> tuple[str, ...]:
+    lines = (evidence_line(e) for r in incident.diagnosis.findings for e in r.finding.evidence)
+    return tuple(dict.fromkeys(lines))[:MAX_DETAILS]
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`(])")
+
+
+def cause_sentence(incident: Incident) -> str:
+    """What broke, in one sentence naming the object and the number: the first sentence
+    of the root cause's explanation, with the exit code when it does not say it."""
+    primary = incident.diagnosis.primary
+    if primary is None:
+        return ""
+    text = " ".join(incident.diagnosis.cause.split())
+    sentence = _SENTENCE_END.split(text, 1)[0] if text else ""
+    if not sentence:
+        where = f" on {primary.obj}" if primary.obj else ""
+        sentence = f"{primary.title}{where}."
+    code = primary.fields.get("exit_code", "")
+    if code and code not in sentence:
+        body = sentence.rstrip(".")
+        sentence = f"{body} (exit code {code})" + ("." if body != sentence else "")
+    return truncate(sentence, 2 * LINE_LIMIT)
+
+
+def sureness(incident: Incident) -> str:
+    """`strong` or `likely (weak evidence only)`, and the evidence line it rests on."""
+    primary = incident.diagnosis.primary
+    if primary is None:
+        return ""
+    how = "likely (weak evidence only)" if primary.weak else "strong"
+    return f"{how}: {evidence_line(primary.evidence[0], SURE_LINE)}" if primary.evidence else how
 
 
 def _transition_line(proposal: Proposal, step: Transition) -> str:
@@ -207,12 +260,42 @@ def _transition_line(proposal: Proposal, step: Transition) -> str:
     return f"{action} expired{why}"
 
 
+# An incident's notes a person needs on the card: each reassessment within the grouping
+# window ("also seen", each flip of the root cause) stays in the store; of the root
+# cause's changes only the last is shown.
+_ALSO_SEEN = "also seen:"
+_CAUSE_CHANGED = "root cause is now "
+
+
+def _notes(incident: Incident) -> list[tuple[datetime, int, str]]:
+    changes = [n for n in incident.notes if n.text.startswith(_CAUSE_CHANGED)]
+    return [
+        (note.at, 0, note.text)
+        for note in incident.notes
+        if not note.text.startswith(_ALSO_SEEN)
+        and (not note.text.startswith(_CAUSE_CHANGED) or note is changes[-1])
+    ]
+
+
 def _history(incident: Incident, proposals: Sequence[Proposal], limit: int) -> tuple[str, ...]:
-    events: list[tuple[datetime, int, str]] = [(note.at, 0, note.text) for note in incident.notes]
+    events = _notes(incident)
     for proposal in proposals:
         events.extend((step.at, 1, _transition_line(proposal, step)) for step in proposal.history)
     events.sort(key=lambda e: (e[0], e[1]))
     return tuple(f"{at.strftime(TIME_FORMAT)} {text}" for at, _, text in events[-limit:])
+
+
+def details_text(report: Report) -> str:
+    """The card's thread: every evidence line and the whole explanation, when the card
+    shows less than that."""
+    if len(report.details) <= len(report.evidence) and report.diagnosis.count("\n") < 1:
+        return ""
+    lines = [f"Evidence ({len(report.details)} lines):", *report.details]
+    if report.diagnosis:
+        lines += ["", report.diagnosis]
+    if report.runbook:
+        lines += ["", "Runbook: " + " ".join(report.runbook)]
+    return "\n".join(lines)
 
 
 def build_report(
@@ -237,6 +320,11 @@ def build_report(
             _describe_secondary(incident, r) for r in diagnosis.findings if r.role is Role.SECONDARY
         ),
         evidence=_evidence(incident, max_evidence),
+        cause=cause_sentence(incident),
+        steps=diagnosis.remediation[:MAX_STEPS],
+        runbook=diagnosis.runbook[:1],
+        sureness=sureness(incident),
+        details=_details(incident),
         diagnosis=diagnosis.text,
         actions=tuple(
             ReportAction(

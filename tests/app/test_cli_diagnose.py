@@ -74,6 +74,8 @@ def test_no_failure_is_exit_0_and_a_null_primary() -> None:
         "findings": [],
         "actions": [],
         "diagnosis": "No failure found: nothing in the input matches a playbook.",
+        "remediation": [],
+        "runbook": [],
         "unrendered": [],
     }
 
@@ -89,9 +91,17 @@ def test_the_seed_case_json() -> None:
         "findings",
         "actions",
         "diagnosis",
+        "remediation",
+        "runbook",
         "unrendered",
     }
     assert out["unrendered"] == []
+    assert out["remediation"][0] == (
+        "Raise the worker group's memory limit (keep requests equal to limits), then resubmit."
+    )
+    assert out["runbook"] == [
+        "https://kubernetes.io/docs/tasks/configure-pod-container/assign-memory-resource/"
+    ]
     assert out["primary"] == "pod_oom_killed"
     assert out["likely"] is False
     assert out["secondary"][0] == "named_actor_conflict"

@@ -152,11 +152,7 @@ def test_a_root_cause_arriving_later_updates_the_card_not_a_second_post() -> Non
     assert update.report is not None
     assert (update.report.primary, update.report.secondary) == (
         "pod_oom_killed: Pod OOMKilled at its memory limit",
-        (
-            "named_actor_conflict: Named actor already taken: symptom of pod_oom_killed, the "
-            "actor's constructor ran again after its worker died (pod_oom_killed), and the old "
-            "registration still holds the name; killing the actor would not help.",
-        ),
+        ("named_actor_conflict: Named actor already taken: symptom of pod_oom_killed",),
     )
 
 
@@ -198,12 +194,13 @@ def test_a_storm_of_10000_signals_on_1000_pods_is_one_card_and_one_update() -> N
         tick(at(second))
 
     storm = [(n.kind, n.created_at, n.text) for key, n in sent if key.endswith(CLUSTER)]
-    assert storm == [
+    assert [(kind, when, text.split("\n")[0]) for kind, when, text in storm] == [
         (POST, at(30), f"pod_oom_killed (x1000) on {WORKLOAD}"),
+        (REPLY, at(30), "Evidence (5 lines):"),  # the card's full evidence, in its thread
         (UPDATE, at(90), f"pod_oom_killed (x1000) on {WORKLOAD}"),
     ]
     assert len(correlator) == 21
-    assert len(sent) == 21 * 2
+    assert len(sent) == 21 * 2 + 1  # a post and an update each; the storm card's thread too
 
 
 # -- resolution -------------------------------------------------------------------------

@@ -97,15 +97,11 @@ def test_the_motivating_case_reads_as_one_card(motivating: tuple[Incident, Propo
             }
         ),
         primary="pod_oom_killed: Pod OOMKilled at its memory limit (340 pods)",
-        secondary=(
-            "named_actor_conflict: Named actor already taken: symptom of pod_oom_killed, the "
-            "actor's constructor ran again after its worker died (pod_oom_killed), and the old "
-            "registration still holds the name; killing the actor would not help.",
-        ),
+        secondary=("named_actor_conflict: Named actor already taken: symptom of pod_oom_killed",),
         evidence=(
             *(
                 f"worker-{i}: container ray-worker terminated: OOMKilled (exit code 137)"
-                for i in range(5)
+                for i in range(2)
             ),
             "driver.log:41: ValueError: The name qwAKMv_register_center (namespace=None) "
             "is already taken.",
@@ -124,11 +120,21 @@ def test_the_motivating_case_reads_as_one_card(motivating: tuple[Incident, Propo
             ),
         ),
         withheld=("ray.kill_actor: the clash is a symptom of the root cause",),
+        # what a person needs: "also seen" and earlier flips of the root cause stay off
         history=(
             f"2026-11-03 10:00:00 opened: named_actor_conflict on {NS}/raycluster/{CLUSTER}",
-            "2026-11-03 10:00:45 also seen: pod_oom_killed",
             "2026-11-03 10:00:45 root cause is now pod_oom_killed (was named_actor_conflict)",
             "2026-11-03 10:01:30 k8s.bump_memory offered",
+        ),
+        cause="pod-oom-killed matched.",
+        sureness="strong: worker-0: container ray-worker terminated: OOMKilled (exit code 137)",
+        details=(
+            *(
+                f"worker-{i}: container ray-worker terminated: OOMKilled (exit code 137)"
+                for i in range(5)
+            ),
+            "driver.log:41: ValueError: The name qwAKMv_register_center (namespace=None) "
+            "is already taken.",
         ),
         incident_id=incident.id,
         opened_at=T0,

@@ -44,6 +44,7 @@ def print_diagnosis(diagnosis: Diagnosis, console: Console, title: str = "") -> 
             )
     parts.append(Text(""))
     parts.append(Text(diagnosis.text))
+    parts.extend(_what_to_do(diagnosis))
     if diagnosis.actions:
         table = Table(show_header=True, header_style="bold", expand=True, show_lines=False)
         table.add_column("action")
@@ -59,6 +60,16 @@ def print_diagnosis(diagnosis: Diagnosis, console: Console, title: str = "") -> 
         parts.append(table)
     border = _STYLE[primary.severity]
     console.print(Panel(Group(*parts), title=title or "pitcrew diagnosis", border_style=border))
+
+
+def _what_to_do(diagnosis: Diagnosis) -> list[Text]:
+    """The root cause's playbook's remediation steps and runbook links."""
+    if not diagnosis.remediation and not diagnosis.runbook:
+        return []
+    shown = [Text(""), Text("What to do:", style="bold")]
+    shown += [Text(f"  {n}. {step}") for n, step in enumerate(diagnosis.remediation, 1)]
+    shown += [Text(f"  runbook: {url}", style="dim") for url in diagnosis.runbook]
+    return shown
 
 
 def _label(ranked: RankedFinding) -> str:

@@ -63,6 +63,7 @@ MAX_ACTIONS = 10
 MAX_SECONDARY = 10
 MAX_EVIDENCE_LINES = 12
 EVIDENCE_LINE = 300
+CARD_EVIDENCE_LINE = 160  # a decisive line on the card; the thread has it whole
 MAX_HISTORY_LINES = 10
 HISTORY_LINE = 200
 PREVIEW_TEXT = 1200
@@ -99,6 +100,7 @@ _WHERE = {
 # bot.core.text does not already remove; zero-width joiners stay (emoji use them).
 _INVISIBLE = re.compile(r"[\ud800-\udfff\u061c\u200b\ufeff\u2028\u2029]")
 _FENCE = "```"
+_TICK = "\ue000"  # a kept backtick while the rest is made safe (private use: never shown)
 
 
 # -- safe text -------------------------------------------------------------------------
@@ -109,6 +111,18 @@ def clean(text: str) -> str:
     (each backtick becomes a look-alike, so untrusted text can neither open nor close
     a code span or fence)."""
     return strip_controls(_INVISIBLE.sub("", text)).replace("`", "\u02cb")
+
+
+def prose(text: str, limit: int = SECTION_TEXT) -> str:
+    """Text a playbook wrote (its explanation, remediation steps) as safe mrkdwn: its
+    inline `code` spans stay code where a line's backticks pair up; a fence never
+    survives, and an unpaired backtick becomes a look-alike."""
+    lines = []
+    for line in text.replace(_TICK, "").split("\n"):
+        if _FENCE in line or line.count("`") % 2:
+            line = line.replace("`", "\u02cb")
+        lines.append(line.replace("`", _TICK))
+    return md("\n".join(lines), limit).replace(_TICK, "`")
 
 
 def cut(text: str, limit: int) -> str:
@@ -239,51 +253,91 @@ def _bullets(items: Sequence[str], limit: int, line_limit: int) -> str:
     return "\n".join(shown)
 
 
+def _decision(report: Report, first: ReportAction | None) -> str:
+    """The card's first section: what broke, what to do, how sure."""
+    lines = [f"*What broke:* {prose(report.cause or report.primary or 'no failure found', 700)}"]
+    if first is not None and first.state is ProposalState.OFFERED:
+        preview = first.preview.splitlines()[0] if first.preview else ""
+        what = f"approve *{md(first.action, 100)}*" + (f": {md(preview, 400)}" if preview else "")
+        lines.append(f"*Do:* {what}")
+        if first.impact:
+            lines.append(f"_{md(first.impact, 300)}_")
+    elif first is not None:
+        state = _STATE.get(first.state, str(first.state))
+        lines.append(f"*Action:* {md(first.action, 100)} · {state}")
+    elif report.steps:
+        lines.append("*Do* (no action pitcrew can run fits):")
+        lines.extend(f"{n}. {prose(step, 400)}" for n, step in enumerate(report.steps, 1))
+    if report.runbook and (first is None or first.state is not ProposalState.OFFERED):
+        lines.append(f"*Runbook:* {link(report.runbook[0])}")
+    if report.sureness:
+        lines.append(f"*How sure:* {md(report.sureness, 400)}")
+    return cut("\n".join(lines), SECTION_TEXT)
+
+
+def link(url: str) -> str:
+    """A playbook's runbook URL as a Slack link, or as text when it is not plainly http(s)."""
+    if re.fullmatch(r"https?://[^\s<>|]+", url) and len(url) < 500:
+        return f"<{url.replace('&', '&amp;')}>"
+    return md(url, 500)
+
+
+def _where_line(report: Report) -> str:
+    shown = [
+        f"{_WHERE.get(key, md(key, 40))} {md(value, 300)}"
+        for key, value in report.where.items()
+        if value and key != "workload"
+    ]
+    workload = report.where.get("workload", "")
+    return " · ".join(([md(workload, 300)] if workload else []) + shown)
+
+
 def card_view(report: Report, options: CardOptions = CardOptions()) -> dict[str, Any]:
     """The values the card template shows, every one of them safe and within limits."""
     emoji = _EMOJI.get(report.severity, ":red_circle:")
-    fields = [
-        cut(f"*{_WHERE.get(key, md(key, 40))}*\n{md(value, FIELD_TEXT - 60)}", FIELD_TEXT)
-        for key, value in report.where.items()
-        if value
-    ][:MAX_FIELDS]
-    cause = f"*Root cause:* {md(report.primary or 'none found', 1000)}"
-    if report.secondary:
-        cause += "\n*Also seen:*\n" + _bullets(report.secondary, MAX_SECONDARY, 250)
-    if report.memory:
-        cause += f"\n*Memory:* {md(report.memory, 500)}"
-    evidence = ""
-    if report.evidence:
-        evidence = "*Evidence*\n" + code(
-            report.evidence[:MAX_EVIDENCE_LINES], SECTION_TEXT - 20, EVIDENCE_LINE
-        )
     first_offer = next(
         (i for i, a in enumerate(report.actions) if a.state is ProposalState.OFFERED), None
     )
+    lead = report.actions[first_offer if first_offer is not None else 0] if report.actions else None
     actions = [
         _action_view(i + 1, action, primary=i == first_offer)
         for i, action in enumerate(report.actions[:MAX_ACTIONS])
     ]
+    lead_view = next((a for a in actions if a["primary"]), None)
+    symptoms = ""
+    if report.secondary:
+        symptoms = "*Also seen:*\n" + _bullets(report.secondary, MAX_SECONDARY, 160)
+    if report.memory:
+        symptoms += ("\n" if symptoms else "") + f"*Memory:* {md(report.memory, 500)}"
+    evidence = ""
+    if report.evidence:
+        more = len(report.details) - len(report.evidence)
+        note = f" ({len(report.details)} lines in the thread)" if more > 0 else ""
+        evidence = f"*Evidence*{note}\n" + code(
+            report.evidence[:MAX_EVIDENCE_LINES], SECTION_TEXT - 80, CARD_EVIDENCE_LINE
+        )
     withheld = ""
     if report.withheld:
-        withheld = "*Not offered:*\n" + _bullets(report.withheld, 8, 300)
+        withheld = "*Not offered:*\n" + _bullets(report.withheld, 8, 200)
     history = ""
     if report.history:
         recent = report.history[-MAX_HISTORY_LINES:]
         history = "\n".join(md(line, HISTORY_LINE) for line in recent)
-    silence = _silence_view(report, options)
+    status = f"*Status:* {md(report.status, 500)}"
+    if where := _where_line(report):
+        status += f" · {where}"
     return {
         "rev": revision(report),
         "header": f"{emoji} {plain(report.title, HEADER_TEXT - len(emoji) - 1)}",
-        "status": cut(f"*Status:* {md(report.status, 500)}", CONTEXT_TEXT),
-        "fields": fields,
-        "cause": cut(cause, SECTION_TEXT),
+        "status": cut(status, CONTEXT_TEXT),
+        "decision": _decision(report, lead),
+        "lead": lead_view,
+        "symptoms": cut(symptoms, SECTION_TEXT),
         "evidence": cut(evidence, SECTION_TEXT),
-        "diagnosis": md(report.diagnosis, SECTION_TEXT),
-        "actions": actions,
+        "actions": [a for a in actions if a is not lead_view],
         "withheld": cut(withheld, CONTEXT_TEXT),
         "history": cut(history, CONTEXT_TEXT),
-        "silence": silence,
+        "silence": _silence_view(report, options),
         "approve_id": APPROVE_ACTION,
         "reject_id": REJECT_ACTION,
         "silence_id": SILENCE_ACTION,
@@ -362,7 +416,7 @@ def minimal_card(report: Report) -> Message:
 
 def text_message(text: str, *, title: str = "") -> Message:
     """A reply (thread, ephemeral) from untrusted multi-line text, escaped."""
-    return mrkdwn_message(md(text, TEXT_BUDGET - 500), title=md(title, 200))
+    return mrkdwn_message(prose(text, TEXT_BUDGET - 500), title=md(title, 200))
 
 
 def mrkdwn_message(safe: str, *, title: str = "") -> Message:

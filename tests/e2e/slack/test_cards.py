@@ -86,15 +86,18 @@ def test_the_seed_incident_card_is_valid_and_complete(
     assert header.startswith(":rotating_light: Pod OOMKilled at its memory limit")
     assert "RayJob ml-train/verl-ppo-qwen" in header
     assert posted.text.startswith("[CRITICAL] Pod OOMKilled")
-    for where in ("*Cluster*\\ngpu-prod", "*Namespace*\\nml-train", "RayJob verl-ppo-qwen"):
-        assert where in shown
-    assert "raysubmit_Qk8vXw2mT3nLp9Rb" in shown
-    assert "*Root cause:* pod_oom_killed" in shown
-    assert "named_actor_conflict: Named actor already taken" in shown  # secondary
-    # each symptom says of what, and why, in one line
-    assert "symptom of pod_oom_killed, the actor's constructor ran again" in shown
+    status = posted.blocks[1]["elements"][0]["text"]
+    assert status == (
+        "*Status:* open · RayJob verl-ppo-qwen · Cluster gpu-prod · Namespace ml-train"
+        " · Ray job id raysubmit_Qk8vXw2mT3nLp9Rb"
+    )
+    # symptoms once, one line each, saying of what
+    assert (
+        "• named_actor_conflict: Named actor already taken (x2): symptom of pod_oom_killed\n"
+        in (json.loads(shown)[5]["text"]["text"])
+    )
     assert "worker_died_system_error: Ray worker process died" in shown
-    assert "OOMKilled (exit code 137)" in shown  # evidence
+    assert "worker-pod.describe.txt: container ray-worker last terminated: OOMKilled" in shown
     assert "16Gi → 24Gi" in shown  # the action's preview
     assert "ray.kill_actor: the clash is a symptom" in shown  # withheld, and why
 
