@@ -1,7 +1,8 @@
 """Kubernetes objects (parsed JSON/YAML) -> signals, by kind.
 
 Pod, Event (core/v1 and events.k8s.io/v1), Node, Job (a RayJob's
-submitter), RayJob and RayCluster are understood, and pitcrew's own `Signal`
+submitter), RayJob, RayCluster, the gang schedulers' PodGroup and Workload
+(bot/core/inputs/gangs.py) are understood, and pitcrew's own `Signal`
 objects (bot/core/inputs/signals.py);
 `List` and `<Kind>List` objects (and JSON arrays) are opened and their items
 read, with the item kind implied by the list kind. Other kinds are recognised
@@ -17,6 +18,7 @@ from typing import Any
 
 from bot.core.inputs import InputPart
 from bot.core.inputs.events import event_signal
+from bot.core.inputs.gangs import gang_signals
 from bot.core.inputs.jobs import job_signals
 from bot.core.inputs.kuberay import raycluster_parts, rayjob_parts
 from bot.core.inputs.nodes import node_signals
@@ -36,6 +38,8 @@ _HANDLERS: dict[str, Handler] = {
     "RayJob": rayjob_parts,
     "RayCluster": raycluster_parts,
     "Signal": signal_parts,
+    "PodGroup": gang_signals,
+    "Workload": gang_signals,
 }
 # Lists hold objects, not other lists; deeper nesting (only possible through YAML
 # aliases) is ignored rather than multiplied out.
