@@ -16,8 +16,7 @@ from bot.core.errors import PitcrewError
 from bot.daemon.ports import Clock, utcnow
 
 if TYPE_CHECKING:
-    from bot.adapters.http.server import HealthServer
-    from bot.adapters.slack.app import Diagnoser, SlackConfig, SlackService
+    from bot.adapters.slack.app import SlackConfig
     from bot.adapters.slack.chat import SlackChat
 
 
@@ -64,20 +63,3 @@ def slack_chat(settings: Settings, *, clock: Clock = utcnow) -> SlackChat:
     from bot.adapters.slack.chat import SlackChat
 
     return SlackChat(_checked(settings), clock=clock)
-
-
-def bound_slack_chat(
-    settings: Settings,
-    service: SlackService,
-    health_server: HealthServer,
-    *,
-    diagnoser: Diagnoser | None = None,
-    clock: Clock = utcnow,
-) -> SlackChat:
-    """Build and bind in one step: the chat, its listeners on `service`, and (HTTP mode)
-    `/slack/events` mounted on `health_server`. Then `start()` it with the daemon."""
-    from bot.adapters.slack.chat import SlackChat
-
-    chat = SlackChat(_checked(settings), metrics=health_server.metrics, clock=clock)
-    chat.bind(service, http=health_server, diagnoser=diagnoser)
-    return chat

@@ -101,15 +101,6 @@ def workload_keys(item: Item) -> tuple[str, ...]:
     return (f"{cluster}/{namespace_of(item)}/{_UNATTRIBUTED}/{_UNATTRIBUTED}",)
 
 
-def workload_key(item: Item) -> str:
-    """`cluster/namespace/Kind/name` of the workload a finding or signal is about.
-
-    RayJob, RayService, Deployment, StatefulSet, DaemonSet, CronJob, Job, RayCluster or
-    `RayJobSubmission` (a Ray job submission id), most encompassing first; the cluster
-    part is the `cluster` field, empty when a source does not set it."""
-    return workload_keys(item)[0]
-
-
 def workload_from_key(key: str) -> ObjectRef | None:
     _, namespace, kind, name = key.split("/", 3)
     return None if kind == _UNATTRIBUTED else ObjectRef(kind, name, namespace)

@@ -31,7 +31,7 @@ from bot.core.model import (
     frozen_map,
 )
 from bot.core.taxonomy import Category
-from bot.core.workloads import workload_key, workload_keys
+from bot.core.workloads import workload_keys
 from tests.support.playbooks import playbook, write_library
 
 T0 = datetime(2026, 11, 3, 10, 0, tzinfo=UTC)
@@ -236,7 +236,7 @@ def _signal(**kwargs: object) -> Signal:
 )
 def test_workload_keys(item: Finding | Signal, keys: tuple[str, ...]) -> None:
     assert workload_keys(item) == keys
-    assert workload_key(item) == keys[0]
+    assert workload_keys(item)[0] == keys[0]
 
 
 # -- correlation in a window ---------------------------------------------------------
@@ -560,7 +560,6 @@ def test_bad_correlation_config_is_refused(settings: dict[str, object], message:
 def test_a_rayjob_seen_by_the_ray_source_and_the_kubernetes_watch_is_one_key() -> None:
     """The Ray source of a RayJob's RayCluster names its Kubernetes cluster (`k8s_cluster`)
     beside its own poller name; the Kubernetes source's findings carry `cluster`."""
-    from bot.core.workloads import workload_key
 
     by_ray = dataclasses.replace(
         clash(),
@@ -577,7 +576,9 @@ def test_a_rayjob_seen_by_the_ray_source_and_the_kubernetes_watch_is_one_key() -
     by_kube = dataclasses.replace(
         oom(), fields=frozen_map({**oom().fields, "cluster": "prod", "rayjob": "verl-ppo-qwen"})
     )
-    assert workload_key(by_ray) == workload_key(by_kube) == f"prod/{NS}/RayJob/verl-ppo-qwen"
+    assert (
+        workload_keys(by_ray)[0] == workload_keys(by_kube)[0] == f"prod/{NS}/RayJob/verl-ppo-qwen"
+    )
     correlator = Correlator()
     (opened,) = correlator.add(by_kube, at(0))
     (joined,) = correlator.add(by_ray, at(1))

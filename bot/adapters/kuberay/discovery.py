@@ -65,7 +65,7 @@ from bot.adapters.kuberay.clusters import (
 )
 from bot.adapters.kubernetes.api import RAY_CLUSTERS, KubeApi, WatchEvent
 from bot.adapters.kubernetes.errors import KubeApiError
-from bot.adapters.kubernetes.watch import NotServedError, WatchLoop, wait_until
+from bot.adapters.kubernetes.watch import NotServedError, WatchLoop
 from bot.adapters.ray.bookmarks import MemoryBookmarks
 from bot.adapters.ray.client import RayClusterConfig
 from bot.adapters.ray.source import RayClusterSource, RaySourceOptions
@@ -197,9 +197,6 @@ class RayDiscoverySource:
     def synced(self) -> bool:
         """Every watch has listed once (or found KubeRay absent)."""
         return self.started and all(scope.synced for scope in self._scopes)
-
-    def wait_synced(self, timeout: float) -> bool:
-        return wait_until(self.synced, timeout)
 
     def poll(self) -> None:
         """Poll every discovered cluster that is due (concurrently), and a deleted one

@@ -67,7 +67,6 @@ from bot.adapters.kubernetes.state import (
     containers_to_read,
     failed_rayjob,
 )
-from bot.adapters.kubernetes.watch import wait_until
 from bot.core.inputs import InputPart, LogText
 from bot.core.model import ObjectRef, Signal, SourceKind
 from bot.daemon.feed import Context, Healthy, Item, observe
@@ -227,9 +226,6 @@ class KubernetesSource:
     def synced(self) -> bool:
         """Every watch has listed once and is watching (or is disabled)."""
         return self.started and all(w.synced for w in self._watches)
-
-    def wait_synced(self, timeout: float) -> bool:
-        return wait_until(self.synced, timeout)
 
     def status(self) -> dict[str, Any]:
         """Watch health for readiness, metrics and `/pitcrew status`."""

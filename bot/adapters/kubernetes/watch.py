@@ -304,13 +304,3 @@ def _int(value: Any) -> int:
         return int(value)
     except (TypeError, ValueError):
         return 0
-
-
-def wait_until(condition: Callable[[], bool], timeout: float) -> bool:
-    """Poll `condition` until it holds or `timeout` seconds pass; its last value."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()

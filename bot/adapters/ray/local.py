@@ -71,10 +71,6 @@ class LocalRayHead:
         return f"http://127.0.0.1:{self.ports['dashboard-port']}"
 
     @property
-    def gcs_address(self) -> str:
-        return f"127.0.0.1:{self.ports['port']}"
-
-    @property
     def pid(self) -> int:
         return self.process.pid if self.process else 0
 

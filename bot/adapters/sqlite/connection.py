@@ -60,10 +60,6 @@ class SharedConnection:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def schema_version(self) -> int:
-        with self._reading("read the schema version") as conn:
-            return user_version(conn)
-
     def ping(self) -> None:
         """Raises StoreError unless the database answers (for readiness checks)."""
         with self._reading("check the database") as conn:

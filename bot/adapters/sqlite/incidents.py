@@ -53,17 +53,6 @@ class IncidentRecords(SharedConnection):
             args.append(str(workload))
         return self._incidents(sql + " ORDER BY opened_at, id", args, "list open incidents")
 
-    def incident_by_key(self, key: str, since: datetime) -> Incident | None:
-        """The incident with this correlation key updated most recently at or after `since`,
-        whatever its state (the caller decides whether a resolved one reopens)."""
-        found = self._incidents(
-            """SELECT id, body FROM incidents WHERE key = ? AND updated_at >= ?
-               ORDER BY updated_at DESC, id DESC LIMIT 1""",
-            [key, encode_time(since)],
-            f"find incident {key}",
-        )
-        return found[0] if found else None
-
     def recent_incidents(self, n: int) -> tuple[Incident, ...]:
         """The `n` most recently updated incidents, newest first, open or resolved."""
         return self._incidents(

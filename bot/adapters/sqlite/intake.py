@@ -41,7 +41,3 @@ class IntakeRecords(SharedConnection):
                 (after, limit),
             ).fetchall()
         return tuple(SpooledRow(int(r["id"]), str(r["meta"]), bytes(r["body"])) for r in rows)
-
-    def spooled_count(self) -> int:
-        with self._reading("count kept evidence") as conn:
-            return int(conn.execute("SELECT COUNT(*) FROM intake").fetchone()[0])

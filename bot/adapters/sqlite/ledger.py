@@ -58,15 +58,6 @@ class LedgerRecords(SharedConnection):
         """Close an action a restart found STARTED: it is reported, never silently re-run."""
         return self.finish_action(proposal_id, ActionResult.INTERRUPTED, at, detail)
 
-    def running_actions(self) -> tuple[LedgerEntry, ...]:
-        """Entries still STARTED, oldest first: after a restart, actions that were interrupted."""
-        return self._ledger(
-            """SELECT proposal_id, body FROM ledger WHERE result = ?
-               ORDER BY started_at, proposal_id""",
-            [ActionResult.STARTED.value],
-            "list running actions",
-        )
-
     def ledger_entry(self, proposal_id: str) -> LedgerEntry | None:
         found = self._ledger(
             "SELECT proposal_id, body FROM ledger WHERE proposal_id = ?",

@@ -53,10 +53,6 @@ class SilenceRecords(SharedConnection):
             _write_silence(conn, ended, insert=False)
             return ended
 
-    def delete_silence(self, silence_id: str) -> bool:
-        with self._writing(f"delete silence {silence_id}") as conn:
-            return conn.execute("DELETE FROM silences WHERE id = ?", (silence_id,)).rowcount == 1
-
     def _silences(self, sql: str, args: list[Any], what: str) -> tuple[Silence, ...]:
         with self._reading(what) as conn:
             rows = conn.execute(sql, args).fetchall()

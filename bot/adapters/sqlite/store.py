@@ -11,8 +11,8 @@ Safety rests on three rules:
   `UPDATE ... WHERE state = expected` and its history row in one IMMEDIATE
   transaction, so two clicks, two approvers, two threads or two processes
   (`pitcrew approve ID` runs in another process) move it once.
-- An action is recorded as STARTED before it runs; after a restart
-  `running_actions()` finds it and it is reported as interrupted, never re-run.
+- An action is recorded as STARTED before it runs; after a restart the pipeline finds
+  its proposal RUNNING and `mark_interrupted` reports it interrupted, never re-run.
 - The outbox returns only undelivered messages, oldest first per incident and
   channel, so a chat outage delays cards but never loses or repeats them.
 

@@ -22,7 +22,7 @@ from bot.adapters.ray.signals import context_fields, death_parts
 from bot.core.inputs.ray_actors import ActorInfo
 from bot.core.inputs.segment import split_text
 from bot.core.model import Signal, SourceKind, frozen_map
-from bot.core.workloads import workload_key
+from bot.core.workloads import workload_keys
 
 PASTE = Path(__file__).parents[2] / "data" / "inputs" / "ray-list-actors-detail-json.txt"
 CONFIG = RayClusterConfig("prod", "http://127.0.0.1:8265", k8s_namespace="ml")
@@ -70,5 +70,5 @@ def test_a_polled_and_a_pasted_actor_are_one_signal_with_one_key(actor_id: str, 
         from_paste.fields
     )
     assert from_paste.fields["ray_namespace"] == record["ray_namespace"]
-    assert workload_key(from_source) == key
-    assert workload_key(in_context(from_paste, {"cluster": "prod", "namespace": "ml"})) == key
+    assert workload_keys(from_source)[0] == key
+    assert workload_keys(in_context(from_paste, {"cluster": "prod", "namespace": "ml"}))[0] == key

@@ -81,8 +81,13 @@ def test_an_empty_store_file_is_refused_until_init_store(
     made.ready()
     os.kill(made.proc.pid, signal.SIGTERM)
     assert made.exit_code() == 0
-    with Store(db) as store:
-        assert store.schema_version() > 0
+    with Store(db):
+        assert schema_version(db) > 0
+
+
+def schema_version(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
 def _foreign(path: Path) -> None:
@@ -111,15 +116,15 @@ def test_a_file_that_is_not_a_store_is_refused_by_every_opener(
     with pytest.raises(StoreError) as refused:
         Store(path)
     assert str(refused.value) == f"{path}: {problem}"
-    with Store(path, init=True) as store:
-        version = store.schema_version()
+    with Store(path, init=True):
+        version = schema_version(path)
     assert version > 0
-    with Store(path) as reopened:  # a store now: opens as one
-        assert reopened.schema_version() == version
+    with Store(path):  # a store now: opens as one
+        assert schema_version(path) == version
 
 
 def test_a_new_file_is_still_created_as_a_store(tmp_path: Path) -> None:
     started = time.monotonic()
-    with Store(tmp_path / "fresh.db") as store:
-        assert store.schema_version() > 0
+    with Store(tmp_path / "fresh.db"):
+        assert schema_version(tmp_path / "fresh.db") > 0
     assert time.monotonic() - started < 5

@@ -19,6 +19,7 @@ from bot.core.inputs import InputPart
 from bot.core.model import Signal, SourceKind
 from tests.e2e.kubernetes.conftest import Emulator, validate_kuberay, wait_for
 from tests.support import kube_objects as o
+from tests.support.daemon_process import wait_until
 
 pytestmark = pytest.mark.kube
 
@@ -168,7 +169,7 @@ def test_malformed_objects_are_read_reported_once_and_never_stop_the_watch(
     with caplog.at_level(logging.WARNING, logger="bot.adapters.kubernetes.source"):
         source.start(items.append)
         try:
-            assert source.wait_synced(5)
+            assert wait_until(source.synced, 5)
             wait_for(lambda: source.status()["watches"]["Pod@ml-train"]["gone"] == 1, what="410")
             wait_for(lambda: source.status()["watches"]["Pod@ml-train"]["state"] == "watching")
             # something valid still flows afterwards

@@ -21,6 +21,7 @@ from bot.core.inputs import InputPart
 from bot.core.model import ObjectRef, Signal
 from tests.e2e.kubernetes.conftest import Emulator, of_workload, validate_kuberay, wait_for
 from tests.support import kube_objects as o
+from tests.support.daemon_process import wait_until
 
 pytestmark = pytest.mark.kube
 
@@ -74,7 +75,7 @@ def watched(emulator: Emulator) -> list[InputPart]:
     )
     source.start(items.append)
     try:
-        assert source.wait_synced(5)
+        assert wait_until(source.synced, 5)
         wait_for(
             lambda: any(isinstance(i, Signal) and i.reason == "FailedScheduling" for i in items),
             what="the FailedScheduling event",

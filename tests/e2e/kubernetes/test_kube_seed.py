@@ -36,6 +36,7 @@ from tests.e2e.kubernetes.conftest import (
     wait_for,
 )
 from tests.support import kube_objects as o
+from tests.support.daemon_process import wait_until
 
 pytestmark = pytest.mark.kube
 
@@ -53,7 +54,7 @@ def watched(emulator: Emulator) -> list[InputPart]:
     )
     source.start(items.append)
     try:
-        assert source.wait_synced(5)
+        assert wait_until(source.synced, 5)
         wait_for(lambda: _has_driver_log(items), what="the submitter's driver log")
         assert source.healthy()
     finally:

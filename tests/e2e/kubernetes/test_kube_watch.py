@@ -28,6 +28,7 @@ from bot.core.model import ObjectRef, Signal, SourceKind
 from bot.daemon.feed import Healthy, Observation
 from tests.e2e.kubernetes.conftest import Emulator, kubeconfig, validate_kuberay, wait_for
 from tests.support import kube_objects as o
+from tests.support.daemon_process import wait_until
 
 pytestmark = pytest.mark.kube
 
@@ -189,7 +190,7 @@ def test_bookmarks_resume_a_restarted_source_without_listing(emulator: Emulator)
     first = KubernetesSource(emulator.api, config)
     first.start()
     try:
-        assert first.wait_synced(5)
+        assert wait_until(first.synced, 5)
         wait_for(lambda: first.bookmarks().get("Pod@ml-train"), what="a bookmark")
     finally:
         first.stop()
@@ -201,7 +202,7 @@ def test_bookmarks_resume_a_restarted_source_without_listing(emulator: Emulator)
     second = KubernetesSource(emulator.api, resumed)
     second.start()
     try:
-        assert second.wait_synced(5)
+        assert wait_until(second.synced, 5)
     finally:
         second.stop()
     assert len(emulator.requests(kmock.action.LIST, "pods")) == lists_before
@@ -219,7 +220,7 @@ def test_without_kuberay_crds_one_clear_line_and_the_rest_still_watches(
     with caplog.at_level(logging.INFO, logger="bot.adapters.kubernetes.source"):
         source.start()
         try:
-            assert source.wait_synced(5)
+            assert wait_until(source.synced, 5)
             wait_for(lambda: failures(source.poll()), what="the evicted pod")
             assert source.healthy()
             status = source.status()
@@ -253,7 +254,7 @@ def test_health_goes_down_when_the_api_server_does(emulator: Emulator) -> None:
     )
     source.start()
     try:
-        assert source.wait_synced(5)
+        assert wait_until(source.synced, 5)
         assert source.healthy()
         emulator.stop()
         wait_for(lambda: not source.healthy(), what="the source to turn unhealthy")
@@ -336,7 +337,7 @@ def test_owners_are_resolved_through_the_api_and_cached(emulator: Emulator) -> N
     )
     source.start()
     try:
-        assert source.wait_synced(5)
+        assert wait_until(source.synced, 5)
         items: list[InputPart] = []
         wait_for(lambda: items.extend(source.poll()) or len(items) >= 22, what="all signals")
         lookups = source.status()["owners"]["lookups"]
@@ -399,7 +400,7 @@ def test_the_daemon_builds_the_source_and_gets_observations_and_health(
     assert source.name == "kubernetes"
     source.start()
     try:
-        assert source.wait_synced(5)
+        assert wait_until(source.synced, 5)
         assert sorted(source.status()["watches"]) == ["Pod@ml-train", "RayJob@ml-train"]
         wait_for(lambda: len(sink.observed()) >= 3, what="the observations")
         # KubeRay retries the failed RayJob and it runs: healthy again

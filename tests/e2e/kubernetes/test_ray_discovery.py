@@ -34,10 +34,11 @@ from bot.app.settings.sections import Settings
 from bot.core.actions.catalog import StopJob
 from bot.core.errors import ActionRefusedError
 from bot.core.model import ObjectRef, Signal, SourceKind
-from bot.core.workloads import workload_key, workload_refs
+from bot.core.workloads import workload_keys, workload_refs
 from bot.daemon.feed import Observation
 from tests.e2e.kubernetes.conftest import Emulator, kubeconfig, wait_for
 from tests.support import kube_objects as o
+from tests.support.daemon_process import wait_until
 from tests.support.ray_dashboards import Dashboards, failed_job, serve
 
 pytestmark = pytest.mark.kube
@@ -147,7 +148,7 @@ def test_a_raycluster_gets_a_poller_at_its_dashboard_until_it_is_deleted(
     source = discovery(kuberay, dashboards, sink, marks)
     source.start()
     try:
-        assert source.wait_synced(5)
+        assert wait_until(source.synced, 5)
         url_a = dashboards.url(f"{o.NS}/rc-a-head-svc/8265")
         assert {n: c.url for n, c in source.clusters().items()} == {"ml-train.rc-a": url_a}
         assert source.healthy() is True
@@ -202,7 +203,7 @@ def test_a_rayjob_cluster_puts_its_rayjob_on_every_signal(
     source = discovery(kuberay, dashboards, sink, MemoryBookmarks())
     source.start()
     try:
-        assert source.wait_synced(5)
+        assert wait_until(source.synced, 5)
         name = f"{o.NS}.{owned['metadata']['name']}"
         config = source.clusters()[name]
         assert config.url == dashboards.url(f"{o.NS}/verl-head/8266")
@@ -216,7 +217,7 @@ def test_a_rayjob_cluster_puts_its_rayjob_on_every_signal(
     assert signal.fields["rayjob"] == "verl-ppo-qwen"
     assert signal.fields["ray_cluster"] == owned["metadata"]["name"]
     assert workload_refs(signal)[0] == ObjectRef("RayJob", "verl-ppo-qwen", o.NS)
-    assert workload_key(signal) == f"{name}/{o.NS}/RayJob/verl-ppo-qwen"
+    assert workload_keys(signal)[0] == f"{name}/{o.NS}/RayJob/verl-ppo-qwen"
 
 
 def test_a_configured_cluster_at_the_same_url_is_polled_once_and_executors_find_it(
@@ -240,7 +241,7 @@ def test_a_configured_cluster_at_the_same_url_is_polled_once_and_executors_find_
     found.start()
     kube.start()
     try:
-        assert found.wait_synced(5)
+        assert wait_until(found.synced, 5)
         assert found.clusters() == {}
         assert found.status()["shadowed"] == {
             "ml-train/rc-a": "polled as the configured cluster prod"
@@ -285,7 +286,7 @@ def test_executors_find_discovered_clusters_by_raycluster_name(
     source = discovery(kuberay, dashboards, Recorder(), marks, namespaces=())
     source.start()
     try:
-        assert source.wait_synced(5)
+        assert wait_until(source.synced, 5)
         assert sorted(source.clusters()) == ["ml-eval.shared", "ml-train.rc-a", "ml-train.shared"]
         assert clusters.config("rc-a").name == "ml-train.rc-a"
         assert clusters.config("ml-train.rc-a").url == dashboards.url(f"{o.NS}/rc-a-head-svc/8265")
@@ -318,7 +319,7 @@ def test_a_restart_reports_a_failure_once_even_for_a_recreated_raycluster(
     first = discovery(kuberay, dashboards, sink, marks)
     first.start()
     try:
-        assert first.wait_synced(5)
+        assert wait_until(first.synced, 5)
         first.poll()
     finally:
         first.stop()
@@ -334,7 +335,7 @@ def test_a_restart_reports_a_failure_once_even_for_a_recreated_raycluster(
     second = discovery(kuberay, dashboards, sink, marks)
     second.start()
     try:
-        assert second.wait_synced(5)
+        assert wait_until(second.synced, 5)
         second.poll()
         second.poll()
     finally:
@@ -369,7 +370,7 @@ def test_a_head_still_starting_is_not_an_outage_until_kubernetes_says_it_is_up(
     )
     source.start()
     try:
-        assert source.wait_synced(5)
+        assert wait_until(source.synced, 5)
         name = "ml-train.rc-new"
         source.poll()
         source.poll()  # backing off (an hour): not tried again
@@ -399,7 +400,7 @@ def test_a_suspended_or_deleting_raycluster_has_no_poller(
     source = discovery(kuberay, dashboards, Recorder(), MemoryBookmarks())
     source.start()
     try:
-        assert source.wait_synced(5)
+        assert wait_until(source.synced, 5)
         assert list(source.clusters()) == ["ml-train.rc-a"]
         kuberay.api.patch(RAY_CLUSTERS, o.NS, "rc-a", {"spec": {"suspend": True}})
         wait_for(lambda: not source.clusters(), what="the suspended cluster's poller gone")
@@ -419,7 +420,7 @@ def test_without_kuberay_one_log_line_and_no_crash(
     source = discovery(emulator, dashboards, Recorder(), MemoryBookmarks())
     source.start()
     try:
-        assert source.wait_synced(5)
+        assert wait_until(source.synced, 5)
         wait_for(lambda: source.status()["watches"]["RayCluster@ml-train"]["state"] == "absent")
         threading.Event().wait(0.5)  # several more looks (crd_recheck is 0.1s here)
         assert source.healthy() is True

@@ -17,7 +17,7 @@ from bot.adapters.http.server import HealthServer
 from bot.adapters.slack.chat import SlackChat
 from bot.app import wiring as app
 from bot.app.settings.sections import ChatSettings, Secrets, Settings, SlackSettings, StoreSettings
-from bot.app.slack_chat import bound_slack_chat, slack_chat, slack_config
+from bot.app.slack_chat import slack_chat, slack_config
 from bot.core.errors import PitcrewError
 from tests.e2e.slack.conftest import POLICY, SECRET, Daemonish, command_body, form, post, sign
 from tests.support.slack_emulator import APP_TOKEN, BOT_TOKEN, SlackEmulator
@@ -72,7 +72,8 @@ def test_a_bound_slack_chat_listens_and_mounts_its_route(
     emulator: SlackEmulator, tmp_path: Path, daemon: Daemonish, http_server: HealthServer
 ) -> None:
     settings = settings_for(emulator, tmp_path, socket_mode=False)
-    chat = bound_slack_chat(settings, daemon.service, http_server)
+    chat = slack_chat(settings)
+    chat.bind(daemon.service, http=http_server)
     try:
         chat.start()
         assert chat.healthy()
