@@ -448,6 +448,49 @@ def playbooks_schema(
         sys.stdout.write(text)
 
 
+@app.command("render")
+def render_command(
+    targets: Annotated[
+        list[str],
+        typer.Argument(help="files or directories to diagnose, or one incident id of the store"),
+    ],
+    output: Annotated[
+        str, typer.Option("--format", "-f", help="json (Block Kit) or text")
+    ] = "json",
+    open_preview: Annotated[
+        bool, typer.Option("--open", help="also write an HTML preview of the card; print its path")
+    ] = False,
+    store: Annotated[
+        Path, typer.Option("--store", help="the daemon's SQLite file, for an incident id")
+    ] = Path("pitcrew.db"),
+    playbooks: PlaybookDirs = None,
+) -> None:
+    """The card of a diagnosis as Slack receives it (Block Kit JSON) or as the console
+    prints it, without a workspace: `pitcrew render examples/seed/`."""
+    from bot.app import render
+
+    if output not in ("text", "json"):
+        raise fail(f"--format must be text or json, not {output!r}")
+    try:
+        if len(targets) == 1 and targets[0].startswith("inc-") and not Path(targets[0]).exists():
+            rendered = render.of_store(store, targets[0])
+        else:
+            rendered = render.of_files(_expand(targets), playbooks or [], render.now())
+    except PitcrewError as error:
+        raise fail(str(error)) from None
+    if output == "json":
+        render.print_json(rendered)
+    else:
+        from bot.adapters.console.chat import report_panel
+
+        out.print(report_panel(rendered.report))
+    if open_preview:
+        import tempfile
+
+        path = render.write_preview(rendered.message, Path(tempfile.mkdtemp(prefix="pitcrew-")))
+        err.print(f"preview: {path}", markup=False, highlight=False, soft_wrap=True)
+
+
 @app.command("version")
 def version() -> None:
     """Print pitcrew's version."""

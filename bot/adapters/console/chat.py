@@ -32,7 +32,17 @@ def report_panel(report: Report, ref: str = "") -> Panel:
     where = "  ".join(f"{k}: {v}" for k, v in report.where.items() if v)
     if where:
         lines.append(Text(where, style="dim"))
-    lines.append(Text.assemble(("Root cause: ", "bold"), report.primary))
+    lines.append(Text.assemble(("What broke: ", "bold"), report.cause or report.primary))
+    offered = [a for a in report.actions if str(a.state) == "offered"]
+    if offered:
+        lines.append(Text.assemble(("Do: ", "bold"), f"approve {offered[0].action}"))
+    elif report.steps:
+        lines.append(Text("Do (no action pitcrew can run fits):", style="bold"))
+        lines.extend(Text(f"  {n}. {step}") for n, step in enumerate(report.steps, 1))
+    lines.extend(Text(f"Runbook: {url}", style="dim") for url in report.runbook)
+    if report.sureness:
+        lines.append(Text.assemble(("How sure: ", "bold"), report.sureness))
+    lines.append(Text.assemble(("Root cause: ", "dim"), report.primary))
     for secondary in report.secondary:
         lines.append(Text.assemble(("Also seen: ", "dim"), secondary))
     for evidence in report.evidence:

@@ -1,0 +1,53 @@
+"""`pitcrew render`: the card of any diagnosis without a Slack workspace, as the Block
+Kit JSON chat.postMessage would receive, as console text, and as an HTML preview;
+the JSON is checked against Block Kit's documented limits (50 blocks, header 150,
+section text 3,000, button text 75, confirm title 100 and text 300 characters;
+https://docs.slack.dev/reference/block-kit/blocks, reference/slack-platform.md §4.1),
+by the Slack emulator's own reading of them."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from tests.app.test_cli_diagnose import SEED, pitcrew
+from tests.support.slack_emulator import block_kit_errors
+
+
+def test_render_prints_the_seed_card_as_valid_block_kit() -> None:
+    result = pitcrew("render", str(SEED))
+    assert result.returncode == 0, result.stderr
+    message = json.loads(result.stdout)
+    assert set(message) == {"text", "blocks"}
+    assert block_kit_errors(message["blocks"]) == []
+    assert message["text"].startswith("[CRITICAL] Pod OOMKilled at its memory limit")
+    decision = next(b for b in message["blocks"] if b["type"] == "section")["text"]["text"]
+    assert decision.startswith(
+        "*What broke:* Pod `ml-train/verl-ppo-qwen-raycluster-x7k2p-gpu-group-worker-9zq4f`"
+        " (container `ray-worker`) was OOMKilled at its 16Gi memory limit (exit code 137).\n"
+        "*Do:* approve *k8s.bump_memory*: "
+    )
+
+
+def test_render_as_text_and_an_html_preview() -> None:
+    result = pitcrew("render", str(SEED), "--format", "text", "--open")
+    assert result.returncode == 0, result.stderr
+    text = result.stdout.decode()
+    assert "│ What broke: Pod" in text
+    assert "│ How sure: strong: worker-pod.describe.txt" in text
+    (shown,) = re.findall(r"^preview: (\S+)$", result.stderr.decode(), re.M)
+    page = Path(shown).read_text(encoding="utf-8")
+    assert page.startswith("<!doctype html>")
+    assert "<b>What broke:</b> Pod <code>ml-train/verl-ppo-qwen-raycluster-x7k2p" in page
+    assert '<button class="primary">Approve k8s.bump_memory</button>' in page
+    assert "<script" not in page  # self-contained and inert
+    assert "http-equiv" not in page
+
+
+def test_render_an_incident_the_store_does_not_hold(tmp_path: Path) -> None:
+    result = pitcrew("render", "inc-0000000000", "--store", str(tmp_path / "pitcrew.db"))
+    assert (result.returncode, result.stderr.decode()) == (
+        2,
+        f"pitcrew: {tmp_path / 'pitcrew.db'}: no pitcrew state here; give --store or --config\n",
+    )
