@@ -40,7 +40,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from bot.core import analysis
+from bot.core import analysis, kuberay_retries
 from bot.core.analysis import Facts, rank_findings
 from bot.core.facts import FactAnswer, awaiting, combined, offer_key, settle, to_confirm
 from bot.core.model import (
@@ -229,7 +229,11 @@ class Correlator:
         keys = workload_keys(finding)
         track = self._track_for(keys)
         changes: list[Change] = []
-        if track is not None and now - track.last_seen > self.config.window:
+        if (
+            track is not None
+            and now - track.last_seen > self.config.window
+            and not kuberay_retries.awaits_retry(track.attempts)
+        ):
             quiet = f"no new findings for {_duration(now - track.last_seen)}"
             changes.append(self._resolve(track, now, quiet))
             track = None
@@ -433,6 +437,9 @@ class Correlator:
         self._tracks[incident.id] = track
         self._link(track, keys)
         track.count_object(finding, self.config.max_objects)
+        track.attempts = kuberay_retries.recorded(track.attempts, finding)
+        if track.attempts:
+            diagnosis = self._assessed(track)
         track.incident = self._rebuild(track, now, diagnosis)
         return Change(track.incident, ChangeKind.OPENED, asks=self._asks(track))
 
@@ -446,7 +453,9 @@ class Correlator:
         old = track.incident
         rep = track.reps.get(playbook)
         folded = self._folded(rep, finding)
-        reshaped = folded is not rep
+        attempts = kuberay_retries.recorded(track.attempts, finding)
+        reshaped = folded is not rep or attempts is not track.attempts
+        track.attempts = attempts
         diagnosis = old.diagnosis
         if reshaped:
             track.reps[playbook] = folded
@@ -481,7 +490,7 @@ class Correlator:
         """The incident's findings assessed with the live facts found so far; offers
         whose check gave no answer are decided (withheld, with the reason)."""
         diagnosis = self._assess(list(track.reps.values()), track.answer.facts)
-        return settle(diagnosis, track.answer)
+        return kuberay_retries.judged(settle(diagnosis, track.answer), track.attempts)
 
     def _asks(self, track: Track) -> tuple[ActionOffer, ...]:
         """The incident's offers waiting on a live fact, and its offered actions whose
@@ -510,6 +519,7 @@ class Correlator:
             objects_capped=tuple(sorted(track.capped)),
             keys=tuple(track.keys[1:]),
             revision=old.revision + 1,
+            attempts=track.attempts,
             notes=tuple(track.notes),
         )
 

@@ -220,6 +220,21 @@ class IncidentNote:
 
 
 @dataclass(frozen=True, slots=True)
+class RayJobAttempt:
+    """One run of a RayJob under KubeRay's `backoffLimit` retries, on its own RayCluster
+    (`bot.core.kuberay_retries`)."""
+
+    cluster: str
+    number: int = 0
+    """`status.failed` once KubeRay counted this attempt's failure; 0 while it runs."""
+    reason: str = ""  # the failure's status.reason
+    cause: str = ""  # the most causal class seen on this attempt's RayCluster
+    detail: str = ""  # what else identifies the cause (an OOM's memory limit)
+    backoff_limit: int = 0  # spec.backoffLimit as of the failure
+    deployment: str = ""  # jobDeploymentStatus as of the failure (Retrying, Failed …)
+
+
+@dataclass(frozen=True, slots=True)
 class Incident:
     """Findings about one workload inside a correlation window, with one primary cause."""
 
@@ -249,6 +264,7 @@ class Incident:
     resolution: str = ""
     notes: tuple[IncidentNote, ...] = ()
     memory: str = ""  # what the pod's memory did before the kill (bot.core.memory_evidence)
+    attempts: tuple[RayJobAttempt, ...] = ()  # a RayJob's runs under KubeRay's retries
 
 
 class ProposalState(StrEnum):

@@ -30,6 +30,7 @@ class Track:
     __slots__ = (
         "answer",
         "asked",
+        "attempts",
         "capped",
         "counts",
         "incident",
@@ -57,6 +58,7 @@ class Track:
         self.notes: deque[IncidentNote] = deque(incident.notes, maxlen=max_notes)
         self.answer = FactAnswer()  # what live checks found so far
         self.asked: set[tuple[str, str]] = set()  # offers handed out for a live check
+        self.attempts = incident.attempts  # a RayJob's runs under KubeRay's retries
 
     @property
     def last_seen(self) -> datetime:

@@ -38,6 +38,7 @@ from bot.core.inputs.nodes import node_signals
 from bot.core.inputs.object_refs import object_ref
 from bot.core.inputs.pods import pod_signals
 from bot.core.inputs.values import as_list, as_map, text_at
+from bot.core.kuberay_retries import FAILED_STATES, attempt_in_progress
 from bot.core.model import ObjectRef, Signal, SourceKind
 
 MAX_TEXT = 64 * 1024  # KubeRay already cuts a RayJob message to 20,000 characters
@@ -309,8 +310,10 @@ def health_of(signal: Signal | None) -> tuple[str, ObjectRef | None]:
     fields = signal.fields
     if signal.source is SourceKind.RAY_JOB:
         deployment, job = fields.get("job_deployment_status", ""), fields.get("job_status", "")
-        if deployment == "Failed" or job in ("FAILED", "STOPPED"):
+        if deployment in FAILED_STATES or job in ("FAILED", "STOPPED"):
             return "failed", None
+        if attempt_in_progress(fields):  # KubeRay's retry of a failed attempt
+            return "other", None
         if (deployment == "Running" and job in ("", "PENDING", "RUNNING")) or (
             deployment == "Complete" and job == "SUCCEEDED"
         ):
@@ -327,7 +330,7 @@ def health_of(signal: Signal | None) -> tuple[str, ObjectRef | None]:
 
 def failed_rayjob(signal: Signal) -> bool:
     return signal.source is SourceKind.RAY_JOB and (
-        signal.fields.get("job_deployment_status") == "Failed"
+        signal.fields.get("job_deployment_status") in FAILED_STATES
         or signal.fields.get("job_status") == "FAILED"
     )
 

@@ -41,6 +41,8 @@ def rayjob_parts(rayjob: Mapping[str, Any], origin: str = "") -> tuple[InputPart
         "job_status": job_status,
         "ray_cluster": cluster,
         "job_id": text_at(status, "jobId"),
+        **_retry_fields(rayjob),
+        **_deletion_fields(as_map(rayjob.get("spec"))),
     }
     fallback = f"RayJob {ref.name}: {deployment or 'no deployment status'}"
     if job_status:
@@ -56,6 +58,70 @@ def rayjob_parts(rayjob: Mapping[str, Any], origin: str = "") -> tuple[InputPart
         origin=origin,
     )
     return (signal, logs) if logs is not None else (signal,)
+
+
+def _retry_fields(rayjob: Mapping[str, Any]) -> dict[str, str]:
+    """KubeRay 1.5–1.7 fields pitcrew decides with (`ray-operator/apis/ray/v1/rayjob_types.go`,
+    v1.7.0): the attempts counted under `spec.backoffLimit` (`bot.core.kuberay_retries`),
+    the pre-running deadline, when the attempt started, when the dashboard stopped
+    answering KubeRay's job status checks, and the Ray job's own times (`rayJobInfo`)."""
+    status = as_map(rayjob.get("status"))
+    return {
+        "backoff_limit": text_at(rayjob, "spec", "backoffLimit"),
+        "failed_attempts": text_at(status, "failed"),
+        "succeeded_attempts": text_at(status, "succeeded"),
+        "pre_running_deadline_seconds": text_at(rayjob, "spec", "preRunningDeadlineSeconds"),
+        "active_deadline_seconds": text_at(rayjob, "spec", "activeDeadlineSeconds"),
+        "start_time": text_at(status, "startTime"),
+        "status_check_failing_since": text_at(status, "jobStatusCheckFailureStartTime"),
+        "ray_job_start_time": text_at(status, "rayJobInfo", "startTime"),
+        "ray_job_end_time": text_at(status, "rayJobInfo", "endTime"),
+        "submission_mode": text_at(rayjob, "spec", "submissionMode"),
+    }
+
+
+_DESTROYING = ("DeleteSelf", "DeleteCluster", "DeleteWorkers")
+"""Deletion policies that take a failed attempt's evidence with them, worst first."""
+
+
+def _deletion_fields(spec: Mapping[str, Any]) -> dict[str, str]:
+    """What KubeRay deletes after the RayJob fails, and after how many seconds
+    (`deletion_policy`, `deletion_ttl_seconds`): a `deletionStrategy.deletionRules` rule on
+    `jobStatus: FAILED` or `jobDeploymentStatus: Failed` (v1.5.0+, per-rule
+    `condition.ttlSeconds`), the legacy `deletionStrategy.onFailure.policy`, or
+    `shutdownAfterJobFinishes` (the RayCluster, after `ttlSecondsAfterFinished`). Rules as
+    in `rayjob_types.go` (`DeletionStrategy`) and `rayjob_controller.go` (v1.7.0)."""
+    strategy = as_map(spec.get("deletionStrategy"))
+    ttl = text_at(spec, "ttlSecondsAfterFinished") or "0"
+    found: list[tuple[int, int, str]] = []
+    for item in as_list(strategy.get("deletionRules")):
+        rule = as_map(item)
+        condition = as_map(rule.get("condition"))
+        policy = text_at(rule, "policy")
+        on_failure = text_at(condition, "jobStatus") == "FAILED" or (
+            text_at(condition, "jobDeploymentStatus") == "Failed"
+        )
+        if on_failure and policy in _DESTROYING:
+            found.append(
+                (_int(text_at(condition, "ttlSeconds")), _DESTROYING.index(policy), policy)
+            )
+    legacy = text_at(strategy, "onFailure", "policy")
+    if not found and legacy in _DESTROYING:
+        found.append((_int(ttl), _DESTROYING.index(legacy), legacy))
+    if not found and text_at(spec, "shutdownAfterJobFinishes").lower() == "true":
+        found.append((_int(ttl), _DESTROYING.index("DeleteCluster"), "DeleteCluster"))
+    if not found:
+        return {}
+    after, _, policy = min(found)
+    return {"deletion_policy": policy, "deletion_ttl_seconds": str(after)}
+
+
+def _int(text: str) -> int:
+    """A non-negative count of seconds; 0 when absent or unreadable (KubeRay's default)."""
+    try:
+        return max(int(text), 0)
+    except ValueError:
+        return 0
 
 
 def raycluster_parts(cluster: Mapping[str, Any], origin: str = "") -> tuple[InputPart, ...]:

@@ -225,12 +225,16 @@ def test_bad_targets_say_what_is_expected(text: str) -> None:
         ({"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"}, "healthy"),
         ({"jobDeploymentStatus": "Running", "jobStatus": "FAILED"}, "failed"),
         ({"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}, "healthy"),
-        ({"jobDeploymentStatus": "Retrying"}, "other"),
+        # a failed attempt KubeRay retries under backoffLimit, then the retry running
+        ({"jobDeploymentStatus": "Retrying", "reason": "AppFailed", "failed": 1}, "failed"),
+        ({"jobDeploymentStatus": "Running", "jobStatus": "RUNNING", "failed": 1}, "other"),
+        ({"jobDeploymentStatus": "ValidationFailed", "reason": "ValidationFailed"}, "failed"),
         ({}, "other"),
     ],
 )
 def test_rayjob_health(status: dict[str, Any], health: str) -> None:
-    rayjob = {"metadata": {"name": "j", "namespace": "ns"}, "status": status}
+    spec = {"backoffLimit": 3}  # KubeRay retries a failed attempt three times
+    rayjob = {"metadata": {"name": "j", "namespace": "ns"}, "spec": spec, "status": status}
     [group] = Converter(OwnerResolver()).keyed("RayJob", rayjob)
     found, workload = health_of(group.signal)
     assert found == health

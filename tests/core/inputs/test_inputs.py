@@ -537,6 +537,15 @@ def test_rayjob_deadline_exceeded() -> None:
         "job_status": "RUNNING",
         "ray_cluster": "verl-grpo-qwen3-raycluster-7kd2p",
         "job_id": "verl-grpo-qwen3-8xq2z",
+        # KubeRay 1.5–1.7 fields (bot.core.kuberay_retries, docs/signals.md)
+        "backoff_limit": "0",
+        "failed_attempts": "0",
+        "succeeded_attempts": "0",
+        "active_deadline_seconds": "7200",
+        "start_time": "2025-11-03T07:00:03Z",
+        # shutdownAfterJobFinishes with ttlSecondsAfterFinished 600
+        "deletion_policy": "DeleteCluster",
+        "deletion_ttl_seconds": "600",
     }
     assert signal.text == (
         "The RayJob has passed the activeDeadlineSeconds. StartTime: 2025-11-03T07:00:03Z. "

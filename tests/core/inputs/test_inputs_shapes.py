@@ -81,6 +81,9 @@ def test_describe_rayjob_reads_the_status_and_its_multi_line_message() -> None:
         "job_status": "FAILED",
         "ray_cluster": "rayjob-sample-raycluster-2h7ds",
         "job_id": "rayjob-sample-prbts",
+        "failed_attempts": "1",
+        "succeeded_attempts": "0",
+        "start_time": "2025-11-03T08:40:12Z",
     }
     assert logs_of(parts) == [
         "Job entrypoint command failed with exit code 2, last available logs (truncated to "
