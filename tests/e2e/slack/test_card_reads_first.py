@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.adapters.slack.blocks import text_size
+from bot.adapters.slack.limits import text_size
 from bot.core.approvals import reconcile
 from bot.core.inputs import InputPart
 from bot.core.inputs.reader import read_stream

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from bot.adapters.slack import blocks
-from bot.adapters.slack.blocks import card, cut, fit, md, text_size
+from bot.adapters.slack.blocks import card, md
+from bot.adapters.slack.limits import TEXT_BUDGET, cut, fit, text_size
 from bot.core import approvals
 from bot.core.model import (
     Incident,
@@ -240,7 +241,7 @@ def test_hostile_report_fields_are_escaped_and_within_limits(
         sent = {"text": call.params["text"], "blocks": call.params["blocks"]}
         assert block_kit_errors(call.params["blocks"]) == []
         assert len(call.params["text"]) <= 3000
-        assert text_size(call.params["blocks"]) <= blocks.TEXT_BUDGET
+        assert text_size(call.params["blocks"]) <= TEXT_BUDGET
         assert_safe(sent)
         assert "&lt;!channel&gt;" in json.dumps(sent)  # shown, but as text
     assert len(emulator.parents()[0].blocks[0]["text"]["text"]) <= 150
@@ -317,4 +318,4 @@ def test_fit_trims_whatever_it_is_given() -> None:
     assert block_kit_errors(fitted) == []
     assert fitted[0]["type"] == "header"
     assert fitted[-1]["type"] == "actions"
-    assert text_size(fitted) <= blocks.TEXT_BUDGET
+    assert text_size(fitted) <= TEXT_BUDGET
