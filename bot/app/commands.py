@@ -360,6 +360,34 @@ def status_command(file: ConfigOption = None, store: StoreOption = None) -> None
     typer.echo(f"notifications waiting: {found.pending_notifications}")
     typer.echo(f"active silences: {found.active_silences}")
     typer.echo(f"executors: {', '.join(found.executors) or 'none configured'}")
+    typer.echo(f"evidence set aside: {len(found.set_aside)}")
+    for row in found.set_aside:
+        when = _time(row.at) if row.at else "?"
+        typer.echo(
+            f"  #{row.id}  {row.state}  {row.stage}  {when}  {row.size} bytes  {row.problem}"
+        )
+    typer.echo(f"notifications given up: {len(found.dead_letters)}")
+    for letter in found.dead_letters:
+        sent = letter.notification
+        typer.echo(
+            f"  {sent.kind} for {sent.incident_id}  after {letter.attempts} attempts  "
+            f"{letter.last_error}"
+        )
+
+
+def requeue_command(
+    row: Annotated[
+        int | None, typer.Argument(help="one row (#N in pitcrew status); else all")
+    ] = None,
+    file: ConfigOption = None,
+    store: StoreOption = None,
+) -> None:
+    """Release evidence a bug or a budget set aside; the daemon's next start takes it in."""
+    with opened_service(file, store) as service:
+        released = service.requeue(row)
+    if row is not None and not released:
+        raise fail(f"no evidence #{row} is set aside")
+    typer.echo(f"released {released} pieces of evidence; the next start takes them in")
 
 
 def _time(value: datetime) -> str:
@@ -416,4 +444,5 @@ def register(app: typer.Typer) -> None:
     app.command("unsilence")(unsilence_command)
     app.command("history")(history_command)
     app.command("status")(status_command)
+    app.command("requeue")(requeue_command)
     app.command("unmatched")(unmatched_command)

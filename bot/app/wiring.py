@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TextIO
 
 from bot.adapters.console.chat import ConsoleChat
-from bot.adapters.files.playbooks import builtin_engine
+from bot.adapters.files.playbooks import builtin_engine, engine_of
 from bot.adapters.http.ingest import PATH as INGEST_PATH
 from bot.adapters.http.ingest import route as ingest_route
 from bot.adapters.http.server import HealthServer
@@ -41,7 +41,7 @@ from bot.core.incidents import Assess, Correlator, adjusted, assessor
 from bot.core.playbooks import Library
 from bot.daemon import live_checks
 from bot.daemon import runner as executors
-from bot.daemon.feed import Refresh, Tick
+from bot.daemon.feed import Item, Refresh, Tick
 from bot.daemon.intake import Intake
 from bot.daemon.live_checks import LiveChecks
 from bot.daemon.memory_worker import MemoryWorker
@@ -162,7 +162,7 @@ def build(
     pipeline = _pipeline(
         settings, engine, store, outbox, clock, metrics, memory, lambda: checks, lambda: intake
     )
-    intake = Intake(store, pipeline, clock)
+    intake = Intake(store, pipeline, clock, metrics)
     checks = _live_checks(settings, registry, pipeline, clock)
     runner, service = _approvals(settings, store, registry, pipeline, clock, metrics)
     sources = build_sources(settings, pipeline, bookmarks)
@@ -239,8 +239,26 @@ def _pipeline(
         memory=memory,
         check_live=lambda incident_id, offers: checks().request(incident_id, offers),
         live_hold=settings.pipeline.live_check_timeout + timedelta(seconds=1),
-        taken=lambda item: intake().taken(item),
+        keeper=_Kept(intake),
+        classify_budget=settings.pipeline.classify_budget.total_seconds(),
+        fresh_engine=lambda: engine_of(engine.library),
     )
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """The intake, as the pipeline's keeper (made after the pipeline, which it feeds)."""
+
+    intake: Callable[[], Intake]
+
+    def taking(self, item: Item) -> None:
+        self.intake().taking(item)
+
+    def taken(self, item: Item) -> None:
+        self.intake().taken(item)
+
+    def set_aside(self, item: Item, state: str, stage: str, problem: str) -> int:
+        return self.intake().set_aside(item, state, stage, problem)
 
 
 def _assess(settings: Settings, library: Library) -> Assess:

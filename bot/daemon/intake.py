@@ -9,6 +9,12 @@ pipeline reports each item it has taken in (`taken`), and its row goes. A stop
 that does not drain the queue in time keeps what was left (`keep`), and the
 next start queues every kept row again, oldest first (`resume`), before any
 source or request adds more. Rows are `bot.daemon.spool` values.
+
+An item a bug or a budget stops is never deleted (`set_aside`): one a bug
+stopped is kept as `failed` and taken in again at the next start; one over its
+time budget, or one the pipeline began at two starts in a row without
+finishing (a freeze, a kill), is `quarantined`: skipped at every start until
+`pitcrew requeue` releases it. `pitcrew status` lists both.
 """
 
 from __future__ import annotations
@@ -19,12 +25,15 @@ from typing import Protocol
 
 from bot.core.errors import StoreError
 from bot.daemon.feed import Healthy, Item, Observation, text_size
+from bot.daemon.metrics import Metrics
 from bot.daemon.ports import Clock, KeepingStore
 from bot.daemon.spool import SpoolError, pack, unpack
 
 log = logging.getLogger("pitcrew.intake")
 
 QUEUE_FULL = "the pipeline's queue is full; retry later"
+FAILED, QUARANTINED = "failed", "quarantined"
+MAX_TAKES = 2  # starts at which an item may be begun and not finished before quarantine
 
 
 class Queue(Protocol):
@@ -38,10 +47,13 @@ class Queue(Protocol):
 
 
 class Intake:
-    def __init__(self, store: KeepingStore, queue: Queue, clock: Clock) -> None:
+    def __init__(
+        self, store: KeepingStore, queue: Queue, clock: Clock, metrics: Metrics | None = None
+    ) -> None:
         self._store = store
         self._queue = queue
         self._clock = clock
+        self._metrics = metrics or Metrics()
 
     def accept(self, observation: Observation) -> str | None:
         """Keep and queue `observation`; None when done, else why not (nothing was kept)."""
@@ -64,6 +76,27 @@ class Intake:
         if isinstance(item, Observation | Healthy) and item.kept:
             self._forget(item.kept)
 
+    def taking(self, item: Item) -> None:
+        """The pipeline begins on `item`: a crash before `taken` counts against its row."""
+        if isinstance(item, Observation | Healthy) and item.kept:
+            try:
+                self._store.taking(item.kept)
+            except StoreError as error:
+                log.warning("could not count a take of evidence #%d: %s", item.kept, error)
+
+    def set_aside(self, item: Item, state: str, stage: str, problem: str) -> int:
+        """Keep `item` as `failed` or `quarantined` (kept first when it had no row);
+        returns its row (0 when it is not evidence, or the store cannot write)."""
+        if not isinstance(item, Observation | Healthy):
+            return 0  # ticks, refreshes and answers are made again
+        try:
+            row = item.kept or self._store.spool(*pack(item), self._clock())
+            self._store.set_aside(row, state, stage, problem, self._clock())
+        except StoreError as error:
+            log.error("could not set a %s aside: %s", type(item).__name__, error)
+            return 0
+        return row
+
     def keep(self, items: Iterable[Item]) -> int:
         """Keep what a stop left in the queue for the next start; returns how many."""
         count = 0
@@ -81,11 +114,15 @@ class Intake:
 
     def resume(self, batch: int = 64) -> int:
         """Queue every kept row again, oldest first; returns how many were queued. A row
-        that does not read is left in the store and named in the log."""
+        that does not read is left in the store and named in the log; one begun at
+        `MAX_TAKES` starts without finishing is quarantined instead."""
         after, count = 0, 0
         while rows := self._store.spooled(after, batch):
             for row in rows:
                 after = row.id
+                if row.takes >= MAX_TAKES:
+                    self._quarantine_unfinished(row.id, row.takes)
+                    continue
                 try:
                     item = unpack(row.meta, row.body)
                 except SpoolError as error:
@@ -98,6 +135,15 @@ class Intake:
         if count:
             log.info("queued %d pieces of evidence kept from before the start", count)
         return count
+
+    def _quarantine_unfinished(self, row: int, takes: int) -> None:
+        problem = f"begun at {takes} starts in a row and never finished"
+        self._metrics.quarantined.labels(stage="start").inc()
+        log.error("evidence #%d is quarantined: %s (pitcrew requeue %d)", row, problem, row)
+        try:
+            self._store.set_aside(row, QUARANTINED, "start", problem, self._clock())
+        except StoreError as error:
+            log.error("could not quarantine evidence #%d: %s", row, error)
 
     def _requeue(self, item: Item) -> bool:
         while self._queue.alive():

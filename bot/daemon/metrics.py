@@ -59,5 +59,25 @@ class Metrics:
             registry=r,
         )
 
+        self.internal_errors = Counter(
+            "pitcrew_internal_errors",
+            "Bugs met by a daemon thread (logged with their traceback; the item is kept)",
+            ["stage"],
+            registry=r,
+        )
+        self.quarantined = Counter(
+            "pitcrew_quarantined",
+            "Items set aside until `pitcrew requeue`: over their time budget, or begun at two "
+            "starts in a row and never finished",
+            ["stage"],
+            registry=r,
+        )
+        self.dead_letters = Counter(
+            "pitcrew_dead_letters",
+            "Notifications the outbox gave up on (shown by `pitcrew status`)",
+            ["kind"],
+            registry=r,
+        )
+
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -9,7 +9,15 @@ POST's reference is what later UPDATEs and REPLYs use). A failure leaves the
 message in the outbox for a later attempt: exponential backoff with jitter,
 or the delay the chat asked for (`ChatUnavailableError.retry_after`). While
 the chat is unavailable nothing else is sent either, so messages queued
-during an outage go out in the order they were queued.
+during an outage go out in the order they were queued; a new card's back-off
+stays under `POST_CAP` seconds (a missed page costs more than a retry).
+
+Any other error is a bug here or in the chat adapter: its traceback is logged
+once (at the first attempt), it is counted (`pitcrew_internal_errors_total`
+with stage `outbox`), and the message is retried with back-off up to
+`max_attempts` times; then it is given up (abandoned: a dead letter that
+`pitcrew status` lists and `pitcrew_dead_letters_total` counts), so it stops
+blocking the messages behind it.
 """
 
 from __future__ import annotations
@@ -34,6 +42,9 @@ from bot.daemon.ports import (
 )
 
 log = logging.getLogger("pitcrew.outbox")
+
+POST_CAP = 10.0  # seconds: the longest back-off before a new card's next attempt
+MAX_ATTEMPTS = 8  # attempts at a message that meets an unexpected error before giving up
 
 
 class NoCardError(Exception):
@@ -68,6 +79,7 @@ class Outbox:
         metrics: Metrics | None = None,
         backoff: Backoff | None = None,
         poll_seconds: float = 1.0,
+        max_attempts: int = MAX_ATTEMPTS,
     ) -> None:
         self._store = store
         self._chat = chat
@@ -75,6 +87,7 @@ class Outbox:
         self._metrics = metrics or Metrics()
         self._backoff = backoff or Backoff()
         self._poll = poll_seconds
+        self._max_attempts = max_attempts
         self._since = clock()
         self._paused_until: datetime | None = None
         self._wake = threading.Event()
@@ -125,7 +138,7 @@ class Outbox:
             ref = self._send(notification, self._attempt(message))
         except ChatUnavailableError as error:
             asked = error.retry_after
-            delay = asked if asked is not None else self._backoff.delay(message.attempts)
+            delay = asked if asked is not None else self._delay(message)
             self._retry_later(message, f"chat unavailable: {error}", delay)
             self._paused_until = self._clock() + timedelta(seconds=delay)
             return False
@@ -136,8 +149,14 @@ class Outbox:
             self._metrics.notifications.labels(kind=kind, result="abandoned").inc()
             log.error("abandoned %s for incident %s: %s", kind, notification.incident_id, error)
             return False
+        except NoCardError as error:
+            self._retry_or_give_up(message, str(error))
+            return False
         except Exception as error:
-            self._retry_later(message, f"{type(error).__name__}: {error}", None)
+            if message.attempts == 0:  # the traceback once; later attempts say it in a line
+                log.exception("bug delivering %s for incident %s", kind, notification.incident_id)
+            self._metrics.internal_errors.labels(stage="outbox").inc()
+            self._retry_or_give_up(message, f"{type(error).__name__}: {error}")
             return False
         self._store.mark_delivered(notification.id, ref, self._clock())
         self._metrics.notifications.labels(kind=kind, result="delivered").inc()
@@ -171,10 +190,33 @@ class Outbox:
             self._chat.reply(ref, notification.text, attempt)
         return ref
 
+    def _delay(self, message: QueuedMessage) -> float:
+        delay = self._backoff.delay(message.attempts)
+        if message.notification.kind is NotificationKind.POST:
+            return min(delay, POST_CAP)
+        return delay
+
+    def _retry_or_give_up(self, message: QueuedMessage, error: str) -> None:
+        notification = message.notification
+        assert notification.id is not None
+        if message.attempts + 1 < self._max_attempts:
+            self._retry_later(message, error, None)
+            return
+        given_up = f"given up after {message.attempts + 1} attempts: {error}"
+        self._store.mark_abandoned(notification.id, given_up, self._clock())
+        self._metrics.dead_letters.labels(kind=str(notification.kind)).inc()
+        self._metrics.notifications.labels(kind=str(notification.kind), result="abandoned").inc()
+        log.error(
+            "gave up on %s for incident %s (pitcrew status lists it): %s",
+            notification.kind,
+            notification.incident_id,
+            given_up,
+        )
+
     def _retry_later(self, message: QueuedMessage, error: str, delay: float | None) -> None:
         notification = message.notification
         assert notification.id is not None
-        wait = self._backoff.delay(message.attempts) if delay is None else delay
+        wait = self._delay(message) if delay is None else delay
         self._store.mark_failed(notification.id, error, self._clock() + timedelta(seconds=wait))
         self._metrics.chat_errors.inc()
         self._metrics.notifications.labels(kind=str(notification.kind), result="failed").inc()
@@ -211,8 +253,9 @@ class Outbox:
         while not self._stopping.is_set():
             try:
                 self.deliver_due()
-            except Exception as error:
-                log.error("outbox: %s", error)
+            except Exception:
+                log.exception("bug in the outbox; it goes on")
+                self._metrics.internal_errors.labels(stage="outbox").inc()
             self._wake.wait(self._wait_seconds())
             self._wake.clear()
 

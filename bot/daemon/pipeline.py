@@ -33,16 +33,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import queue
-import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 
 from bot.core import approvals
 from bot.core.analysis import findings_from_hits
 from bot.core.engine import Engine
-from bot.core.errors import PitcrewError, StoreError
+from bot.core.errors import PitcrewError
 from bot.core.incidents import Change, ChangeKind, Correlator
 from bot.core.model import (
     ActionOffer,
@@ -62,6 +59,7 @@ from bot.core.notify import Delivery, NotifyConfig, decide
 from bot.core.rayjob_owners import owners_named
 from bot.core.reports import build_report
 from bot.core.unmatched import part_lines
+from bot.daemon.budget import BudgetedClassifier
 from bot.daemon.feed import (
     Healthy,
     Item,
@@ -70,16 +68,15 @@ from bot.daemon.feed import (
     Observation,
     Refresh,
     Tick,
-    text_size,
 )
 from bot.daemon.memory_worker import MemoryWorker, thread_text
 from bot.daemon.metrics import Metrics
 from bot.daemon.ports import Clock, PipelineStore, ProposalChange
+from bot.daemon.taking import Forgetful, Keeper, Taking
 
 log = logging.getLogger("pitcrew.pipeline")
 
 S = ProposalState
-_STOP = object()
 # Proposal moves a person is waiting to see on the card (the update interval is skipped).
 _URGENT = frozenset({S.APPROVED, S.RUNNING, S.SUCCEEDED, S.FAILED, S.REJECTED})
 # Changes after which the incident may offer other actions than before.
@@ -94,13 +91,9 @@ def _unchecked(incident_id: str, offers: Sequence[ActionOffer]) -> bool:
     return False  # without live checks, an offer waiting on a fact stays withheld
 
 
-def _forget(item: Item) -> None:
-    return None
-
-
-class Pipeline:
-    """Consumes the queue on its own thread; `process` handles one item (tests and the
-    benchmark call it directly with a hand-driven clock)."""
+class Pipeline(Taking):
+    """Consumes the queue on its own thread (`bot.daemon.taking`); `process` handles one
+    item (tests and the benchmark call it directly with a hand-driven clock)."""
 
     def __init__(
         self,
@@ -120,139 +113,41 @@ class Pipeline:
         live_hold: timedelta = timedelta(seconds=30),
         queue_bytes: int = 256 << 20,
         busy_limit: float = 120.0,
-        taken: Callable[[Item], None] = _forget,
+        keeper: Keeper | None = None,
+        classify_budget: float = 0.0,
+        fresh_engine: Callable[[], Engine] | None = None,
     ) -> None:
         """`queue_size` items and `queue_bytes` bytes of log text may wait (beyond either,
         `submit` refuses); one item taking over `busy_limit` seconds makes `alive` false;
-        `taken` hears of each item once it is taken in (its intake row may go)."""
-        self._engine = engine
-        self._taken = taken
-        self._halting = threading.Event()
-        self._set_aside: list[tuple[object, float]] = []
-        self._queue_bytes = queue_bytes
-        self._bytes = 0
-        self._bytes_lock = threading.Lock()
-        self._busy_limit = busy_limit
-        self._busy_since: float | None = None
+        `keeper` keeps each item until it is taken in (`bot.daemon.taking`); log text is
+        classified within `classify_budget` seconds (`bot.daemon.budget`; 0: no budget),
+        on a `fresh_engine` after one ran over."""
+        super().__init__(
+            metrics=metrics or Metrics(),
+            queue_size=queue_size,
+            queue_bytes=queue_bytes,
+            busy_limit=busy_limit,
+            keeper=keeper or Forgetful(),
+        )
+        self._classifier = BudgetedClassifier(engine, classify_budget, fresh_engine)
         self._correlator = correlator
         self._store = store
         self._notify = notify
         self._clock = clock
-        self._metrics = metrics or Metrics()
         self._ttl = proposal_ttl
         self._propose = propose
         self._queued = queued  # called after notifications were queued (wakes the outbox)
         self._check_live = check_live  # True when an answer will come as LiveFacts
         self._live_hold = live_hold  # longest a card waits for that answer
         self._waiting: dict[str, tuple[datetime, int]] = {}  # id -> (held since, answers due)
-        self._queue: queue.Queue[tuple[object, float]] = queue.Queue(queue_size)
         self._deliveries: dict[str, Delivery] = {}
         self._due: dict[str, datetime] = {}  # incident id -> when to decide about its card
         self._resolved: dict[str, Incident] = {}  # resolved, card not final yet
         self._silences: tuple[Silence, ...] = ()
         self._seen_change = 0
-        self._thread: threading.Thread | None = None
         self._memory = memory  # memory evidence for memory incidents, fetched off this thread
         self._measured: dict[str, Measured] = {}
         self._charts: dict[str, Measured] = {}  # charts waiting for their card to be posted
-
-    # -- the queue and the thread ---------------------------------------------------------
-
-    def submit(self, item: Item, timeout: float = 1.0) -> bool:
-        """Queue an item; False when the queue stayed full for `timeout` seconds, or when
-        its text would take the queue past `queue_bytes`."""
-        size = text_size(item)
-        with self._bytes_lock:
-            if size and self._bytes and self._bytes + size > self._queue_bytes:
-                return False
-            self._bytes += size
-        try:
-            self._queue.put((item, time.monotonic()), timeout=timeout)
-        except queue.Full:
-            with self._bytes_lock:
-                self._bytes -= size
-            return False
-        self._metrics.queue_depth.set(self._queue.qsize())
-        return True
-
-    def has_room(self, size: int) -> bool:
-        """Whether an item of `size` bytes of text would be queued now."""
-        with self._bytes_lock:
-            over = size and self._bytes and self._bytes + size > self._queue_bytes
-        return not over and not self._queue.full()
-
-    def pending(self) -> int:
-        return self._queue.qsize()
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="pitcrew-pipeline", daemon=True)
-        self._thread.start()
-
-    def alive(self) -> bool:
-        """The thread runs, and no item has kept it busy for over `busy_limit` seconds."""
-        busy = self._busy_since
-        if busy is not None and time.monotonic() - busy > self._busy_limit:
-            return False
-        return self._thread is not None and self._thread.is_alive()
-
-    def stop(self, timeout: float) -> bool:
-        """Finish what is queued, then stop; False if that took longer than `timeout`
-        (what was left is then in `left_over`)."""
-        if self._thread is None:
-            return True
-        deadline = time.monotonic() + timeout
-        with contextlib.suppress(queue.Full):
-            self._queue.put((_STOP, time.monotonic()), timeout=max(timeout, 0.001))
-        self._thread.join(max(deadline - time.monotonic(), 0))
-        if not self._thread.is_alive():
-            return True
-        self._halting.set()  # the thread sets aside what it takes from now on
-        return False
-
-    def left_over(self) -> list[Item]:
-        """After a `stop` that timed out: the items never taken in, oldest first (the one
-        being processed, if any, is not among them)."""
-        left: list[tuple[object, float]] = []
-        while True:
-            try:
-                left.append(self._queue.get_nowait())
-            except queue.Empty:
-                break
-        with contextlib.suppress(queue.Full):
-            self._queue.put_nowait((_STOP, time.monotonic()))
-        if self._thread is not None:
-            self._thread.join(1.0)  # it has nothing to set aside once it takes the stop
-        left += self._set_aside
-        left.sort(key=lambda entry: entry[1])
-        return [item for item, _ in left if item is not _STOP]  # type: ignore[misc]
-
-    def _loop(self) -> None:
-        while True:
-            item, queued_at = self._queue.get()
-            if item is _STOP:
-                return
-            with self._bytes_lock:
-                self._bytes -= text_size(item)  # type: ignore[arg-type]
-            if self._halting.is_set():
-                self._set_aside.append((item, queued_at))
-                continue
-            self._take(item, queued_at)  # type: ignore[arg-type]
-
-    def _take(self, item: Item, queued_at: float) -> None:
-        self._busy_since = time.monotonic()
-        try:
-            self.process(item)
-        except StoreError as error:  # its intake row stays: taken in again at the next start
-            log.error("could not process %s: %s", type(item).__name__, error)
-            return
-        except Exception as error:
-            log.error("could not process %s: %s", type(item).__name__, error)
-        finally:
-            self._busy_since = None
-        self._taken(item)
-        if isinstance(item, Observation):
-            self._metrics.pipeline_lag.observe(time.monotonic() - queued_at)
-        self._metrics.queue_depth.set(self._queue.qsize())
 
     # -- after a restart -----------------------------------------------------------------
 
@@ -353,7 +248,9 @@ class Pipeline:
     def _classify(self, observation: Observation) -> list[Finding]:
         for part in observation.parts:
             self._metrics.signals.labels(source=str(part.source)).inc()
-        hits = self._engine.hits(observation.parts)
+        self.stage = "classification"
+        hits = self._classifier.hits(observation.parts)
+        self.stage = "correlation"
         findings = [observation.context.apply(f) for f in findings_from_hits(hits)]
         for finding in findings:
             self._metrics.findings.labels(category=str(finding.category)).inc()
@@ -494,7 +391,9 @@ class Pipeline:
         nothing while the incident waits for a live check's answer."""
         if incident.id in self._waiting:
             return
+        stage, self.stage = self.stage, "rendering"
         report = build_report(incident, tuple(proposals))
+        self.stage = stage
         previous = self._deliveries.get(incident.id) or self._store.delivery(incident.id)
         decision = decide(
             incident, report, previous, self._silences, self._notify, now, urgent=urgent

@@ -15,7 +15,7 @@ time by hand. Pure: values and Protocols only.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
@@ -65,6 +65,22 @@ class SpooledRow:
     id: int
     meta: str
     body: bytes
+    takes: int = 0  # times the pipeline began on it and did not finish
+    state: str = "queued"  # "failed": a bug stopped it (retried at the next start)
+
+
+@dataclass(frozen=True, slots=True)
+class SetAside:
+    """Kept evidence a bug or a budget stopped (`pitcrew status`): `failed` is taken in
+    again at the next start, `quarantined` only after `pitcrew requeue`."""
+
+    id: int
+    state: str
+    stage: str
+    problem: str
+    at: datetime | None
+    takes: int
+    size: int
 
 
 class IntakeStore(Protocol):
@@ -76,6 +92,12 @@ class IntakeStore(Protocol):
 
     def spooled(self, after: int = 0, limit: int = 64) -> tuple[SpooledRow, ...]: ...
 
+    def taking(self, row_id: int) -> None: ...
+
+    def set_aside(
+        self, row_id: int, state: str, stage: str, problem: str, at: datetime
+    ) -> None: ...
+
 
 class QueuedMessage(Protocol):
     """An undelivered notification as the outbox returns it."""
@@ -85,6 +107,9 @@ class QueuedMessage(Protocol):
 
     @property
     def attempts(self) -> int: ...
+
+    @property
+    def last_error(self) -> str: ...
 
 
 class ProposalStore(Protocol):
@@ -204,6 +229,12 @@ class ServiceStore(ProposalStore, Protocol):
     def expire_silence(self, silence_id: str, at: datetime) -> Silence | None: ...
 
     def pending_notifications(self) -> int: ...
+
+    def dead_letters(self, limit: int = 20) -> Sequence[QueuedMessage]: ...
+
+    def set_aside_rows(self) -> tuple[SetAside, ...]: ...
+
+    def requeue(self, row_id: int | None = None) -> int: ...
 
     def cleanup(self, now: datetime, retention: timedelta = ...) -> object: ...
 

@@ -41,7 +41,7 @@ from bot.core.model import Incident, LedgerEntry, Proposal, ProposalState, Silen
 from bot.core.notify import SILENCE_KEYS
 from bot.core.unmatched import UnmatchedShape
 from bot.daemon.metrics import Metrics
-from bot.daemon.ports import ServiceStore
+from bot.daemon.ports import QueuedMessage, ServiceStore, SetAside
 from bot.daemon.runner import Registry, no_executor
 
 log = logging.getLogger("pitcrew.service")
@@ -93,6 +93,8 @@ class Status:
     pending_notifications: int
     active_silences: int
     executors: tuple[str, ...]
+    set_aside: tuple[SetAside, ...] = ()  # evidence a bug or a budget stopped
+    dead_letters: tuple[QueuedMessage, ...] = ()  # notifications the outbox gave up on
 
 
 def _ignore(proposal_id: str) -> None:
@@ -275,7 +277,15 @@ class Service:
             pending_notifications=self._store.pending_notifications(),
             active_silences=len(self._store.active_silences(now)),
             executors=self._registry.actions(),
+            set_aside=self._store.set_aside_rows(),
+            dead_letters=tuple(self._store.dead_letters()),
         )
+
+    def requeue(self, row_id: int | None = None) -> int:
+        """Release evidence set aside (all, or row `row_id`): the next start takes it in."""
+        released = self._store.requeue(row_id)
+        log.info("released %d pieces of evidence set aside", released)
+        return released
 
     # -- internals -----------------------------------------------------------------------
 

@@ -5,6 +5,11 @@ what a stop leaves in the pipeline's queue is kept for the next start; a restart
 or a crash then loses nothing that was acknowledged. A row is written before
 the evidence is queued and deleted once the pipeline has taken it in. What a
 row holds (`meta`, `body`) is the daemon's business (`bot.daemon.spool`).
+
+A row a bug or a budget stopped stays, set aside with the stage and the
+problem: `failed` rows are taken in again at the next start, `quarantined`
+ones only once `pitcrew requeue` releases them; `takes` counts the times the
+pipeline began on a row and did not finish it (a crash or a kill in the middle).
 """
 
 from __future__ import annotations
@@ -12,8 +17,10 @@ from __future__ import annotations
 from datetime import datetime
 
 from bot.adapters.sqlite.connection import SharedConnection
-from bot.core.codec import encode_time
-from bot.daemon.ports import SpooledRow
+from bot.core.codec import decode_time, encode_time
+from bot.daemon.ports import SetAside, SpooledRow
+
+QUEUED, FAILED, QUARANTINED = "queued", "failed", "quarantined"
 
 
 class IntakeRecords(SharedConnection):
@@ -34,10 +41,61 @@ class IntakeRecords(SharedConnection):
             conn.execute("DELETE FROM intake WHERE id = ?", (row_id,))
 
     def spooled(self, after: int = 0, limit: int = 64) -> tuple[SpooledRow, ...]:
-        """Rows with an id over `after`, oldest first."""
+        """Rows to take in at a start (not quarantined) with an id over `after`, oldest first."""
         with self._reading("read kept evidence") as conn:
             rows = conn.execute(
-                "SELECT id, meta, body FROM intake WHERE id > ? ORDER BY id LIMIT ?",
-                (after, limit),
+                """SELECT id, meta, body, takes, state FROM intake
+                   WHERE id > ? AND state <> ? ORDER BY id LIMIT ?""",
+                (after, QUARANTINED, limit),
             ).fetchall()
-        return tuple(SpooledRow(int(r["id"]), str(r["meta"]), bytes(r["body"])) for r in rows)
+        return tuple(
+            SpooledRow(
+                int(r["id"]), str(r["meta"]), bytes(r["body"]), int(r["takes"]), str(r["state"])
+            )
+            for r in rows
+        )
+
+    def taking(self, row_id: int) -> None:
+        """The pipeline begins on the row's evidence (one more take not yet finished)."""
+        with self._writing("count a take of kept evidence") as conn:
+            conn.execute("UPDATE intake SET takes = takes + 1 WHERE id = ?", (row_id,))
+
+    def set_aside(self, row_id: int, state: str, stage: str, problem: str, at: datetime) -> None:
+        """A bug (`failed`) or a budget (`quarantined`) stopped the row's evidence."""
+        with self._writing("set kept evidence aside") as conn:
+            conn.execute(
+                "UPDATE intake SET state = ?, stage = ?, problem = ?, stopped_at = ? WHERE id = ?",
+                (state, stage, problem[:2000], encode_time(at), row_id),
+            )
+
+    def set_aside_rows(self) -> tuple[SetAside, ...]:
+        """Every row a bug or a budget stopped, oldest first."""
+        with self._reading("list evidence set aside") as conn:
+            rows = conn.execute(
+                """SELECT id, state, stage, problem, stopped_at, takes, LENGTH(body) AS size
+                   FROM intake WHERE state <> ? ORDER BY id""",
+                (QUEUED,),
+            ).fetchall()
+        return tuple(
+            SetAside(
+                int(r["id"]),
+                str(r["state"]),
+                str(r["stage"]),
+                str(r["problem"]),
+                decode_time(r["stopped_at"]) if r["stopped_at"] else None,
+                int(r["takes"]),
+                int(r["size"]),
+            )
+            for r in rows
+        )
+
+    def requeue(self, row_id: int | None = None) -> int:
+        """Release set-aside rows (all, or `row_id`) to be taken in at the next start;
+        returns how many."""
+        sql = "UPDATE intake SET state = ?, takes = 0, stage = '', problem = '' WHERE state <> ?"
+        args: tuple[object, ...] = (QUEUED, QUEUED)
+        if row_id is not None:
+            sql += " AND id = ?"
+            args += (row_id,)
+        with self._writing("requeue evidence set aside") as conn:
+            return int(conn.execute(sql, args).rowcount)

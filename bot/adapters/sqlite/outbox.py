@@ -153,6 +153,15 @@ class OutboxRecords(SharedConnection):
                 == 1
             )
 
+    def dead_letters(self, limit: int = 20) -> tuple[OutboxMessage, ...]:
+        """Messages the outbox gave up on, newest first (`pitcrew status`)."""
+        with self._reading("list abandoned notifications") as conn:
+            rows = conn.execute(
+                "SELECT * FROM outbox WHERE status = ? ORDER BY id DESC LIMIT ?",
+                (OutboxState.ABANDONED, limit),
+            ).fetchall()
+        return tuple(self._outbox_message(row) for row in rows)
+
     def chat_ref(self, incident_id: str, channel: str | None = None) -> str | None:
         """The chat reference of the incident's card (its delivered POST) in `channel`,
         or in the channel it was posted to first when `channel` is None."""
