@@ -1,0 +1,197 @@
+"""An item a bug or a budget stops is kept, counted, shown and taken in again.
+
+Real parts: the daemon as `pitcrew run` builds it, /ingest over HTTP, the store's
+own SQLite file, `pitcrew status` and `pitcrew requeue` as a user runs them. The
+bug is one the test plants in the engine (a marker in a log sets it off), the
+rest of the daemon is the real one; the slow item is a real log that takes the
+built-in playbooks seconds to classify.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+from typer.testing import CliRunner
+
+from bot.adapters.sqlite.store import Store
+from bot.app import wiring as app
+from bot.app.cli import app as cli_app
+from bot.app.settings import load
+from bot.core.classifier import Hit
+from bot.core.engine import Engine
+from bot.core.inputs import InputPart, LogText
+from bot.core.inputs.reader import read_stream
+from bot.daemon.feed import Context, observe
+from bot.daemon.spool import pack
+from tests.app.test_daemon import config, http
+from tests.support.daemon import SEED, RecordingChat, engine
+from tests.support.daemon_process import wait_until
+
+BUG = b"pitcrew-test: a bug in the classifier"
+# ~1 MiB of distinct matching lines: seconds of classification for the built-in playbooks.
+SLOW_LOG = b"".join(b"ModuleNotFoundError: No module named 'm%d'\n" % n for n in range(22000))
+SMALL_LOG = (SEED / "driver.log").read_bytes()
+
+
+class BuggyEngine(Engine):
+    """The built-in engine, with a bug that `BUG` in a log's text sets off."""
+
+    def __init__(self, real: Engine) -> None:
+        self.library = real.library
+        self.classifier = real.classifier
+
+    def hits(self, parts: Iterable[InputPart]) -> list[Hit]:
+        parts = list(parts)
+        if any(isinstance(p, LogText) and BUG in b"".join(p.chunks) for p in parts):
+            raise ZeroDivisionError("division by zero")
+        return super().hits(parts)
+
+
+def _cli(cfg: Path, *args: str) -> Result:
+    return CliRunner().invoke(cli_app, [*args, "--config", str(cfg)], env={"USER": "tester"})
+
+
+def _ingest(daemon: app.Daemon, body: bytes, workload: str) -> int:
+    url = f"http://127.0.0.1:{daemon.http.port}/ingest?origin=driver.log&workload={workload}"
+    return http(url, body)[0]
+
+
+def _incidents(daemon: app.Daemon) -> list[str]:
+    return sorted(i.workload.name for i in daemon.store.open_incidents() if i.workload)
+
+
+def test_a_bug_in_classification_keeps_the_body_and_the_next_start_takes_it_in(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cfg = config(tmp_path)
+    caplog.set_level(logging.ERROR, "pitcrew.pipeline")
+    first = app.build(load(cfg, {}), chat=RecordingChat(), engine=BuggyEngine(engine()))
+    first.start()
+    try:
+        body = SMALL_LOG + BUG + b"\n"
+        assert _ingest(first, body, "ml-train/RayJob/buggy") == 202
+        (kept,) = wait_until(first.store.set_aside_rows, 10, "the body set aside")
+        exposition = first.metrics.exposition().decode()
+        assert _incidents(first) == []
+    finally:
+        first.stop()
+
+    assert (kept.id, kept.state, kept.stage, kept.problem) == (
+        1,
+        "failed",
+        "classification",
+        "ZeroDivisionError: division by zero",
+    )
+    assert 'pitcrew_internal_errors_total{stage="classification"} 1.0' in exposition
+    (bug,) = [r for r in caplog.records if r.getMessage().startswith("bug in ")]
+    assert bug.getMessage() == "bug in classification while processing Observation"
+    assert bug.exc_info is not None
+    assert bug.exc_info[0] is ZeroDivisionError
+
+    shown = _cli(cfg, "status")
+    assert shown.exit_code == 0, shown.output
+    assert "evidence set aside: 1\n" in shown.output
+    assert "  #1  failed  classification  " in shown.output
+    assert f"{kept.size} bytes  ZeroDivisionError: division by zero\n" in shown.output
+
+    second = app.build(load(cfg, {}), chat=RecordingChat(), engine=engine())
+    second.start()
+    try:  # the bug is fixed: the kept body is taken in, its row goes
+        wait_until(lambda: _incidents(second) == ["buggy"], 15, "the kept body's incident")
+        wait_until(lambda: second.store.spooled_count() == 0, 5, "its row gone")
+    finally:
+        second.stop()
+
+
+def _probe(daemon: app.Daemon, stop: threading.Event, slowest: list[float]) -> None:
+    url = f"http://127.0.0.1:{daemon.http.port}/healthz"
+    while not stop.is_set():
+        started = time.monotonic()
+        status, _ = http(url)
+        slowest.append(time.monotonic() - started if status == 200 else float("inf"))
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_an_item_over_its_budget_is_quarantined_and_other_cards_flow(tmp_path: Path) -> None:
+    budget = "pipeline: {classify_budget: 1s}\n"
+    cfg = config(tmp_path, budget=budget)
+    chat = RecordingChat()
+    first = app.build(load(cfg, {}), chat=chat, engine=engine())
+    first.start()
+    stop, latencies = threading.Event(), list[float]()
+    probe = threading.Thread(target=_probe, args=(first, stop, latencies))
+    probe.start()
+    try:
+        assert _ingest(first, SLOW_LOG, "ml-train/RayJob/flood") == 202
+        assert _ingest(first, SMALL_LOG, "ml-train/RayJob/ordinary") == 202
+        wait_until(lambda: _incidents(first) == ["ordinary"], 15, "the ordinary incident")
+        (kept,) = wait_until(first.store.set_aside_rows, 10, "the slow body quarantined")
+        wait_until(lambda: any(c.kind == "post" for c in chat.calls), 10, "the ordinary card")
+        exposition = first.metrics.exposition().decode()
+    finally:
+        stop.set()
+        probe.join()
+        first.stop()
+    assert max(latencies) < 1.0
+    assert (kept.state, kept.stage, kept.problem) == (
+        "quarantined",
+        "classification",
+        "classification took over its budget of 1s",
+    )
+    assert 'pitcrew_quarantined_total{stage="classification"} 1.0' in exposition
+
+    second = app.build(load(cfg, {}), chat=RecordingChat(), engine=engine())
+    second.start()
+    try:  # skipped at the next start: still quarantined, nothing taken in
+        time.sleep(1)
+        assert [r.state for r in second.store.set_aside_rows()] == ["quarantined"]
+        assert _incidents(second) == ["ordinary"]
+    finally:
+        second.stop()
+
+    released = _cli(cfg, "requeue", str(kept.id))
+    assert (released.exit_code, released.output) == (
+        0,
+        "released 1 pieces of evidence; the next start takes them in\n",
+    )
+    assert _cli(cfg, "requeue", "99").output.endswith("no evidence #99 is set aside\n")
+    unbudgeted = config(tmp_path, budget="pipeline: {classify_budget: 0s}\n")
+    third = app.build(load(unbudgeted, {}), chat=RecordingChat(), engine=engine())
+    third.start()
+    try:
+        wait_until(lambda: _incidents(third) == ["flood", "ordinary"], 30, "the released body")
+    finally:
+        third.stop()
+
+
+def test_an_item_begun_at_two_starts_and_never_finished_is_quarantined(tmp_path: Path) -> None:
+    cfg = config(tmp_path)
+    with Store(tmp_path / "state.db") as store:  # as two starts that died on it left it
+        parts = read_stream(io.BytesIO(SMALL_LOG), "driver.log")
+        row = store.spool(*pack(observe(parts, Context())), datetime.now(UTC))
+        store.taking(row)
+        store.taking(row)
+    daemon = app.build(load(cfg, {}), chat=RecordingChat(), engine=engine())
+    daemon.start()
+    try:
+        (kept,) = daemon.store.set_aside_rows()
+        exposition = daemon.metrics.exposition().decode()
+        assert _incidents(daemon) == []
+    finally:
+        daemon.stop()
+    assert (kept.state, kept.stage, kept.problem, kept.takes) == (
+        "quarantined",
+        "start",
+        "begun at 2 starts in a row and never finished",
+        2,
+    )
+    assert 'pitcrew_quarantined_total{stage="start"} 1.0' in exposition
