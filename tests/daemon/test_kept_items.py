@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from bot.adapters.sqlite.store import Store
 from bot.app import wiring as app
 from bot.app.cli import app as cli_app
-from bot.app.settings import load
+from bot.app.settings.loading import load
 from bot.core.classifier import Hit
 from bot.core.engine import Engine
 from bot.core.inputs import InputPart, LogText
@@ -106,7 +106,7 @@ def test_a_bug_in_classification_keeps_the_body_and_the_next_start_takes_it_in(
     second.start()
     try:  # the bug is fixed: the kept body is taken in, its row goes
         wait_until(lambda: _incidents(second) == ["buggy"], 15, "the kept body's incident")
-        wait_until(lambda: second.store.spooled_count() == 0, 5, "its row gone")
+        wait_until(lambda: second.store.spooled() == (), 5, "its row gone")
     finally:
         second.stop()
 
