@@ -58,7 +58,10 @@ class Metrics:
             ["playbook"],
             registry=r,
         )
+        self._failures(r)
 
+    def _failures(self, r: CollectorRegistry) -> None:
+        """What a bug or a budget stopped: counted, the items kept (`bot.daemon.taking`)."""
         self.internal_errors = Counter(
             "pitcrew_internal_errors",
             "Bugs met by a daemon thread (logged with their traceback; the item is kept)",
