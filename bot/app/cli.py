@@ -46,6 +46,25 @@ if TYPE_CHECKING:
     from bot.app.memory_wiring import Measurement
 
 
+_TYPE_WORDS = {"str": "TEXT", "int": "INTEGER", "float": "NUMBER", "path": "PATH", "Path": "PATH"}
+_typer_display_type = typer.core._TyperParameter.display_type
+
+
+def _help_type(param: typer.core._TyperParameter, ctx: click.Context) -> str:
+    """What to type, as help shows it: nothing for a flag, `TEXT`, `PATH`, `TEXT...` for a
+    repeatable one, never Python's type names (`<bool>`, `<list[str]>`)."""
+    if getattr(param, "is_flag", False):
+        return ""
+    label = _typer_display_type(param, ctx).strip("<>")
+    many = label.startswith("list[") and label.endswith("]")
+    label = label.removeprefix("list[").removesuffix("]") if many else label
+    word = _TYPE_WORDS.get(label, label.upper() if label.isidentifier() else label)
+    return f"{word}..." if many else word
+
+
+typer.core._TyperParameter.display_type = _help_type  # type: ignore[method-assign,assignment]
+
+
 class _WithDaemonCommands(TyperGroup):
     """The top-level command group. The daemon's commands (`bot.app.commands`: the store,
     the settings, the adapters) are imported the first time one of them, or the list of
@@ -81,7 +100,31 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"pitcrew {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _top(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="print pitcrew's version and exit",
+            is_eager=True,
+            callback=_print_version,
+        ),
+    ] = False,
+) -> None:
+    """pitcrew: diagnoses Ray-on-Kubernetes failures and offers approved remediations."""
+
+
 playbooks_app = typer.Typer(help="List, check and test playbooks.", no_args_is_help=True)
 app.add_typer(playbooks_app, name="playbooks")
 
@@ -107,6 +150,11 @@ def fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
+def notice(text: str) -> None:
+    """Said once on standard error, the diagnosis goes on (undecodable bytes, a cut log)."""
+    sys.stderr.write(f"pitcrew: {text}\n")
+
+
 def _expand(names: list[str]) -> list[str]:
     expanded: list[str] = []
     for name in names:
@@ -121,18 +169,29 @@ def _expand(names: list[str]) -> list[str]:
     return expanded
 
 
-def _parts(names: list[str], stack: ExitStack, progress: Progress | None) -> Iterator[InputPart]:
+def _parts(
+    names: list[str], stack: ExitStack, progress: Progress | None, read: list[int]
+) -> Iterator[InputPart]:
+    """The parts of every input; `read` gets each input's size in bytes."""
     for name in names:
         stream, origin, size = open_input(name)
         if stream is not sys.stdin.buffer:
             stack.enter_context(stream)
         task = progress.add_task(origin, total=size) if progress else None
+        read.append(0)
 
         def advance(n: int, task: object = task) -> None:
+            read[-1] += n
             if progress is not None and task is not None:
                 progress.advance(task, n)  # type: ignore[arg-type]
 
-        yield from read_stream(stream, origin, advance if progress else None)
+        yield from read_stream(stream, origin, advance, notice)
+
+
+NO_FAILURE_HINT = (
+    "No playbook matched. `pitcrew diagnose --explain` shows the lines that look like "
+    "failures no playbook knows."
+)
 
 
 def _diagnose_ray_job(
@@ -292,7 +351,7 @@ def _explain_files(inputs: list[str] | None, output: str, playbooks: list[Path] 
             with stream if stream is not sys.stdin.buffer else nullcontext(stream):
                 data = stream.read()
             texts.append((origin, data.decode("utf-8", "replace")))
-            parts.extend(read_stream(BytesIO(data), origin))
+            parts.extend(read_stream(BytesIO(data), origin, notice=notice))
         hits = engine.hits(parts)
         diagnosis = analyse(hits, engine.library)
     except PitcrewError as error:
@@ -328,13 +387,19 @@ def _diagnose_files(inputs: list[str] | None, output: str, playbooks: list[Path]
                         transient=True,
                     )
                 )
-            diagnosis = engine.diagnose(_parts(names, stack, progress))
+            read: list[int] = []
+            diagnosis = engine.diagnose(_parts(names, stack, progress, read))
     except PitcrewError as error:
         raise fail(str(error)) from None
+    if not any(read):
+        shown = "standard input" if names == ["-"] else ", ".join(names)
+        raise fail(f"{shown}: empty, nothing to diagnose")
     if output == "json":
         sys.stdout.write(json.dumps(to_json(diagnosis), ensure_ascii=False) + "\n")
-    else:
-        print_diagnosis(diagnosis, out, title="pitcrew diagnose " + " ".join(inputs or ["-"]))
+        return
+    print_diagnosis(diagnosis, out, title="pitcrew diagnose " + " ".join(inputs or ["-"]))
+    if not diagnosis.findings:
+        out.print(NO_FAILURE_HINT, markup=False, highlight=False, soft_wrap=True)
 
 
 @playbooks_app.command("list")

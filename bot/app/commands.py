@@ -60,9 +60,13 @@ def fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
-def load_settings(file: Path | None, store: Path | None = None) -> Settings:
+def load_settings(
+    file: Path | None, store: Path | None = None, *, client: bool = False
+) -> Settings:
+    """The settings; `client` for commands that need no chat tokens (they talk to the
+    daemon over HTTP or read its store)."""
     try:
-        loaded = loading.load(file)
+        loaded = loading.load(file, client=client)
     except ConfigError as error:
         for problem in error.problems:
             sys.stderr.write(f"pitcrew: {problem}\n")
@@ -77,7 +81,7 @@ def load_settings(file: Path | None, store: Path | None = None) -> Settings:
 @contextmanager
 def opened_service(file: Path | None, store: Path | None) -> Iterator[Service]:
     """The service over the daemon's existing store (never creates an empty one)."""
-    settings = load_settings(file, store)
+    settings = load_settings(file, store, client=True)
     path = settings.store.path
     if not path.exists():
         raise fail(f"{path}: no pitcrew state here; point at the daemon's with --config or --store")
@@ -184,6 +188,7 @@ def ingest_command(
     """Send evidence (anything `pitcrew diagnose` reads) to a running daemon."""
     body = sys.stdin.buffer.read() if file == "-" else _read(file)
     query: dict[str, str] = {"origin": origin or ("<stdin>" if file == "-" else file)}
+    body, cut_note = log_tail(body, INGEST_BODY_LIMIT - 4096)
     if cluster:
         query["cluster"] = cluster
     if workload:
@@ -194,7 +199,7 @@ def ingest_command(
         query["workload"] = f"{ref.kind}/{ref.name}"
         if ref.namespace:
             query["namespace"] = ref.namespace
-    settings = load_settings(file_config)
+    settings = load_settings(file_config, client=True)
     target = _with_ingest_path(url) if url else _ingest_url(settings)
     headers = {"Content-Type": "text/plain; charset=utf-8"}
     if settings.secrets.ingest_token is not None:  # a daemon beyond loopback wants it
@@ -211,7 +216,29 @@ def ingest_command(
         raise fail(
             f"{target}: cannot reach the daemon: {getattr(error, 'reason', error)}"
         ) from None
+    for note in [cut_note, *reply.get("notes", [])]:
+        if note:
+            sys.stderr.write(f"pitcrew: {note}\n")
     typer.echo(f"queued {reply.get('accepted', 0)} parts of {query['origin']}")
+
+
+# The daemon reads at most this much of one request (bot.adapters.http.server.MAX_BODY).
+INGEST_BODY_LIMIT = 1 << 20
+
+
+def log_tail(body: bytes, limit: int) -> tuple[bytes, str]:
+    """A body over `limit` bytes as its last whole lines within `limit` (a failure is
+    at a log's end), and what was done, to say; else the body and ""."""
+    if len(body) <= limit:
+        return body, ""
+    tail = body[-limit:]
+    start = tail.find(b"\n") + 1
+    tail = tail[start:] if 0 < start < len(tail) else tail
+    lines = tail.count(b"\n") + (not tail.endswith(b"\n"))
+    return tail, (
+        f"sent the last {len(tail):,} bytes ({lines:,} lines) of {len(body):,}: the daemon "
+        f"takes at most {INGEST_BODY_LIMIT:,} bytes per request, and a failure is at a log's end"
+    )
 
 
 def _with_ingest_path(url: str) -> str:
@@ -286,7 +313,10 @@ def incidents_command(
 def silence_command(
     matcher: Annotated[
         str,
-        typer.Argument(help="(playbook|category|namespace|workload|incident)=VALUE[,KEY=VALUE]"),
+        typer.Argument(
+            help="KEY=VALUE[,KEY=VALUE], each KEY one of playbook, category, namespace, "
+            "workload, incident (e.g. workload=ml-train/rayjob/verl-ppo-qwen)"
+        ),
     ],
     duration: Annotated[str, typer.Argument(help="how long: 30m, 2h, 1d")],
     reason: Annotated[str, typer.Argument(help="why, for whoever wonders")] = "",

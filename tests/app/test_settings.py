@@ -143,7 +143,7 @@ scheduler: {tick: 500ms}
         ("scheduler:\n  tick: 0s\n", "F:2: scheduler.tick: Input should be greater than 0 seconds"),
         (
             "store: [a, b]\n",
-            "F:1: store: Input should be a valid dictionary or instance of StoreSettings",
+            "F:1: store: expected a mapping of settings, not a list",
         ),
         (
             "store: {path: x\n",

@@ -1,4 +1,6 @@
-"""Rendering a Diagnosis for people on a terminal (rich)."""
+"""Rendering a Diagnosis for people: a panel on a terminal (rich), and plain whole lines
+in a pipe or a pod's log, where no width is known (no cut mid-word, no id broken
+across lines)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,10 @@ _STYLE = {
 
 
 def print_diagnosis(diagnosis: Diagnosis, console: Console, title: str = "") -> None:
+    if not console.is_terminal:
+        for line in plain_lines(diagnosis):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+        return
     primary = diagnosis.primary
     if primary is None:
         console.print(Panel(diagnosis.text, title=title or "pitcrew", border_style="green"))
@@ -60,6 +66,33 @@ def print_diagnosis(diagnosis: Diagnosis, console: Console, title: str = "") -> 
         parts.append(table)
     border = _STYLE[primary.severity]
     console.print(Panel(Group(*parts), title=title or "pitcrew diagnosis", border_style=border))
+
+
+def plain_lines(diagnosis: Diagnosis) -> list[str]:
+    """The diagnosis as whole lines of text, for a pipe or a log."""
+    lines: list[str] = []
+    for ranked in diagnosis.findings:
+        finding = ranked.finding
+        count = f"  x{finding.count}" if finding.count > 1 else ""
+        lines.append(f"{_label(ranked)}: {finding.category}  {finding.title}{count}")
+        if ranked.why:
+            lines.append(f"    why: {ranked.why}")
+        for evidence in finding.evidence:
+            where = f"{evidence.origin}:{evidence.line}" if evidence.line else evidence.origin
+            lines.append(f"    {where}  {' '.join(evidence.text.split())}")
+    if lines:
+        lines.append("")
+    lines.append(diagnosis.text)
+    lines.extend(text.plain for text in _what_to_do(diagnosis))
+    if diagnosis.actions:
+        lines.append("")
+    for offer in diagnosis.actions:
+        lines.append(
+            f"{'offered' if offer.offered else 'withheld'}: {offer.action}: {offer.reason}"
+        )
+        if offer.offered and offer.preview:
+            lines.extend(f"    {line}" for line in offer.preview.splitlines())
+    return lines
 
 
 def _what_to_do(diagnosis: Diagnosis) -> list[Text]:

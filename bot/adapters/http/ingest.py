@@ -48,15 +48,17 @@ def parse_workload(text: str, namespace: str = "") -> ObjectRef:
     return ObjectRef(kind, name, "" if kind == SUBMISSION_KIND else namespace)
 
 
-def observation(body: bytes, target: str) -> Observation:
-    """The observation a request carries; raises InputError for unreadable input."""
+def observation(body: bytes, target: str, notes: list[str] | None = None) -> Observation:
+    """The observation a request carries; raises InputError for unreadable input. What
+    the sender should know (undecodable bytes read as U+FFFD) is added to `notes`."""
     query = {k: v[-1] for k, v in parse_qs(urlsplit(target).query).items()}
     origin = query.get("origin") or "ingest"
     namespace = query.get("namespace", "")
     workload = parse_workload(query["workload"], namespace) if query.get("workload") else None
     if not body.strip():
         raise InputError(f"{origin}: empty body")
-    observed = observe(read_stream(BytesIO(body), origin))
+    said = notes.append if notes is not None else None
+    observed = observe(read_stream(BytesIO(body), origin, notice=said))
     if workload is None:
         workload = sole_submission(observed.parts)
     context = Context(cluster=query.get("cluster", ""), namespace=namespace, workload=workload)
@@ -79,14 +81,15 @@ def route(intake: Accepts) -> Route:
     def handle(
         target: str, headers: dict[str, str], body: bytes
     ) -> tuple[int, dict[str, str], bytes]:
+        notes: list[str] = []
         try:
-            item = observation(body, target)
+            item = observation(body, target, notes)
         except InputError as error:
             return _reply(400, {"error": str(error)})
         refusal = intake.accept(item)
         if refusal is not None:
             return _reply(503, {"error": refusal})
-        return _reply(202, {"accepted": len(item.parts)})
+        return _reply(202, {"accepted": len(item.parts), **({"notes": notes} if notes else {})})
 
     return handle
 

@@ -54,24 +54,29 @@ def config_path(explicit: str | os.PathLike[str] | None, environ: Mapping[str, s
 
 
 def load(
-    path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None
+    path: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    *,
+    client: bool = False,
 ) -> Settings:
     """Settings from `path` (or $PITCREW_CONFIG) and the environment; raises ConfigError
-    listing every problem."""
+    listing every problem. `client`: for a command that talks to a running daemon or its
+    store (`ingest`, `status`, ...), which needs none of the chat's tokens."""
     env = os.environ if environ is None else environ
     file = config_path(path, env)
     problems: list[str] = []
     secrets = _secrets(env, problems)
     if file is None:
         defaults = Settings(secrets=secrets)
-        problems.extend(_cross_checks(defaults, None, "(defaults)"))
+        if not client:
+            problems.extend(_cross_checks(defaults, None, "(defaults)"))
         if problems:
             raise ConfigError(problems)
         return defaults
     source = str(file)
     located = _read(file, source, problems)
     loaded = None if located is None else _validate(located, source, secrets, problems)
-    if loaded is not None:
+    if loaded is not None and not client:
         problems.extend(_cross_checks(loaded, located, source))
     if problems or loaded is None:
         raise ConfigError(sorted(problems, key=lambda p: _line_number(p, source)))
@@ -162,8 +167,42 @@ def _reason(item: Any, loc: tuple[str | int, ...]) -> str:
         return "required"
     if kind.startswith("time_delta"):
         return DURATION_HINT
+    if kind in _SHAPES:
+        return f"expected {_SHAPES[kind]}, not {_shape_of(item.get('input'))}"
     message = str(item["msg"])
     return message.removeprefix("Value error, ")
+
+
+# What pydantic's type errors expect, said without its class names ("a valid dictionary
+# or instance of ChatSettings").
+_SHAPES = {
+    "model_type": "a mapping of settings",
+    "model_attributes_type": "a mapping of settings",
+    "dict_type": "a mapping",
+    "list_type": "a list",
+    "tuple_type": "a list",
+    "string_type": "text",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "int_type": "a whole number",
+    "int_parsing": "a whole number",
+    "float_type": "a number",
+    "float_parsing": "a number",
+}
+
+
+def _shape_of(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"{str(value).lower()}"
+    if isinstance(value, (int, float)):
+        return f"the number {value}"
+    if isinstance(value, str):
+        return f"the text {value[:40]!r}"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return "nothing" if value is None else type(value).__name__
 
 
 def _known_keys(loc: tuple[str | int, ...]) -> list[str]:
