@@ -1,0 +1,40 @@
+"""`pitcrew config check` refuses a Silence button longer than the policy allows: every
+click would be refused (chat.slack.silence_for above approvals.max_silence)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bot.app.cli import app as cli_app
+
+
+@pytest.mark.parametrize(
+    ("text", "exit_code", "said"),
+    [
+        (
+            "chat: {slack: {silence_for: 8h}}\napprovals: {max_silence: 2h}\n",
+            2,
+            "pitcrew.yaml:1: (top level): chat.slack.silence_for (8h) is longer than "
+            "approvals.max_silence (2h): every Silence click would be refused",
+        ),
+        (
+            "chat: {slack: {silence_for: 90m}}\napprovals: {max_silence: 1h}\n",
+            2,
+            "pitcrew.yaml:1: (top level): chat.slack.silence_for (90m) is longer than "
+            "approvals.max_silence (1h): every Silence click would be refused",
+        ),
+        ("chat: {slack: {silence_for: 2h}}\napprovals: {max_silence: 2h}\n", 0, ""),
+    ],
+    ids=["8h-over-2h", "90m-over-1h", "equal"],
+)
+def test_a_silence_button_longer_than_the_policy_allows_is_refused(
+    tmp_path: Path, text: str, exit_code: int, said: str
+) -> None:
+    path = tmp_path / "pitcrew.yaml"
+    path.write_text(text)
+    checked = CliRunner().invoke(cli_app, ["config", "check", str(path)])
+    assert checked.exit_code == exit_code, checked.output
+    assert said in checked.output
