@@ -35,6 +35,7 @@ from bot.app.settings.loading import load
 from bot.core.model import ActionResult, ProposalState
 from tests.support.daemon import DESCRIBE, DRIVER_LOG, SEED, RecordingChat, engine
 from tests.support.daemon_process import Daemon, wait_until
+from tests.support.ledger import ledger_entry
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKLOAD = "ml-train/RayCluster/verl-ppo-qwen-raycluster-x7k2p"
@@ -245,10 +246,10 @@ def test_a_daemon_killed_mid_flow_and_restarted_posts_nothing_twice_and_runs_onc
     assert approved.returncode == 0, approved.stderr
     assert approved.stdout.startswith("approved: k8s.bump_memory approved by console:tester")
     entry = wait_until(
-        lambda: state(db, lambda s: s.ledger_entry(proposal.id)), what="the ledger entry"
+        lambda: state(db, lambda s: ledger_entry(s, proposal.id)), what="the ledger entry"
     )
     wait_until(
-        lambda: state(db, lambda s: s.ledger_entry(proposal.id).result) is ActionResult.SUCCEEDED,
+        lambda: state(db, lambda s: ledger_entry(s, proposal.id).result) is ActionResult.SUCCEEDED,
         what="the action to finish",
     )
     wait_until(lambda: "applied and verified" in second.output(), what="the card's update")

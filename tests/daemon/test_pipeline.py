@@ -46,6 +46,7 @@ from tests.support.daemon import (
     rig,
     seed,
 )
+from tests.support.ledger import ledger_entry
 
 S = ProposalState
 
@@ -303,7 +304,7 @@ def test_an_action_interrupted_by_a_crash_is_reported_in_the_thread_and_never_re
     assert proposal is not None
     assert proposal.state is S.FAILED
     assert proposal.history[-1].reason == INTERRUPTED
-    entry = second.store.ledger_entry(proposal_id)
+    entry = ledger_entry(second.store, proposal_id)
     assert entry is not None
     assert entry.result is ActionResult.INTERRUPTED
     replies = [c for c in second.chat.calls if c.kind == "reply"]

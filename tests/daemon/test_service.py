@@ -18,6 +18,7 @@ from bot.daemon.runner import Registry, Runner, Verification
 from bot.daemon.service import Outcome, Service, console_user
 from tests.adapters.sqlite.test_store import T0, incident, move, proposal
 from tests.support.daemon import Clock
+from tests.support.ledger import ledger_entry
 
 S = ProposalState
 NOW = T0 + timedelta(minutes=5)
@@ -76,7 +77,7 @@ def test_an_approver_approves_and_the_action_runs_once(store: Store) -> None:
     assert done is not None
     assert done.state is S.SUCCEEDED
     assert [t.to_state for t in done.history] == [S.APPROVED, S.RUNNING, S.SUCCEEDED]
-    entry = store.ledger_entry("p-1")
+    entry = ledger_entry(store, "p-1")
     assert entry is not None
     assert (entry.result, entry.approver) == (ActionResult.SUCCEEDED, "U1")
 
@@ -181,7 +182,7 @@ def test_an_approved_proposal_without_an_executor_fails_with_the_reason(store: S
     assert failed.history[-1].reason == (
         "no executor is configured for k8s.bump_memory (actions.executors in the config)"
     )
-    assert store.ledger_entry("p-1") is None
+    assert ledger_entry(store, "p-1") is None
 
 
 @pytest.mark.parametrize(
@@ -200,7 +201,7 @@ def test_a_failing_or_unverified_action_fails_and_the_ledger_says_why(
     assert failed is not None
     assert failed.state is S.FAILED
     assert detail in failed.history[-1].reason
-    entry = store.ledger_entry("p-1")
+    entry = ledger_entry(store, "p-1")
     assert entry is not None
     assert entry.result is ActionResult.FAILED
     assert detail in entry.detail

@@ -58,14 +58,6 @@ class LedgerRecords(SharedConnection):
         """Close an action a restart found STARTED: it is reported, never silently re-run."""
         return self.finish_action(proposal_id, ActionResult.INTERRUPTED, at, detail)
 
-    def ledger_entry(self, proposal_id: str) -> LedgerEntry | None:
-        found = self._ledger(
-            "SELECT proposal_id, body FROM ledger WHERE proposal_id = ?",
-            [proposal_id],
-            f"read the ledger of proposal {proposal_id}",
-        )
-        return found[0] if found else None
-
     def recent_actions(self, n: int) -> tuple[LedgerEntry, ...]:
         """The `n` most recently started actions, newest first."""
         return self._ledger(

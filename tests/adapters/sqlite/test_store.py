@@ -59,6 +59,7 @@ from bot.core.model import (
 )
 from bot.core.taxonomy import Category
 from bot.core.unmatched import UnmatchedShape, failure_lines
+from tests.support.ledger import ledger_entry
 
 T0 = datetime(2025, 11, 3, 10, 0, tzinfo=UTC)
 OFFERED, APPROVED, RUNNING = ProposalState.OFFERED, ProposalState.APPROVED, ProposalState.RUNNING
@@ -720,10 +721,10 @@ def test_the_ledger_records_start_and_finish(store: Store) -> None:
         "p-2", "k8s.bump_memory", "U1", minutes(1), ActionResult.SUCCEEDED, "patching", minutes(2)
     )
     assert store.finish_action("p-2", ActionResult.FAILED, minutes(3), "again") is None
-    assert store.ledger_entry("p-2") == done
+    assert ledger_entry(store, "p-2") == done
     assert started(store) == (ledger("p-1", 0),)
     assert [e.proposal_id for e in store.recent_actions(5)] == ["p-2", "p-1"]
-    assert store.ledger_entry("p-9") is None
+    assert ledger_entry(store, "p-9") is None
 
 
 def test_an_action_starts_once(store: Store) -> None:
@@ -924,7 +925,7 @@ def test_cleanup_deletes_what_ended_before_the_retention(store: Store) -> None:
     assert store.chat_ref("old") is None
     assert [i.id for i in store.recent_incidents(10)] == ["recent", "open"]
     assert store.get_proposal("p-open") is not None
-    assert store.ledger_entry("p-old") == ledger("p-old")
+    assert ledger_entry(store, "p-old") == ledger("p-old")
     assert store.chat_ref("open") == "C/2"
     assert store.pending_notifications() == 1
     assert store.silence("s-old") is None

@@ -40,6 +40,7 @@ from tests.e2e.slack.conftest import (
     sign,
 )
 from tests.support.daemon_process import Daemon
+from tests.support.ledger import ledger_entry
 from tests.support.ray_jobs import Jobs
 from tests.support.slack_emulator import BOT_TOKEN, TEAM_ID, Posted, SlackEmulator
 
@@ -223,7 +224,7 @@ def test_a_failed_ray_job_is_carded_approved_in_slack_fixed_and_the_card_updated
     assert "received SIGTERM, stopping" in log
     assert log.rstrip().endswith("pitcrew stopped")
     with Store(tmp_path / "state.db") as store:
-        entry = store.ledger_entry(proposal_id)
+        entry = ledger_entry(store, proposal_id)
         assert entry is not None
         assert entry.result is ActionResult.SUCCEEDED
         assert entry.approver == APPROVER
