@@ -3,7 +3,7 @@
 
 It answers `auth.test` and `apps.connections.open` (pointing at the test's Socket
 Mode server), records `chat.postMessage`, `chat.update`, `chat.postEphemeral`,
-`views.*`, `usergroups.users.list`, `reactions.add` and the three steps of
+`chat.delete`, `views.*`, `usergroups.users.list`, `reactions.add` and the three steps of
 `files.uploadV2` (`files.getUploadURLExternal`, the POST of the bytes to the upload URL,
 `files.completeUploadExternal`, which posts the files' message in the thread) with
 their payloads, lists a channel's history and a thread's replies
@@ -276,6 +276,11 @@ class SlackEmulator:
             queue.extend([None] * after)
             queue.extend(Failure(status, error, retry_after) for _ in range(times))
 
+    def recover(self, method: str) -> None:
+        """Failures still scripted for `method` are dropped: it answers as usual again."""
+        with self._lock:
+            self._failures.pop(method, None)
+
     def slow(self, method: str, seconds: float, times: int = 1) -> None:
         """The next `times` calls of `method` are carried out, then answered only after
         `seconds` (a client with a shorter timeout never hears that they worked)."""
@@ -365,6 +370,8 @@ class SlackEmulator:
             return self._upload_url(params)
         if method == "files.completeUploadExternal":
             return self._complete_upload(params)
+        if method == "chat.delete":
+            return self._delete(params)
         if method == "conversations.history":
             return self._history(params)
         if method == "conversations.replies":
@@ -431,6 +438,13 @@ class SlackEmulator:
         ts = f"{int(time.time())}.{next(self._ts):06d}"
         shown = [{**f, "mimetype": "image/png", "filetype": "png"} for f in files]
         self.messages[(channel, ts)] = Posted(channel, ts, comment, [], thread_ts, files=shown)
+
+    def _delete(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A message the bot posted, gone (with its thread, as Slack shows it)."""
+        key = (str(params.get("channel", "")), str(params.get("ts", "")))
+        if self.messages.pop(key, None) is None:
+            return {"ok": False, "error": "message_not_found"}
+        return {"ok": True, "channel": key[0], "ts": key[1]}
 
     def _history(self, params: dict[str, Any]) -> dict[str, Any]:
         """Top-level messages of a channel (by id), newest first, since `oldest`; their

@@ -46,6 +46,7 @@ from bot.adapters.slack.commands import describe_duration
 from bot.adapters.slack.events import Replays
 from bot.adapters.slack.history import CardFinder, ReplyFinder, metadata, reply_metadata
 from bot.adapters.slack.history import retry_after as _retry_after
+from bot.adapters.slack.reconcile import Reconciler, Unchecked
 from bot.core.errors import PitcrewError
 from bot.core.model import Report
 from bot.daemon.metrics import Metrics
@@ -185,6 +186,7 @@ class SlackChat:
         )
         self.finder = CardFinder(self.web)
         self.replies = ReplyFinder(self.web)
+        self.reconciler = Reconciler(self.web, self.finder)
         # Listeners' calls (ephemerals, user groups) run off the ack path: short retries are fine.
         self.listener_web = WebClient(
             token=config.bot_token,
@@ -231,6 +233,7 @@ class SlackChat:
         background (retrying until Slack answers; the SDK reconnects after that)."""
         self._check_token()
         self._started = True
+        self.reconciler.start()
         if self.config.socket_mode:
             self._connector = threading.Thread(
                 target=self._connect, name="pitcrew-slack-connect", daemon=True
@@ -240,6 +243,7 @@ class SlackChat:
     def stop(self) -> None:
         self._stopping.set()
         self._started = False
+        self.reconciler.stop()
         if self._connector is not None:
             self._connector.join(timeout=5)
         self.app.close()
@@ -296,7 +300,17 @@ class SlackChat:
         timeout or a crash): the card's metadata names its incident (see `history`)."""
         key = report.incident_id
         self._not_blocked(channel, "chat.postMessage")
-        found = self.finder.find(channel, key, report.opened_at) if key else None
+        try:
+            found = self.finder.find(channel, key, report.opened_at) if key else None
+            looked = True
+        except ChatUnavailableError as error:  # best effort: a missed page costs more
+            log.warning(
+                "Slack's history did not answer (%s); posting the card of %s anyway, "
+                "a second one is removed once it answers",
+                error,
+                key,
+            )
+            found, looked = None, False
         if found is not None:
             log.info("Slack already has the card of %s (%s); not posting it again", key, found)
             return found
@@ -325,6 +339,9 @@ class SlackChat:
         channel_id = str(response["channel"])
         self.pacer.alias(channel, channel_id)
         self.finder.learn(channel, channel_id)
+        if not looked and key:
+            posted = Unchecked(channel_id, str(response["ts"]), key, report.opened_at)
+            self.reconciler.remember(posted)
         return f"{channel_id}:{response['ts']}"
 
     def update(self, ref: str, report: Report) -> None:

@@ -167,8 +167,17 @@ class CardFinder(Looker):
         channel_id = self._channel_id(channel)
         if channel_id is None:
             return None
+        found = self.cards(channel_id, incident_id, since, first=True)
+        return f"{channel_id}:{found[0]}" if found else None
+
+    def cards(
+        self, channel_id: str, incident_id: str, since: datetime | None, *, first: bool = False
+    ) -> list[str] | None:
+        """The ts of every card of the incident in the channel, oldest first (`first`: the
+        newest only), or None when this token may not look. Raises ChatUnavailableError
+        when Slack cannot answer now."""
         oldest = f"{since.timestamp() - 60:.6f}" if since is not None else "0"
-        cursor = ""
+        cursor, found = "", list[str]()
         for _ in range(MAX_PAGES):
             page = self._call(
                 "conversations.history",
@@ -185,11 +194,13 @@ class CardFinder(Looker):
                 return None
             for message in page.get("messages") or ():
                 if card_of(message, incident_id) and not message.get("thread_ts"):
-                    return f"{channel_id}:{message['ts']}"
+                    found.append(str(message["ts"]))
+                    if first:
+                        return found
             cursor = _next_cursor(page)
             if not cursor:
-                return None
-        return None
+                break
+        return sorted(found, key=float)
 
     def _channel_id(self, channel: str) -> str | None:
         name = channel.removeprefix("#")
