@@ -1,8 +1,73 @@
-"""Fixtures every test directory sees: `measured` (what a fault test measured, for
-`bench/faults.py`: tests/support/faults.py) and `daemons` (real `pitcrew run`
-processes, stopped by pid: tests/support/daemon_process.py). The session's real Ray
-head is in tests/e2e/conftest.py, beside the tests that use it."""
+"""Fixtures every test directory sees.
+
+- `daemon`: the one in-process daemon (`bot.app.wiring.build`, started, stopped at
+  teardown) on the plain config of tests/support/daemon.py, a recording console chat
+  and the built-in playbooks. A module that needs a variant overrides what it is made
+  of, not the fixture: `daemon_settings` (the config), `daemon_chat` (None: the chat
+  the settings name) or `daemon_engine` (None: the playbooks the settings name).
+  `start_daemon` starts more, or starts them inside a test, on the same terms.
+- `measured` (what a fault test measured, for `bench/faults.py`: tests/support/faults.py)
+  and `daemons` (real `pitcrew run` processes, stopped by pid:
+  tests/support/daemon_process.py).
+
+The session's real Ray head is in tests/e2e/conftest.py, beside the tests that use it."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bot.app import wiring
+from bot.app.settings.loading import load
+from bot.app.settings.sections import Settings
+from bot.core.engine import Engine
+from bot.daemon.ports import Chat
+from tests.support.daemon import RecordingChat, StartDaemon, config, engine
+
 pytest_plugins = ["tests.support.faults", "tests.support.daemon_process"]
+
+
+@pytest.fixture
+def start_daemon() -> Iterator[StartDaemon]:
+    """`start(settings, chat=..., engine=...)`: a daemon built and started; every one
+    started is stopped at teardown, last first."""
+    started: list[wiring.Daemon] = []
+
+    def start(
+        settings: Settings, *, chat: Chat | None = None, engine: Engine | None = None
+    ) -> wiring.Daemon:
+        running = wiring.build(settings, chat=chat, engine=engine)
+        running.start()
+        started.append(running)
+        return running
+
+    yield start
+    for running in reversed(started):
+        running.stop()
+
+
+@pytest.fixture
+def daemon_settings(tmp_path: Path) -> Settings:
+    return load(config(tmp_path), {})
+
+
+@pytest.fixture
+def daemon_chat() -> Chat | None:
+    return RecordingChat()
+
+
+@pytest.fixture
+def daemon_engine() -> Engine | None:
+    return engine()
+
+
+@pytest.fixture
+def daemon(
+    start_daemon: StartDaemon,
+    daemon_settings: Settings,
+    daemon_chat: Chat | None,
+    daemon_engine: Engine | None,
+) -> wiring.Daemon:
+    return start_daemon(daemon_settings, chat=daemon_chat, engine=daemon_engine)

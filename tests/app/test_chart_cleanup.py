@@ -12,8 +12,7 @@ import pytest
 
 from bot.app import wiring as app
 from bot.app.settings.loading import load
-from tests.app.test_daemon import config
-from tests.support.daemon import RecordingChat, engine
+from tests.support.daemon import RecordingChat, config, engine
 
 
 def test_the_cleanup_job_deletes_charts_past_the_retention(

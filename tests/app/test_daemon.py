@@ -16,9 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,52 +31,23 @@ from bot.app import wiring as app
 from bot.app.cli import app as cli_app
 from bot.app.settings.loading import load
 from bot.core.model import ActionResult, ProposalState
-from tests.support.daemon import DESCRIBE, DRIVER_LOG, SEED, RecordingChat, engine
-from tests.support.daemon_process import Daemon, wait_until
+from tests.support.daemon import (
+    DESCRIBE,
+    DRIVER_LOG,
+    SEED,
+    WORKLOAD,
+    RecordingChat,
+    config,
+    engine,
+    http,
+)
+from tests.support.daemon_process import Daemon, cards, posts, wait_until
 from tests.support.ledger import ledger_entry
 
 ROOT = Path(__file__).resolve().parents[2]
-WORKLOAD = "ml-train/RayCluster/verl-ppo-qwen-raycluster-x7k2p"
-CARD = re.compile(r"╰─+ card (\S+)( \(updated\))? ─+╯")
-
-
-def config(tmp_path: Path, **extra: str) -> Path:
-    """A daemon config with everything in `tmp_path`, fast timings and the echo executor."""
-    text = f"""\
-store: {{path: {tmp_path / "state.db"}}}
-http: {{port: 0}}
-chat: {{kind: console, console: {{width: 160}}}}
-notify: {{group_wait: 0s, group_interval: 1s}}
-approvals:
-  approvers: [{{users: ["console:tester"]}}]
-actions:
-  executors: {{k8s.bump_memory: echo}}
-  echo: {{record: {tmp_path / "echo.log"}}}
-scheduler: {{tick: 200ms, approved: 200ms, outbox: 1s, expiry: 1s}}
-"""
-    path = tmp_path / "pitcrew.yaml"
-    path.write_text(text + "".join(extra.values()))
-    return path
-
-
-def http(url: str, body: bytes | None = None) -> tuple[int, bytes]:
-    request = urllib.request.Request(url, data=body, method="POST" if body is not None else "GET")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read()
 
 
 # -- in process: the HTTP endpoints -----------------------------------------------------------
-
-
-@pytest.fixture
-def daemon(tmp_path: Path) -> Iterator[app.Daemon]:
-    running = app.build(load(config(tmp_path), {}), chat=RecordingChat(), engine=engine())
-    running.start()
-    yield running
-    running.stop()
 
 
 def test_healthz_readyz_and_metrics_answer_over_http(daemon: app.Daemon) -> None:
@@ -178,15 +147,6 @@ def test_readyz_waits_for_every_enabled_source(
 
 
 # -- real processes: restart safety and clean shutdown -----------------------------------------
-
-
-def cards(daemon: Daemon) -> list[tuple[str, bool]]:
-    """(card ref, is an update) for every card the console chat printed."""
-    return [(m.group(1), bool(m.group(2))) for m in CARD.finditer(daemon.output())]
-
-
-def posts(daemon: Daemon) -> int:
-    return sum(1 for _, updated in cards(daemon) if not updated)
 
 
 def pitcrew(*args: str) -> subprocess.CompletedProcess[str]:

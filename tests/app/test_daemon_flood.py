@@ -24,9 +24,8 @@ from pathlib import Path
 import pytest
 
 from bot.app.settings.sections import PipelineSettings
-from tests.app.test_daemon import CARD, WORKLOAD, config
-from tests.support.daemon import DRIVER_LOG, SEED
-from tests.support.daemon_process import Daemon, wait_until
+from tests.support.daemon import DRIVER_LOG, SEED, WORKLOAD, config
+from tests.support.daemon_process import CARD, Daemon, wait_until
 from tests.support.faults import Measured
 from tests.support.flood import counted, flood, send
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
@@ -25,9 +24,9 @@ import pytest
 
 from bot.app import wiring as app
 from bot.app.settings.loading import load
+from bot.app.settings.sections import Settings
 from bot.core.inputs.reader import read_stream
-from tests.app.test_daemon import config, http
-from tests.support.daemon import DRIVER_LOG, SEED, RecordingChat, engine
+from tests.support.daemon import DRIVER_LOG, SEED, RecordingChat, config, engine, http
 from tests.support.faults import Measured
 from tests.support.playbooks import playbook, write_library
 
@@ -113,15 +112,17 @@ def case(request: pytest.FixtureRequest) -> Bad:
 
 
 @pytest.fixture
-def daemon(tmp_path: Path, case: Bad) -> Iterator[app.Daemon]:
+def daemon_settings(tmp_path: Path, case: Bad) -> Settings:
+    """The `daemon` of tests/conftest.py with the case's playbook in its library."""
     doc = playbook(BAD, "application_error", [{"name": "bad", "regex": case.regex}])
     doc["diagnosis"] = case.diagnosis
     directory = write_library(tmp_path / "playbooks", doc)
-    cfg = config(tmp_path, playbooks=f"playbooks: {{dirs: [{directory}]}}\n")
-    running = app.build(load(cfg, {}), chat=RecordingChat())
-    running.start()
-    yield running
-    running.stop()
+    return load(config(tmp_path, playbooks=f"playbooks: {{dirs: [{directory}]}}\n"), {})
+
+
+@pytest.fixture
+def daemon_engine() -> None:
+    return None  # the library the settings name: the built-in one and the bad playbook
 
 
 def _cards(chat: RecordingChat) -> list[str]:

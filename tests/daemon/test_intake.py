@@ -14,7 +14,6 @@ import json
 import logging
 import signal
 import sqlite3
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -28,9 +27,8 @@ from bot.core.inputs.reader import read_stream
 from bot.core.model import ObjectRef, Signal, SourceKind
 from bot.daemon.feed import Context, Healthy, Item, Observation, observe
 from bot.daemon.spool import SpoolError, pack, unpack
-from tests.app.test_daemon import config, http, wait_until
-from tests.support.daemon import SEED, RecordingChat, engine
-from tests.support.daemon_process import Daemon
+from tests.support.daemon import SEED, RecordingChat, config, engine, http
+from tests.support.daemon_process import Daemon, wait_until
 from tests.support.faults import Measured
 from tests.support.playbooks import playbook, write_library
 
@@ -118,14 +116,6 @@ def test_a_row_that_does_not_read_says_what_is_wrong(meta: str, body: bytes, err
 
 
 # -- in process: what a stop leaves, and a full disk ----------------------------------------
-
-
-@pytest.fixture
-def daemon(tmp_path: Path) -> Iterator[app.Daemon]:
-    running = app.build(load(config(tmp_path), {}), chat=RecordingChat(), engine=engine())
-    running.start()
-    yield running
-    running.stop()
 
 
 def _source_item(n: int) -> Observation:

@@ -27,6 +27,7 @@ from bot.adapters.ray.executors import build as ray_executor
 from bot.app import factories
 from bot.app import wiring as app
 from bot.app.settings.loading import load
+from bot.app.settings.sections import Settings
 from bot.core.facts import FactAnswer, awaiting, merged, settle
 from bot.core.incidents import ChangeKind, Correlator, assessor
 from bot.core.inputs.reader import read_stream
@@ -206,19 +207,18 @@ scheduler: {{tick: 200ms, approved: 200ms, outbox: 1s, expiry: 1s}}
 
 
 @pytest.fixture
-def daemon(
+def daemon_settings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, silent_dashboard: str
-) -> Iterator[app.Daemon]:
+) -> Settings:
+    """The `daemon` of tests/conftest.py with `ray.*` run by an executor whose dashboard
+    never answers."""
     hung = RayClusterConfig("hung", silent_dashboard, timeout=5.0)
 
     def silentray(settings: Any, marks: Any) -> Any:
         return ray_executor(RayClusters([hung]), categorize=lambda parts: set())
 
     monkeypatch.setitem(factories.EXECUTOR_KINDS, "silentray", silentray)
-    built = app.build(load(config(tmp_path), {}), chat=RecordingChat(), engine=engine())
-    built.start()
-    yield built
-    built.stop()
+    return load(config(tmp_path), {})
 
 
 def card_of(chat: RecordingChat, title_part: str) -> Callable[[], Any]:

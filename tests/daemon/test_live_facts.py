@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import io
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,7 +29,7 @@ from bot.core.inputs.reader import read_stream
 from bot.core.model import Diagnosis, ObjectRef, Proposal, ProposalState
 from bot.daemon.feed import Context, observe
 from bot.daemon.runner import Registry, Verification, live_facts
-from tests.support.daemon import RecordingChat, engine
+from tests.support.daemon import RecordingChat, StartDaemon, engine
 
 NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 SUBMISSION = "raysubmit_clash1"
@@ -178,23 +178,20 @@ scheduler: {{tick: 200ms, approved: 200ms, outbox: 1s, expiry: 1s}}
 
 @pytest.fixture
 def daemon_with(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Callable[[FakeExecutor], app.Daemon]]:
-    started: list[app.Daemon] = []
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, start_daemon: StartDaemon
+) -> Callable[[FakeExecutor], app.Daemon]:
+    """A daemon (tests/conftest.py's `start_daemon`) whose `ray.*` executor is `fake`,
+    with the seed's clash already submitted."""
 
     def start(fake: FakeExecutor) -> app.Daemon:
         monkeypatch.setitem(factories.EXECUTOR_KINDS, "fakelive", lambda settings, marks: fake)
-        daemon = app.build(load(config(tmp_path), {}), chat=RecordingChat(), engine=engine())
-        daemon.start()
-        started.append(daemon)
+        daemon = start_daemon(load(config(tmp_path), {}), chat=RecordingChat(), engine=engine())
         parts = read_stream(io.BytesIO(JOB.encode()), "ray://local/jobs/raysubmit_clash1")
         workload = ObjectRef("RayJobSubmission", SUBMISSION)
         assert daemon.pipeline.submit(observe(parts, Context("local", "", workload)))
         return daemon
 
-    yield start
-    for daemon in started:
-        daemon.stop()
+    return start
 
 
 def wait_for(check: Callable[[], Any], timeout: float = 10.0) -> Any:

@@ -1,20 +1,26 @@
 """What the daemon tests share: a hand-driven clock, a chat that records what it was
 asked to do (around the real console chat), the seed's evidence as observations,
-and a pipeline + outbox over a real SQLite file."""
+a pipeline + outbox over a real SQLite file, and the config and HTTP calls of an
+in-process daemon (the `daemon` fixture of tests/conftest.py)."""
 
 from __future__ import annotations
 
 import functools
 import io
 import threading
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Protocol
 
 from bot.adapters.console.chat import ConsoleChat
 from bot.adapters.files.playbooks import builtin_engine
 from bot.adapters.sqlite.store import Store
+from bot.app import wiring
 from bot.app.settings.actions import ActionSettings
+from bot.app.settings.sections import Settings
 from bot.core.actions import tuning
 from bot.core.engine import Engine
 from bot.core.incidents import CorrelationConfig, Correlator, adjusted, assessor
@@ -24,7 +30,7 @@ from bot.core.notify import NotifyConfig
 from bot.daemon.feed import Context, Observation, Tick, observe
 from bot.daemon.outbox import Backoff, Outbox
 from bot.daemon.pipeline import Pipeline
-from bot.daemon.ports import Attempt, ChatUnavailableError
+from bot.daemon.ports import Attempt, Chat, ChatUnavailableError
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / "examples" / "seed"
@@ -66,6 +72,46 @@ def seed(name: str, workload: ObjectRef | None = None) -> Observation:
 
 DRIVER_LOG = "driver.log"
 DESCRIBE = "worker-pod.describe.txt"
+WORKLOAD = "ml-train/RayCluster/verl-ppo-qwen-raycluster-x7k2p"  # the seed's, as keyed
+
+
+class StartDaemon(Protocol):
+    """tests/conftest.py's `start_daemon`: a daemon built from `settings` and started,
+    stopped at the test's teardown."""
+
+    def __call__(
+        self, settings: Settings, *, chat: Chat | None = None, engine: Engine | None = None
+    ) -> wiring.Daemon: ...
+
+
+def config(tmp_path: Path, **extra: str) -> Path:
+    """A daemon config with everything in `tmp_path`, fast timings and the echo executor;
+    each of `extra`'s values is appended as more top-level YAML."""
+    text = f"""\
+store: {{path: {tmp_path / "state.db"}}}
+http: {{port: 0}}
+chat: {{kind: console, console: {{width: 160}}}}
+notify: {{group_wait: 0s, group_interval: 1s}}
+approvals:
+  approvers: [{{users: ["console:tester"]}}]
+actions:
+  executors: {{k8s.bump_memory: echo}}
+  echo: {{record: {tmp_path / "echo.log"}}}
+scheduler: {{tick: 200ms, approved: 200ms, outbox: 1s, expiry: 1s}}
+"""
+    path = tmp_path / "pitcrew.yaml"
+    path.write_text(text + "".join(extra.values()))
+    return path
+
+
+def http(url: str, body: bytes | None = None) -> tuple[int, bytes]:
+    """GET `url`, or POST `body` to it: the status and the body, whatever the status."""
+    request = urllib.request.Request(url, data=body, method="POST" if body is not None else "GET")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
 
 
 @dataclass

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+CARD = re.compile(r"╰─+ card (\S+)( \(updated\))? ─+╯")  # the console chat's card frame
 RUNNING = re.compile(r"pitcrew running: http://127\.0\.0\.1:(\d+)")
 INHERITED = ("SLACK_", "PITCREW_")  # the test's own environment must not configure it
 
@@ -124,6 +125,16 @@ class Daemon:
             return 0
         found = re.search(r"^VmRSS:\s+(\d+) kB$", status, re.MULTILINE)
         return int(found.group(1)) * 1024 if found else 0
+
+
+def cards(daemon: Daemon) -> list[tuple[str, bool]]:
+    """(card ref, is an update) for every card the console chat printed."""
+    return [(m.group(1), bool(m.group(2))) for m in CARD.finditer(daemon.output())]
+
+
+def posts(daemon: Daemon) -> int:
+    """How many cards the daemon posted (updates not counted)."""
+    return sum(1 for _, updated in cards(daemon) if not updated)
 
 
 @pytest.fixture

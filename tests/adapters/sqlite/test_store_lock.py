@@ -19,9 +19,8 @@ import pytest
 
 from bot.adapters.sqlite.store import Store
 from bot.core.errors import StoreError
-from tests.app.test_daemon import config, http, posts, wait_until
-from tests.support.daemon import DESCRIBE, SEED
-from tests.support.daemon_process import Daemon
+from tests.support.daemon import DESCRIBE, SEED, config, http
+from tests.support.daemon_process import Daemon, posts, wait_until
 from tests.support.faults import Measured
 
 HINT = "start `pitcrew run --init-store` to make it one, or point store.path elsewhere"

@@ -8,26 +8,15 @@ connection made read-only (`attempt to write a readonly database`)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from bot.adapters.sqlite.store import Store
 from bot.app import wiring as app
-from bot.app.settings.loading import load
 from bot.core.errors import StoreError
-from tests.app.test_daemon import config, http
-from tests.support.daemon import DRIVER_LOG, SEED, RecordingChat, engine
+from tests.support.daemon import DRIVER_LOG, SEED, http
 from tests.support.faults import Measured
-
-
-@pytest.fixture
-def daemon(tmp_path: Path) -> Iterator[app.Daemon]:
-    running = app.build(load(config(tmp_path), {}), chat=RecordingChat(), engine=engine())
-    running.start()
-    yield running
-    running.stop()
 
 
 def _full(daemon: app.Daemon) -> None:

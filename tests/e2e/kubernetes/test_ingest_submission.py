@@ -18,7 +18,6 @@ import copy
 import re
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +28,10 @@ from bot.adapters.kubernetes.api import RAY_JOBS
 from bot.app import wiring
 from bot.app.demo import seed as seed_case
 from bot.app.settings.loading import load
+from bot.app.settings.sections import Settings
 from bot.core.model import IncidentState
 from tests.e2e.kubernetes.conftest import Emulator, kubeconfig, wait_for
-from tests.support.daemon import SEED, RecordingChat, engine
+from tests.support.daemon import SEED, RecordingChat
 
 pytestmark = [pytest.mark.kube]
 
@@ -75,13 +75,14 @@ def chat() -> RecordingChat:
 
 
 @pytest.fixture
-def daemon(tmp_path: Path, kuberay: Emulator, chat: RecordingChat) -> Iterator[wiring.Daemon]:
-    running = wiring.build(load(write_config(tmp_path, kuberay), {}), chat=chat, engine=engine())
-    running.start()
-    try:
-        yield running
-    finally:
-        running.stop()
+def daemon_settings(tmp_path: Path, kuberay: Emulator) -> Settings:
+    """The `daemon` of tests/conftest.py with the Kubernetes source on the emulator."""
+    return load(write_config(tmp_path, kuberay), {})
+
+
+@pytest.fixture
+def daemon_chat(chat: RecordingChat) -> RecordingChat:
+    return chat
 
 
 def rayjob(**status: str) -> dict[str, Any]:

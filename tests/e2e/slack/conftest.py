@@ -187,7 +187,11 @@ def make_chat(emulator: SlackEmulator, clock: FakeTime, metrics: Metrics) -> Ite
 
 
 @dataclass
-class Daemonish:
+class SeededService:
+    """What the daemon would hold for the seed incident, without its threads: the store
+    with the incident and its proposals, the real service over them, and the ids of the
+    proposals it ran."""
+
     store: Store
     service: Service
     executed: list[str]
@@ -196,12 +200,12 @@ class Daemonish:
 
 
 @pytest.fixture
-def daemon(
+def seeded(
     tmp_path: Path,
     metrics: Metrics,
     seed_incident: Incident,
     seed_proposals: tuple[Proposal, ...],
-) -> Iterator[Daemonish]:
+) -> Iterator[SeededService]:
     store = Store(tmp_path / "pitcrew.db")
     store.upsert_incident(seed_incident)
     for proposal in seed_proposals:
@@ -210,7 +214,7 @@ def daemon(
     registry = Registry({p.action: EchoExecutor() for p in seed_proposals})
     service = Service(store, POLICY, registry, metrics=metrics, execute=executed.append)
     (bump,) = (p for p in seed_proposals if p.action == "k8s.bump_memory")
-    yield Daemonish(store, service, executed, seed_incident, bump)
+    yield SeededService(store, service, executed, seed_incident, bump)
     store.close()
 
 

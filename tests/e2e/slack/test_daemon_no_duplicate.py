@@ -22,9 +22,8 @@ from pathlib import Path
 import pytest
 
 from bot.adapters.sqlite.store import Store
-from tests.app.test_daemon import WORKLOAD
 from tests.e2e.slack.conftest import APPROVER, CHANNEL, SECRET
-from tests.support.daemon import DESCRIBE, DRIVER_LOG, SEED
+from tests.support.daemon import DESCRIBE, DRIVER_LOG, SEED, WORKLOAD
 from tests.support.daemon_process import Daemon, wait_until
 from tests.support.faults import Measured
 from tests.support.flood import send

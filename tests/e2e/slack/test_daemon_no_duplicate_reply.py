@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.app.test_daemon import WORKLOAD
 from tests.e2e.slack.conftest import CHANNEL
 from tests.e2e.slack.test_daemon_no_duplicate import SLACK, ingest, outbox_empty, write_config
-from tests.support.daemon import DRIVER_LOG
+from tests.support.daemon import DRIVER_LOG, WORKLOAD
 from tests.support.daemon_process import Daemon, wait_until
 from tests.support.faults import Measured
 from tests.support.slack_emulator import Posted, SlackEmulator

@@ -28,7 +28,7 @@ from bot.app.settings.sources import KubernetesSourceSettings, RaySourceSettings
 from bot.core.inputs import LogText
 from bot.core.model import Signal, SourceKind
 from bot.daemon.feed import Item, Observation
-from tests.e2e.slack.conftest import APPROVER, Daemonish, command_body, engine, form, post, sign
+from tests.e2e.slack.conftest import APPROVER, SeededService, command_body, engine, form, post, sign
 from tests.support.ray_jobs import Jobs
 from tests.support.slack_emulator import SlackEmulator
 
@@ -107,11 +107,11 @@ def text_of(message: dict[str, Any]) -> str:
 
 @pytest.fixture
 def bind(
-    make_chat: Any, emulator: SlackEmulator, daemon: Daemonish, http_server: HealthServer
+    make_chat: Any, emulator: SlackEmulator, seeded: SeededService, http_server: HealthServer
 ) -> Any:
     def bound(diagnoser: Diagnoser) -> Asker:
         chat: SlackChat = make_chat(socket_mode=False)
-        chat.bind(daemon.service, http=http_server, diagnoser=diagnoser)
+        chat.bind(seeded.service, http=http_server, diagnoser=diagnoser)
         chat.start()
         return Asker(emulator, f"http://127.0.0.1:{http_server.port}/slack/events")
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -85,13 +85,15 @@ scheduler: {{tick: 200ms, approved: 200ms, outbox: 1s, expiry: 1s}}
 
 
 @pytest.fixture
-def daemon(tmp_path: Path, emulator: SlackEmulator, jobs: Jobs) -> Iterator[Daemon]:
+def pitcrew_run(
+    tmp_path: Path, emulator: SlackEmulator, jobs: Jobs, daemons: list[Daemon]
+) -> Daemon:
+    """A real `pitcrew run` in Slack's HTTP mode on the session's Ray head, killed by pid
+    at teardown if it still runs (`daemons`)."""
     env = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": SECRET}
     process = Daemon(tmp_path, "daemon", env=env, config=write_config(tmp_path, emulator, jobs.url))
-    try:
-        yield process
-    finally:
-        process.kill()
+    daemons.append(process)
+    return process
 
 
 def buttons(message: Posted) -> list[dict[str, Any]]:
@@ -137,13 +139,13 @@ def actor_states(jobs: Jobs) -> list[str]:
 
 
 def test_a_failed_ray_job_is_carded_approved_in_slack_fixed_and_the_card_updated(
-    jobs: Jobs, emulator: SlackEmulator, daemon: Daemon, tmp_path: Path
+    jobs: Jobs, emulator: SlackEmulator, pitcrew_run: Daemon, tmp_path: Path
 ) -> None:
     holder = jobs.submit("holder_slack.py")
     assert jobs.wait(holder, timeout=180)["status"] == "SUCCEEDED"
     jobs.wait_actor(ACTOR, ACTOR_NAMESPACE, timeout=60)
 
-    daemon.ready()
+    pitcrew_run.ready()
     emulator.wait_calls("auth.test", timeout=30)
 
     clash = jobs.submit("clash_slack.py")
@@ -153,7 +155,7 @@ def test_a_failed_ray_job_is_carded_approved_in_slack_fixed_and_the_card_updated
 
     # The card, with the kill offered (the live check found the actor stale).
     card = wait_until(
-        lambda: card_of(emulator, clash), 120, f"the card of {clash}\n{daemon.log()[-3000:]}"
+        lambda: card_of(emulator, clash), 120, f"the card of {clash}\n{pitcrew_run.log()[-3000:]}"
     )
     assert card.channel == "C0PITCREW"
     button = wait_until(lambda: kill_button(card), 60, "an Approve ray.kill_actor button")
@@ -170,7 +172,7 @@ def test_a_failed_ray_job_is_carded_approved_in_slack_fixed_and_the_card_updated
             click_payload(emulator, blocks.APPROVE_ACTION, proposal_id, ts=card.ts, user=user)
         )
         started = time.monotonic()
-        reply = post(daemon.events, body, sign(body))
+        reply = post(pitcrew_run.events, body, sign(body))
         assert time.monotonic() - started < 3.0, "not acked within Slack's 3 seconds"
         return reply.status
 
@@ -207,7 +209,7 @@ def test_a_failed_ray_job_is_carded_approved_in_slack_fixed_and_the_card_updated
 
     # The same daemon answers /pitcrew diagnose for the job (the actor is dead now).
     body = form(command_body(emulator, f"diagnose {clash}", response="e2e-diagnose"))
-    reply = post(daemon.events, body, sign(body))
+    reply = post(pitcrew_run.events, body, sign(body))
     assert reply.status == 200
     (answer,) = emulator.wait_for(
         lambda: [b for at, b in emulator.responses if at == "/response/e2e-diagnose"],
@@ -219,8 +221,8 @@ def test_a_failed_ray_job_is_carded_approved_in_slack_fixed_and_the_card_updated
     assert "Root cause: named_actor_conflict" in said
     assert "Not offered: ray.kill_actor" in said
 
-    assert daemon.stop() == 0
-    log = daemon.log()
+    assert pitcrew_run.stop() == 0
+    log = pitcrew_run.log()
     assert "received SIGTERM, stopping" in log
     assert log.rstrip().endswith("pitcrew stopped")
     with Store(tmp_path / "state.db") as store:

@@ -33,9 +33,9 @@ from tests.e2e.slack.conftest import (
     APPROVER,
     GROUP_MEMBER,
     STRANGER,
-    Daemonish,
     FakeTime,
     Reply,
+    SeededService,
     click_payload,
     command_body,
     form,
@@ -54,7 +54,7 @@ class Http:
     url: str
     chat: SlackChat
     emulator: SlackEmulator
-    daemon: Daemonish
+    seeded: SeededService
     metrics: Metrics
     ts: str
     diagnosed: list[tuple[DiagnoseTarget, str]]
@@ -69,7 +69,7 @@ class Http:
         return self.send(form(command_body(self.emulator, text, **kwargs)))
 
     def click(self, action_id: str, value: str | None = None, **kwargs: Any) -> Reply:
-        value = self.daemon.proposal.id if value is None else value
+        value = self.seeded.proposal.id if value is None else value
         payload = click_payload(self.emulator, action_id, value, ts=self.ts, **kwargs)
         return self.send(payload_form(payload))
 
@@ -96,7 +96,7 @@ class Http:
 def http(
     make_chat: Any,
     emulator: SlackEmulator,
-    daemon: Daemonish,
+    seeded: SeededService,
     http_server: HealthServer,
     metrics: Metrics,
     seed_report: Any,
@@ -108,11 +108,11 @@ def http(
         return "Root cause: pod_oom_killed <!channel>"
 
     chat: SlackChat = make_chat(socket_mode=False)
-    chat.bind(daemon.service, http=http_server, diagnoser=diagnoser)
+    chat.bind(seeded.service, http=http_server, diagnoser=diagnoser)
     chat.start()
     ref = chat.post("pitcrew", seed_report)
     url = f"http://127.0.0.1:{http_server.port}/slack/events"
-    return Http(url, chat, emulator, daemon, metrics, ref.split(":")[1], diagnosed)
+    return Http(url, chat, emulator, seeded, metrics, ref.split(":")[1], diagnosed)
 
 
 def text_of(message: dict[str, Any]) -> str:
@@ -154,7 +154,7 @@ def test_help_unknown_and_malformed_commands_get_the_usage(
 
 
 def test_each_command_is_answered(http: Http) -> None:
-    store = http.daemon.store
+    store = http.seeded.store
 
     assert http.command("status", response="status").status == 200
     assert "*Open incidents:* 1" in text_of(http.response("status"))
@@ -209,8 +209,8 @@ def test_unmatched_lists_the_failures_no_playbook_knows_by_shape(http: Http) -> 
         FailureLine("FooBarError: shard 3 of job 982 could not be opened", 9, "driver.log"),
         FailureLine("ERROR <!channel> quota sync failed after 5 retries", 1, "worker.log"),
     ]
-    http.daemon.store.record_unmatched(lines[:2], seen)
-    http.daemon.store.record_unmatched(lines, seen + timedelta(minutes=5))
+    http.seeded.store.record_unmatched(lines[:2], seen)
+    http.seeded.store.record_unmatched(lines, seen + timedelta(minutes=5))
 
     http.command("unmatched 5", response="shapes")
     assert text_of(http.response("shapes")) == (
@@ -238,15 +238,15 @@ def test_an_approvers_click_approves_and_executes_once(http: Http, measured: Mea
     assert told["user"] == APPROVER
     assert told["channel"] == "C0PITCREW"
     assert "approved by U0ALICE" in told["text"]
-    assert http.daemon.executed == [http.daemon.proposal.id]
+    assert http.seeded.executed == [http.seeded.proposal.id]
 
     http.click(blocks.APPROVE_ACTION)  # the double click
     second = http.ephemerals(2)[1]
     assert "Nothing changed" in second["text"]
     assert "already approved by U0ALICE" in second["text"]
-    measured.double_runs(executions=len(http.daemon.executed), approved=1)
-    assert http.daemon.executed == [http.daemon.proposal.id]
-    stored = http.daemon.store.get_proposal(http.daemon.proposal.id)
+    measured.double_runs(executions=len(http.seeded.executed), approved=1)
+    assert http.seeded.executed == [http.seeded.proposal.id]
+    stored = http.seeded.store.get_proposal(http.seeded.proposal.id)
     assert stored is not None
     assert stored.state is ProposalState.APPROVED
     assert http.emulator.parents()[0].updates == 0  # the card is the pipeline's to update
@@ -257,9 +257,9 @@ def test_racing_clicks_execute_once(http: Http, measured: Measured) -> None:
         replies = list(pool.map(lambda _: http.click(blocks.APPROVE_ACTION), range(6)))
     assert {r.status for r in replies} == {200}
     told = http.ephemerals(6)
-    measured.double_runs(executions=len(http.daemon.executed), approved=1)
+    measured.double_runs(executions=len(http.seeded.executed), approved=1)
     assert sum("approved by U0ALICE; it runs now" in t["text"] for t in told) == 1
-    assert http.daemon.executed == [http.daemon.proposal.id]
+    assert http.seeded.executed == [http.seeded.proposal.id]
 
 
 def test_a_group_member_may_approve_and_groups_are_cached(http: Http) -> None:
@@ -268,7 +268,7 @@ def test_a_group_member_may_approve_and_groups_are_cached(http: Http) -> None:
     told = [t["text"] for t in http.ephemerals(2)]  # handled concurrently, in any order
     assert sum("approved by U0CAROL; it runs now" in t for t in told) == 1
     assert sum("Nothing changed: no proposal p-unknown01" in t for t in told) == 1
-    assert http.daemon.executed == [http.daemon.proposal.id]
+    assert http.seeded.executed == [http.seeded.proposal.id]
     (lookup,) = http.emulator.calls_to("usergroups.users.list")
     assert lookup.params["usergroup"] == "S0SRE"
 
@@ -279,13 +279,13 @@ def test_a_non_approver_is_refused_and_counted(http: Http, measured: Measured) -
     assert told["user"] == STRANGER
     assert "U0MALLORY is not an approver for k8s.bump_memory in ml-train" in told["text"]
     assert http.refused("refused") == 1
-    assert http.daemon.executed == []
+    assert http.seeded.executed == []
     http.click(blocks.REJECT_ACTION, user=STRANGER)
     assert "not allowed to reject" in http.ephemerals(2)[1]["text"]
-    stored = http.daemon.store.get_proposal(http.daemon.proposal.id)
+    stored = http.seeded.store.get_proposal(http.seeded.proposal.id)
     assert stored is not None
     moved = stored.state is not ProposalState.OFFERED
-    measured.bad_clicks_accepted(len(http.daemon.executed) + moved)
+    measured.bad_clicks_accepted(len(http.seeded.executed) + moved)
     assert stored.state is ProposalState.OFFERED
 
 
@@ -297,10 +297,10 @@ def test_clicks_from_another_workspace_are_refused_and_counted(
 ) -> None:
     http.click(blocks.APPROVE_ACTION, team=team, user_team=user_team)
     (told,) = http.ephemerals(1)
-    measured.bad_clicks_accepted(len(http.daemon.executed))
+    measured.bad_clicks_accepted(len(http.seeded.executed))
     assert "are not accepted" in told["text"]
     assert http.refused("workspace") == 1
-    assert http.daemon.executed == []
+    assert http.seeded.executed == []
     assert http.emulator.calls_to("usergroups.users.list") == []
 
 
@@ -310,10 +310,10 @@ def test_an_expired_proposal_is_explained_and_nothing_runs(
     clock.advance(2 * 3600)
     http.click(blocks.APPROVE_ACTION)
     (told,) = http.ephemerals(1)
-    measured.bad_clicks_accepted(len(http.daemon.executed))
+    measured.bad_clicks_accepted(len(http.seeded.executed))
     assert "Nothing changed: expired at" in told["text"]
-    assert http.daemon.executed == []
-    stored = http.daemon.store.get_proposal(http.daemon.proposal.id)
+    assert http.seeded.executed == []
+    stored = http.seeded.store.get_proposal(http.seeded.proposal.id)
     assert stored is not None
     assert stored.state is ProposalState.EXPIRED
     assert http.refused("expired") == 1
@@ -324,16 +324,16 @@ def test_a_rejected_proposal_cannot_be_approved(http: Http, measured: Measured) 
     http.ephemerals(1)
     http.click(blocks.APPROVE_ACTION)
     rejected, approved = http.ephemerals(2)
-    measured.bad_clicks_accepted(len(http.daemon.executed))
+    measured.bad_clicks_accepted(len(http.seeded.executed))
     assert ":no_entry_sign:" in rejected["text"]
     assert "Nothing changed: rejected by U0ALICE" in approved["text"]
-    assert http.daemon.executed == []
+    assert http.seeded.executed == []
 
 
 def test_the_silence_button_mutes_the_cards_workload(http: Http) -> None:
     http.click(blocks.SILENCE_ACTION, value="workload:ml-train/rayjob/verl-ppo-qwen")
     (told,) = http.ephemerals(1)
-    (active,) = http.daemon.store.active_silences(http.chat.app.clock())
+    (active,) = http.seeded.store.active_silences(http.chat.app.clock())
     assert active.matchers == {"workload": "ml-train/rayjob/verl-ppo-qwen"}
     assert active.ends_at - active.starts_at == http.chat.config.silence_for
     assert f"unsilence {active.id}" in told["text"]
@@ -347,7 +347,7 @@ def test_the_silence_button_mutes_the_cards_workload(http: Http) -> None:
 
 def test_forged_stale_and_replayed_requests_are_refused(http: Http, measured: Measured) -> None:
     body = payload_form(
-        click_payload(http.emulator, blocks.APPROVE_ACTION, http.daemon.proposal.id, ts=http.ts)
+        click_payload(http.emulator, blocks.APPROVE_ACTION, http.seeded.proposal.id, ts=http.ts)
     )
     forged = [
         http.send(body, secret="not-the-secret").status,
@@ -355,10 +355,10 @@ def test_forged_stale_and_replayed_requests_are_refused(http: Http, measured: Me
         post(http.url, body, {"Content-Type": "application/x-www-form-urlencoded"}).status,
     ]
     time.sleep(0.2)
-    measured.bad_clicks_accepted(len(http.daemon.executed) + forged.count(200))
+    measured.bad_clicks_accepted(len(http.seeded.executed) + forged.count(200))
     assert forged == [401, 401, 401]
     assert http.emulator.calls_to("chat.postEphemeral") == []
-    assert http.daemon.executed == []
+    assert http.seeded.executed == []
 
     headers = sign(body)
     assert post(http.url, body, headers).status == 200
@@ -366,10 +366,10 @@ def test_forged_stale_and_replayed_requests_are_refused(http: Http, measured: Me
     http.ephemerals(1)
     time.sleep(0.2)
     measured.bad_clicks_accepted(int(replayed == 200))
-    measured.double_runs(executions=len(http.daemon.executed), approved=1)
+    measured.double_runs(executions=len(http.seeded.executed), approved=1)
     assert replayed == 401
     assert len(http.emulator.calls_to("chat.postEphemeral")) == 1
-    assert http.daemon.executed == [http.daemon.proposal.id]
+    assert http.seeded.executed == [http.seeded.proposal.id]
 
 
 def test_fifty_simultaneous_clicks_are_all_answered_and_run_once(
@@ -379,7 +379,7 @@ def test_fifty_simultaneous_clicks_are_all_answered_and_run_once(
 
     def click(n: int) -> int:
         payload = click_payload(
-            http.emulator, blocks.APPROVE_ACTION, http.daemon.proposal.id, ts=http.ts
+            http.emulator, blocks.APPROVE_ACTION, http.seeded.proposal.id, ts=http.ts
         )
         payload["trigger_id"] = f"1337.42.{n}"  # fifty distinct clicks, not one replayed
         body = payload_form(payload)
@@ -391,9 +391,9 @@ def test_fifty_simultaneous_clicks_are_all_answered_and_run_once(
         statuses = list(pool.map(click, range(50)))
     assert statuses == [200] * 50
     told = http.ephemerals(50)
-    measured.double_runs(executions=len(http.daemon.executed), approved=1)
+    measured.double_runs(executions=len(http.seeded.executed), approved=1)
     assert sum("approved by U0ALICE; it runs now" in t["text"] for t in told) == 1
-    assert http.daemon.executed == [http.daemon.proposal.id]
+    assert http.seeded.executed == [http.seeded.proposal.id]
 
 
 # -- malformed requests: each its own 4xx, before Bolt, the body never logged ------------
@@ -480,25 +480,25 @@ def test_each_malformed_slack_request_gets_its_own_4xx(
 
 
 def test_a_click_the_store_cannot_record_is_answered_not_recorded(http: Http) -> None:
-    http.daemon.store._conn.execute("PRAGMA query_only = ON")  # the disk refuses writes
+    http.seeded.store._conn.execute("PRAGMA query_only = ON")  # the disk refuses writes
     try:
         http.click(blocks.APPROVE_ACTION)
         (told,) = http.ephemerals(1)
     finally:
-        http.daemon.store._conn.execute("PRAGMA query_only = OFF")
+        http.seeded.store._conn.execute("PRAGMA query_only = OFF")
     assert told["text"] == (
         ":warning: Not recorded, try again: pitcrew cannot write its state right now."
     )
-    assert http.daemon.executed == []
+    assert http.seeded.executed == []
     http.click(blocks.APPROVE_ACTION)  # once the store writes again, the click counts
     assert "approved by U0ALICE; it runs now" in http.ephemerals(2)[1]["text"]
-    assert http.daemon.executed == [http.daemon.proposal.id]
+    assert http.seeded.executed == [http.seeded.proposal.id]
 
 
 def test_a_signed_silence_replayed_after_a_restart_is_refused(
     make_chat: Any,
     emulator: SlackEmulator,
-    daemon: Daemonish,
+    seeded: SeededService,
     http_server: HealthServer,
     measured: Measured,
 ) -> None:
@@ -507,19 +507,19 @@ def test_a_signed_silence_replayed_after_a_restart_is_refused(
     headers = sign(body)
 
     before = make_chat(socket_mode=False)
-    before.bind(daemon.service, http=http_server, replays=daemon.store)
+    before.bind(seeded.service, http=http_server, replays=seeded.store)
     assert post(url, body, headers).status == 200
     emulator.wait_for(lambda: emulator.responses, what="the silence's answer")
-    (silence,) = daemon.store.active_silences(before.app.clock())
+    (silence,) = seeded.store.active_silences(before.app.clock())
     before.stop()
 
     after = make_chat(socket_mode=False)  # the daemon restarted: a new app, the same store
-    after.bind(daemon.service, http=http_server, replays=daemon.store)
+    after.bind(seeded.service, http=http_server, replays=seeded.store)
     replayed = post(url, body, headers)
-    made = len(daemon.store.active_silences(after.app.clock())) - 1
+    made = len(seeded.store.active_silences(after.app.clock())) - 1
     measured.bad_clicks_accepted(made)
     assert (replayed.status, replayed.json()) == (401, {"error": "replayed request"})
-    assert daemon.store.active_silences(after.app.clock()) == (silence,)
+    assert seeded.store.active_silences(after.app.clock()) == (silence,)
 
 
 def test_only_those_who_may_silence_can_and_not_for_longer_than_allowed(
@@ -527,15 +527,15 @@ def test_only_those_who_may_silence_can_and_not_for_longer_than_allowed(
 ) -> None:
     http.click(blocks.SILENCE_ACTION, value="workload:ml-train/rayjob/verl-ppo-qwen", user=STRANGER)
     (told,) = http.ephemerals(1)
-    measured.bad_clicks_accepted(len(http.daemon.store.active_silences(http.chat.app.clock())))
+    measured.bad_clicks_accepted(len(http.seeded.store.active_silences(http.chat.app.clock())))
     assert told["text"] == (
         "Nothing changed: U0MALLORY may not silence (approvals.silencers, or else the "
         "approvers, may)."
     )
-    assert http.daemon.store.active_silences(http.chat.app.clock()) == ()
+    assert http.seeded.store.active_silences(http.chat.app.clock()) == ()
     assert http.refused("silence") == 1
 
     reply = http.command("silence inc-seed000001 8d too long", response="long")
     assert reply.status == 200
     assert "a silence lasts at most 7d" in http.response("long")["text"]
-    assert http.daemon.store.active_silences(http.chat.app.clock()) == ()
+    assert http.seeded.store.active_silences(http.chat.app.clock()) == ()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +22,12 @@ from bot.adapters.kubernetes.api import RAY_CLUSTERS, RAY_JOBS
 from bot.adapters.slack import blocks
 from bot.app import wiring
 from bot.app.settings.loading import load
+from bot.app.settings.sections import Settings
 from tests.e2e.kubernetes.conftest import Emulator, install_seed, kubeconfig
 from tests.e2e.slack.conftest import (
     APPROVER,
     SECRET,
     click_payload,
-    engine,
     payload_form,
     post,
     sign,
@@ -81,18 +81,19 @@ scheduler: {{tick: 200ms, approved: 200ms, outbox: 1s, expiry: 1s}}
 
 
 @pytest.fixture
-def daemon(
+def daemon_settings(
     tmp_path: Path, emulator: SlackEmulator, kube: Emulator, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[wiring.Daemon]:
+) -> Settings:
+    """The `daemon` of tests/conftest.py with the Kubernetes source and executor on kmock's
+    emulator and Slack's HTTP mode on the Slack emulator."""
     monkeypatch.setenv("SLACK_BOT_TOKEN", BOT_TOKEN)
     monkeypatch.setenv("SLACK_SIGNING_SECRET", SECRET)
-    settings = load(write_config(tmp_path, emulator, kube))
-    running = wiring.build(settings, engine=engine())
-    running.start()
-    try:
-        yield running
-    finally:
-        running.stop()
+    return load(write_config(tmp_path, emulator, kube))
+
+
+@pytest.fixture
+def daemon_chat() -> None:
+    return None  # the Slack chat the settings name
 
 
 def approve_buttons(message: Posted) -> dict[str, str]:

@@ -12,53 +12,35 @@ process and is stopped."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from bot.adapters.slack import blocks
 from bot.app import wiring
-from bot.app.settings.loading import load
 from bot.core.model import ProposalState
 from tests.e2e.kubernetes.conftest import Emulator, install_seed
 from tests.e2e.slack.conftest import (
     APPROVER,
-    SECRET,
     click_payload,
-    engine,
     payload_form,
     post,
     sign,
 )
-from tests.e2e.slack.test_kube_supersede import (
+from tests.e2e.slack.test_kube_supersede import (  # noqa: F401
     approve_buttons,
+    daemon_chat,
+    daemon_settings,
     the_card,
     thread_texts,
     wait_until,
     write_config,
 )
-from tests.support.slack_emulator import BOT_TOKEN, SlackEmulator
+from tests.support.slack_emulator import SlackEmulator
 
 pytestmark = [pytest.mark.kube, pytest.mark.slack]
 
 
-@pytest.fixture
-def running(
-    tmp_path: Path, emulator: SlackEmulator, kube: Emulator, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[wiring.Daemon]:
-    monkeypatch.setenv("SLACK_BOT_TOKEN", BOT_TOKEN)
-    monkeypatch.setenv("SLACK_SIGNING_SECRET", SECRET)
-    daemon = wiring.build(load(write_config(tmp_path, emulator, kube)), engine=engine())
-    daemon.start()
-    try:
-        yield daemon
-    finally:
-        daemon.stop()
-
-
 def test_an_approval_whose_target_cannot_be_read_is_refused_in_the_thread_and_nothing_runs(
-    emulator: SlackEmulator, kube: Emulator, running: wiring.Daemon
+    emulator: SlackEmulator, kube: Emulator, daemon: wiring.Daemon
 ) -> None:
     install_seed(kube)
     card = wait_until(lambda: the_card(emulator), 60, "the seed's card")
@@ -70,7 +52,7 @@ def test_an_approval_whose_target_cannot_be_read_is_refused_in_the_thread_and_no
     address = kube.api_client.configuration.host.removeprefix("http://")
     kube.stop()  # the cluster stops answering before the approver clicks
 
-    events = f"http://127.0.0.1:{running.http.port}/slack/events"
+    events = f"http://127.0.0.1:{daemon.http.port}/slack/events"
     body = payload_form(click_payload(emulator, blocks.APPROVE_ACTION, offered, ts=card.ts))
     assert post(events, body, sign(body)).status == 200
 
@@ -88,10 +70,10 @@ def test_an_approval_whose_target_cannot_be_read_is_refused_in_the_thread_and_no
     assert told["text"] == f"Nothing changed: {why}."
     assert refusal == [f"{APPROVER}'s approval of k8s.bump_memory ({offered}) was refused: {why}"]
 
-    proposal = running.store.get_proposal(offered)
+    proposal = daemon.store.get_proposal(offered)
     assert proposal is not None
     assert proposal.state is ProposalState.OFFERED  # still offered, for when it answers
     assert proposal.approvals == ()
     assert [step.to_state for step in proposal.history] == [ProposalState.OFFERED]
-    assert running.store.recent_actions(10) == ()  # nothing started, nothing in the ledger
+    assert daemon.store.recent_actions(10) == ()  # nothing started, nothing in the ledger
     assert approve_buttons(card).get("Approve k8s.bump_memory") == offered

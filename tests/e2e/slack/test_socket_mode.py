@@ -15,7 +15,7 @@ import pytest
 
 from bot.adapters.slack import blocks
 from bot.adapters.slack.chat import SlackChat
-from tests.e2e.slack.conftest import Daemonish, click_payload, command_body
+from tests.e2e.slack.conftest import SeededService, click_payload, command_body
 from tests.support.slack_emulator import APP_TOKEN, SlackEmulator
 from tests.support.slack_socket_server import SocketModeServer
 
@@ -27,7 +27,7 @@ class Socket:
     server: SocketModeServer
     chat: SlackChat
     emulator: SlackEmulator
-    daemon: Daemonish
+    seeded: SeededService
 
 
 def eventually(check: Callable[[], bool], timeout: float = 5.0, what: str = "") -> None:
@@ -39,16 +39,16 @@ def eventually(check: Callable[[], bool], timeout: float = 5.0, what: str = "") 
 
 
 @pytest.fixture
-def socket(make_chat: Any, emulator: SlackEmulator, daemon: Daemonish) -> Iterator[Socket]:
+def socket(make_chat: Any, emulator: SlackEmulator, seeded: SeededService) -> Iterator[Socket]:
     server = SocketModeServer().start()
     emulator.socket_url = server.url
     chat: SlackChat = make_chat(socket_mode=True, ping_interval=0.25, stale_after=2.0)
-    chat.bind(daemon.service)
+    chat.bind(seeded.service)
     assert not chat.healthy()  # not started yet
     chat.start()
     server.wait_connections(1)
     eventually(chat.healthy, what="a healthy Socket Mode connection")
-    yield Socket(server, chat, emulator, daemon)
+    yield Socket(server, chat, emulator, seeded)
     chat.stop()
     server.stop()
 
@@ -83,14 +83,14 @@ def test_a_slash_command_arrives_over_the_socket_and_is_acked(socket: Socket) ->
 
 
 def test_an_approval_click_over_the_socket_executes_once(socket: Socket) -> None:
-    proposal = socket.daemon.proposal.id
+    proposal = socket.seeded.proposal.id
     for _ in range(2):  # a double click: both acked, handled concurrently
         payload = click_payload(socket.emulator, blocks.APPROVE_ACTION, proposal, ts="1.000001")
         socket.server.wait_ack(socket.server.send("interactive", payload), timeout=3)
     told = [c.params["text"] for c in socket.emulator.wait_calls("chat.postEphemeral", 2)]
     assert sum("approved by U0ALICE; it runs now" in t for t in told) == 1
     assert sum("Nothing changed: already approved by U0ALICE" in t for t in told) == 1
-    assert socket.daemon.executed == [proposal]
+    assert socket.seeded.executed == [proposal]
 
 
 def test_a_dropped_socket_is_reopened_and_a_dead_one_is_unhealthy(socket: Socket) -> None:
@@ -120,13 +120,13 @@ def test_stop_closes_the_connection(socket: Socket) -> None:
 
 
 def test_the_first_connection_is_retried_until_slack_answers(
-    make_chat: Any, emulator: SlackEmulator, daemon: Daemonish
+    make_chat: Any, emulator: SlackEmulator, seeded: SeededService
 ) -> None:
     server = SocketModeServer().start()
     emulator.socket_url = server.url
     emulator.fail("apps.connections.open", status=200, error="internal_error", retry_after=None)
     chat: SlackChat = make_chat(socket_mode=True, ping_interval=0.25)
-    chat.bind(daemon.service)
+    chat.bind(seeded.service)
     try:
         chat.start()
         server.wait_connections(1, timeout=5)

@@ -19,7 +19,7 @@ from bot.app import wiring as app
 from bot.app.settings.sections import ChatSettings, Secrets, Settings, SlackSettings, StoreSettings
 from bot.app.slack_chat import slack_chat, slack_config
 from bot.core.errors import PitcrewError
-from tests.e2e.slack.conftest import POLICY, SECRET, Daemonish, command_body, form, post, sign
+from tests.e2e.slack.conftest import POLICY, SECRET, SeededService, command_body, form, post, sign
 from tests.support.slack_emulator import APP_TOKEN, BOT_TOKEN, SlackEmulator
 
 pytestmark = pytest.mark.slack
@@ -69,11 +69,11 @@ def test_missing_tokens_are_a_clear_error(emulator: SlackEmulator, tmp_path: Pat
 
 
 def test_a_bound_slack_chat_listens_and_mounts_its_route(
-    emulator: SlackEmulator, tmp_path: Path, daemon: Daemonish, http_server: HealthServer
+    emulator: SlackEmulator, tmp_path: Path, seeded: SeededService, http_server: HealthServer
 ) -> None:
     settings = settings_for(emulator, tmp_path, socket_mode=False)
     chat = slack_chat(settings)
-    chat.bind(daemon.service, http=http_server)
+    chat.bind(seeded.service, http=http_server)
     try:
         chat.start()
         assert chat.healthy()
