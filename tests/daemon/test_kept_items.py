@@ -31,8 +31,7 @@ from bot.core.inputs import InputPart, LogText
 from bot.core.inputs.reader import read_stream
 from bot.daemon.feed import Context, observe
 from bot.daemon.spool import pack
-from tests.app.test_daemon import config, http
-from tests.support.daemon import SEED, RecordingChat, engine
+from tests.support.daemon import SEED, RecordingChat, config, engine, http
 from tests.support.daemon_process import wait_until
 
 BUG = b"pitcrew-test: a bug in the classifier"

@@ -18,9 +18,8 @@ from bot.core.model import Notification, NotificationKind, Report
 from bot.daemon.metrics import Metrics
 from bot.daemon.outbox import POST_CAP, Backoff, Outbox
 from tests.adapters.sqlite.test_store import incident
-from tests.app.test_daemon import config
 from tests.daemon.test_outbox import card
-from tests.support.daemon import T0, Clock, RecordingChat
+from tests.support.daemon import T0, Clock, RecordingChat, config
 
 POST, UPDATE = NotificationKind.POST, NotificationKind.UPDATE
 

@@ -14,7 +14,7 @@ import pytest
 
 from bot.adapters.sqlite.lock import lock_path
 from bot.adapters.sqlite.store import Store
-from tests.app.test_daemon import config
+from tests.support.daemon import config
 from tests.support.daemon_process import Daemon
 
 HELD = r"another pitcrew daemon uses this store \(pid {pid} on host .+ since .+\); "
