@@ -51,11 +51,19 @@ app.kubernetes.io/component: bot
 {{- end }}
 {{- end -}}
 
+{{- /* The image: no default, since none is published. `make image` builds
+localhost/pitcrew:<appVersion> on this machine, a name no cluster can pull; it must be
+pushed to the user's registry and named in image.repository. */ -}}
 {{- define "pitcrew.image" -}}
+{{- $local := printf "localhost/pitcrew:%s" .Chart.AppVersion -}}
+{{- $repository := required (printf "image.repository is required: no pitcrew image is published. Build it with `make image` (%s), push it to your registry (buildah push %s docker://REGISTRY/pitcrew:%s) and set image.repository=REGISTRY/pitcrew" $local $local .Chart.AppVersion) .Values.image.repository -}}
+{{- if hasPrefix "localhost/" $repository -}}
+{{- fail (printf "image.repository %s is the name `make image` gives the image on the machine that built it; a cluster cannot pull it. Push it (buildah push %s docker://REGISTRY/pitcrew:%s) and set image.repository=REGISTRY/pitcrew" $repository $local .Chart.AppVersion) -}}
+{{- end -}}
 {{- if .Values.image.digest -}}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- printf "%s@%s" $repository .Values.image.digest -}}
 {{- else -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- printf "%s:%s" $repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 {{- end -}}
 

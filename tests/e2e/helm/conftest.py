@@ -199,13 +199,22 @@ class Rendered:
         return data
 
 
+# The image as docs/operations.md names it (none is published: every install names one).
+DOCUMENTED_IMAGE: dict[str, Any] = {
+    "image": {"repository": "registry.example.com/ml-platform/pitcrew"}
+}
+
+
 def render(
     chart: helm.Chart,
     values: dict[str, Any],
     namespace: str = NAMESPACE,
     name: str = RELEASE,
+    *,
+    image: dict[str, Any] = DOCUMENTED_IMAGE,
 ) -> Rendered:
-    out = chart.render(values, name=name, namespace=namespace, is_install=True)
+    """`helm install` with `values` (and the documented image unless they name one)."""
+    out = chart.render(merged(image, values), name=name, namespace=namespace, is_install=True)
     manifests = []
     notes = ""
     for template, text in sorted(out.items()):
