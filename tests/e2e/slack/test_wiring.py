@@ -119,6 +119,7 @@ def test_the_manifest_asks_for_exactly_the_scopes_the_code_uses() -> None:
     scope_of = {
         "chat_postMessage": "chat:write",
         "chat_update": "chat:write",
+        "chat_delete": "chat:write",
         "chat_postEphemeral": "chat:write",
         "usergroups_users_list": "usergroups:read",
         "files_upload_v2": "files:write",
