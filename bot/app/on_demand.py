@@ -42,6 +42,7 @@ from bot.core.errors import PitcrewError
 from bot.core.inputs import InputPart
 from bot.core.model import Diagnosis, Signal
 from bot.core.playbooks import Library
+from bot.core.unmatched import UNKNOWN
 from bot.daemon.feed import Context, observe
 from bot.daemon.ports import Clock, Sink, utcnow
 
@@ -242,7 +243,10 @@ def summary(found: Found, queued: bool | None) -> str:
     diagnosis = found.diagnosis
     lines = [found.what]
     primary = diagnosis.primary
-    if primary is None:
+    if primary is None and diagnosis.unknown:
+        lines.append(f"{UNKNOWN}; the lines that look like one:")
+        lines.extend(f"  {_first_line(line, 300)}" for line in diagnosis.unknown[:MAX_LISTED])
+    elif primary is None:
         lines.append("No known failure in the evidence.")
     else:
         lines.append(f"Root cause: {primary.category} ({primary.playbook}): {primary.title}")

@@ -94,6 +94,14 @@ class Classifier:
             for source in SourceKind
         }
 
+    def known_line(self, text: str) -> bool:
+        """Whether a line is one the playbooks know to be benign: a noise line, or one a
+        signature's `unless` sets aside."""
+        text, _ = without_dedup(text)
+        return self._noise.search(text) or any(
+            p.search(text) for s in self.signatures for p in s.unless
+        )
+
     # -- structured signals -------------------------------------------------
 
     def classify(self, signal: Signal) -> list[Hit]:

@@ -7,6 +7,7 @@ sources (which hand in signals and log streams of their own).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from io import BytesIO
 from typing import Any
 
@@ -17,6 +18,7 @@ from bot.core.inputs.reader import read_stream
 from bot.core.model import Diagnosis, Signal
 from bot.core.playbooks import Library
 from bot.core.prefilter import PatternCache
+from bot.core.unmatched import UNKNOWN, FailureLine, part_lines
 
 
 class Engine:
@@ -42,7 +44,22 @@ class Engine:
         return hits
 
     def diagnose(self, parts: Iterable[InputPart], facts: Facts | None = None) -> Diagnosis:
-        return diagnose(self.hits(parts), self.library, facts)
+        """The verdict; with no finding, the failure-looking lines of the parts that can
+        be read again are named as a failure pitcrew does not know."""
+        parts = list(parts)
+        hits = self.hits(parts)
+        found = diagnose(hits, self.library, facts)
+        if found.findings:
+            return found
+        # A line a signature matched (a weak one, alone) or the noise list names is known.
+        seen = [text for hit in hits for text, _ in hit.evidence]
+        unknown = [
+            line
+            for line in part_lines(parts)
+            if not self.classifier.known_line(line.text)
+            and not any(text in line.text or line.text in text for text in seen)
+        ]
+        return unknown_failure(found, unknown)
 
     def categories(self, parts: Iterable[InputPart]) -> set[str]:
         """The classes the evidence shows on its own (a symptom kept beside its cause is
@@ -88,8 +105,23 @@ def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
         "diagnosis": diagnosis.text,
         "remediation": list(diagnosis.remediation),
         "runbook": list(diagnosis.runbook),
+        "unknown": list(diagnosis.unknown),
         "unrendered": [
             {"playbook": u.playbook, "source": u.source, "reason": u.reason}
             for u in diagnosis.unrendered
         ],
     }
+
+
+def unknown_failure(diagnosis: Diagnosis, lines: Iterable[FailureLine]) -> Diagnosis:
+    """`diagnosis` (which found nothing) told it does not know the failure these lines
+    show; unchanged when there are none (then it is "No failure found")."""
+    shown = tuple(
+        f"{line.origin}:{line.line}  {line.text}" if line.origin else line.text for line in lines
+    )
+    if diagnosis.findings or not shown:
+        return diagnosis
+    text = "\n".join(
+        [f"{UNKNOWN}: no playbook matches it, but these lines look like a failure:", *shown]
+    )
+    return replace(diagnosis, unknown=shown, text=text)

@@ -183,6 +183,10 @@ class Diagnosis:
     """The root cause's playbook's `remediation:` steps, for people."""
     runbook: tuple[str, ...] = ()
     """The root cause's playbook's `runbook:` links."""
+    unknown: tuple[str, ...] = ()
+    """With no finding: the input's lines that look like a failure no playbook knows
+    (`origin:line  text`), so the answer is "pitcrew does not know this failure", not
+    "No failure found"."""
 
     @property
     def primary(self) -> Finding | None:

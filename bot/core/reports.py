@@ -36,6 +36,7 @@ from bot.core.model import (
 )
 from bot.core.origins import short_source
 from bot.core.text import truncate
+from bot.core.unmatched import UNKNOWN
 
 MAX_EVIDENCE = 3  # the decisive lines on the card; every line goes to its thread
 MAX_DETAILS = 40
@@ -164,7 +165,8 @@ def _where(incident: Incident) -> dict[str, str]:
 
 def _title(incident: Incident) -> str:
     primary = incident.diagnosis.primary
-    what = primary.title if primary else "No failure found"
+    unknown = UNKNOWN[0].upper() + UNKNOWN[1:] if incident.diagnosis.unknown else ""
+    what = primary.title if primary else (unknown or "No failure found")
     workload = incident.workload
     if workload is not None:
         scope = f"{workload.namespace}/" if workload.namespace else ""

@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+UNKNOWN = "pitcrew does not know this failure"
+"""The verdict on evidence no playbook matched that still looks like a failure."""
 MAX_LINES = 20
 """At most this many failure-looking lines are kept from one input."""
 LINE_LIMIT = 300
@@ -49,6 +51,21 @@ _SHAPES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\d+(?:\.\d+)?"), "<n>"),
     (re.compile(r"\s+"), " "),
 )
+
+
+# The line that ends a Python traceback: the exception, whatever its name, at the
+# margin (a frame's `File` line and its code are indented).
+_TRACEBACK_END = re.compile(
+    r"(?!Traceback|During handling|The above exception)[A-Za-z_][\w.]*(?::|$)"
+)
+_PROCESS_PREFIX = re.compile(
+    r"^(?:\x1b\[[0-9;]*m)*\((?:[^()\n]*?\b(?:pid|ip)=[^()\n]*|raylet)\)(?:\x1b\[[0-9;]*m)* ?"
+)
+
+
+def shape_prefix(text: str) -> str:
+    """`text` without Ray's process prefix (`(Actor pid=…, ip=…) `, `(raylet) `)."""
+    return _PROCESS_PREFIX.sub("", text, count=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,9 +114,13 @@ def failure_lines(
 ) -> list[FailureLine]:
     """The first `limit` lines that look like failures, one per shape."""
     found: dict[str, FailureLine] = {}
+    in_traceback = False
     for number, text in enumerate(lines, start=1):
         text = text.rstrip("\r\n")
-        if not text.strip() or not looks_like_failure(text):
+        bare = shape_prefix(text)
+        ends_traceback = in_traceback and _TRACEBACK_END.match(bare) is not None
+        in_traceback = (in_traceback and not ends_traceback) or "Traceback (most recent" in text
+        if not text.strip() or not (ends_traceback or looks_like_failure(text)):
             continue
         item = FailureLine(text.strip()[:LINE_LIMIT], number, origin)
         found.setdefault(item.shape, item)

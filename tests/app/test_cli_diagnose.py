@@ -75,6 +75,7 @@ def test_no_failure_is_exit_0_and_a_null_primary() -> None:
         "diagnosis": "No failure found: nothing in the input matches a playbook.",
         "remediation": [],
         "runbook": [],
+        "unknown": [],
         "unrendered": [],
     }
 
@@ -92,6 +93,7 @@ def test_the_seed_case_json() -> None:
         "diagnosis",
         "remediation",
         "runbook",
+        "unknown",
         "unrendered",
     }
     assert out["unrendered"] == []

@@ -27,7 +27,13 @@ def print_diagnosis(diagnosis: Diagnosis, console: Console, title: str = "") -> 
         return
     primary = diagnosis.primary
     if primary is None:
-        console.print(Panel(diagnosis.text, title=title or "pitcrew", border_style="green"))
+        verdict, *lines = diagnosis.text.split("\n") if diagnosis.unknown else [diagnosis.text]
+        body = Group(
+            Text(verdict),
+            *(Text(f"  {line}", no_wrap=True, overflow="ellipsis") for line in lines),
+        )
+        border = "yellow" if diagnosis.unknown else "green"
+        console.print(Panel(body, title=title or "pitcrew", border_style=border))
         return
     parts: list[Text | Table] = []
     for ranked in diagnosis.findings:
