@@ -12,6 +12,10 @@ counts once in the kind its file stands for. Each case's line shows its own
 counts (`measured=` how many measurements it made). The last line:
 
     cases=N passed=N lost=N duplicated=N double_runs=N bad_clicks_accepted=N
+    flood: the ordinary card came Ns after a 10 s flood of 1 MiB logs (goal under 5 s)
+
+The flood line is `tests/app/test_daemon_flood.py`'s matching flood (`bench/flood.py
+--matching` runs it alone).
 
     .venv/bin/python bench/faults.py [-k EXPR]
 """
@@ -47,6 +51,16 @@ MATRIX: dict[str, str] = {
     "tests/app/test_daemon_flood.py": "lost",  # 1 MiB logs at a real daemon (bench/flood.py: 20 s)
     "tests/daemon/test_intake.py": "lost",  # evidence acknowledged, then a kill or a short drain
     "tests/core/test_approvals.py": "bad_clicks_accepted",  # who may approve and silence
+    # issue 23: nothing freezes the daemon, no outage holds a card, no way around the policy
+    "tests/core/test_regex_fields.py": "lost",  # a guard's regex that stalls every card
+    "tests/daemon/test_kept_items.py": "lost",  # a bug or a budget: kept, shown, retried
+    "tests/daemon/test_outbox_dead_letters.py": "lost",  # given up visibly, never silently
+    "tests/e2e/slack/test_history_outage.py": "duplicated",  # posted anyway, then reconciled
+    "tests/adapters/http/test_probes_outside_caps.py": "bad_clicks_accepted",  # probes answer
+    "tests/adapters/slack/test_replay_window.py": "bad_clicks_accepted",  # replays refused
+    "tests/core/test_silence_policy.py": "bad_clicks_accepted",  # silencers within scope
+    "tests/app/test_silence_settings.py": "bad_clicks_accepted",  # a button always refused
+    "tests/adapters/sqlite/test_store_lock_file.py": "duplicated",  # a second daemon
 }
 # cases inside those files that are about running an action once
 DOUBLE_RUNS = ("execute_once", "run_once", "runs_once", "fifty_simultaneous")
@@ -59,6 +73,7 @@ KINDS = ("lost", "duplicated", "double_runs", "bad_clicks_accepted")
 class Tally:
     outcomes: dict[str, str] = field(default_factory=dict)
     measured: dict[str, Counter[str]] = field(default_factory=dict)
+    card_after: float | None = None  # the matching flood's ordinary card, seconds
 
     def pytest_runtest_logreport(self, report: Any) -> None:
         counted = report.when == "call" or (report.when == "setup" and report.outcome != "passed")
@@ -67,6 +82,8 @@ class Tally:
         if report.when == "call":
             counts = self.measured.setdefault(report.nodeid, Counter())
             for name, value in report.user_properties:
+                if name == "flood.card_after":
+                    self.card_after = float(value)
                 if str(name).startswith("faults."):
                     counts[str(name).removeprefix("faults.")] += int(value)
 
@@ -107,6 +124,10 @@ def main() -> int:
         f"cases={len(tally.outcomes)} passed={passed} lost={counts['lost']} "
         f"duplicated={counts['duplicated']} double_runs={counts['double_runs']} "
         f"bad_clicks_accepted={counts['bad_clicks_accepted']}"
+    )
+    after = "not measured" if tally.card_after is None else f"{tally.card_after:.1f}s"
+    print(
+        f"flood: the ordinary card came {after} after a 10 s flood of 1 MiB logs (goal under 5 s)"
     )
     return 0 if tally.outcomes and passed == len(tally.outcomes) else 1
 

@@ -31,12 +31,13 @@ from typing import Protocol
 from bot.core.errors import StoreError
 from bot.daemon.budget import OverBudgetError
 from bot.daemon.feed import Item, Observation, text_size
-from bot.daemon.lanes import Entry, Lanes
+from bot.daemon.lanes import BULK, Entry, Lanes
 from bot.daemon.metrics import Metrics
 
 log = logging.getLogger("pitcrew.pipeline")
 
 _STOP = object()
+SMALL_RESERVE = 16 << 20  # bytes of small evidence that may wait beyond queue_bytes
 FAILED, QUARANTINED = "failed", "quarantined"
 
 
@@ -100,7 +101,7 @@ class Taking:
         its text would take the queue past `queue_bytes`."""
         size = text_size(item)
         with self._bytes_lock:
-            if size and self._bytes and self._bytes + size > self._queue_bytes:
+            if size and self._bytes and self._bytes + size > self._room_for(size):
                 return False
             self._bytes += size
         try:
@@ -115,8 +116,14 @@ class Taking:
     def has_room(self, size: int) -> bool:
         """Whether an item of `size` bytes of text would be queued now."""
         with self._bytes_lock:
-            over = size and self._bytes and self._bytes + size > self._queue_bytes
+            over = size and self._bytes and self._bytes + size > self._room_for(size)
         return not over and not self._queue.full()
+
+    def _room_for(self, size: int) -> int:
+        """Bytes of text that may wait once this item is queued: small evidence has a
+        reserve beyond `queue_bytes`, so a flood of bulk text that fills the queue
+        cannot keep an ordinary failure out (its sender would meet 503s meanwhile)."""
+        return self._queue_bytes + (SMALL_RESERVE if size < BULK else 0)
 
     def pending(self) -> int:
         return self._queue.qsize()

@@ -1,7 +1,9 @@
 """A flood of 1 MiB logs at a real `pitcrew run`, with the default queue and with a
 16 MiB one the flood overruns: the daemon stays within its memory, answers 503
 beyond its bound, reads every log it accepted, and an ordinary failure sent after
-the flood still gets its card within 30 s.
+the flood still gets its card within 30 s. And a flood of one workload's logs full
+of matching lines (seconds of classification each) delays another workload's
+first card by seconds, not minutes: the queue's lanes (`bot.daemon.lanes`).
 
 Several senders POST 1 MiB logs to `/ingest` as fast as they are answered, for
 FLOOD_SECONDS. The daemon answers 202 while its queue has room
@@ -19,15 +21,17 @@ from __future__ import annotations
 import contextlib
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from bot.adapters.sqlite.store import Store
 from bot.app.settings.sections import PipelineSettings
 from tests.support.daemon import DRIVER_LOG, SEED, WORKLOAD, config
 from tests.support.daemon_process import CARD, Daemon, wait_until
 from tests.support.faults import Measured
-from tests.support.flood import counted, flood, send
+from tests.support.flood import counted, flood, matching_flood, send
 
 FLOOD_SECONDS = 8.0  # the issue's flood lasted 20 s: bench/flood.py runs that
 SENDERS = 4
@@ -105,3 +109,47 @@ def test_a_flood_of_1_mib_logs_keeps_the_daemon_bounded_loses_none_and_starves_n
     assert tally.peak_rss < limit, f"peak RSS {tally.peak_rss >> 20} MiB"
     if queue_bytes:
         assert tally.refused > 0  # the bound answered 503: the senders keep those
+
+
+MATCHING_SECONDS = 10.0  # issue 23: 10 s of 1 MiB logs full of matching lines
+FAIR_DEADLINE = 5.0  # issue 23's goal for the ordinary card behind that flood
+
+
+def _carded(db: Path, name: str) -> bool:
+    """Whether the incident of the workload `name` has its card in the chat."""
+    with Store(db) as store:
+        return any(
+            i.workload is not None and i.workload.name == name and store.chat_ref(i.id)
+            for i in store.open_incidents()
+        )
+
+
+@pytest.mark.slow
+def test_a_flood_of_one_workloads_matching_logs_delays_anothers_card_by_seconds(
+    tmp_path: Path,
+    daemons: list[Daemon],
+    record_property: Callable[[str, object], None],
+) -> None:
+    """The flood's logs each take seconds to classify; they wait in their workload's
+    lane while the ordinary failure of another workload goes ahead of them."""
+    config(tmp_path)
+    daemon = Daemon(tmp_path, "flooded")
+    daemons.append(daemon)
+    daemon.ready()
+    ingest = f"{daemon.url}/ingest"
+    tally = matching_flood(ingest, MATCHING_SECONDS, SENDERS, daemon.rss)
+    assert tally.unexpected() == {}
+
+    started = time.monotonic()
+    url = f"{ingest}?origin={DRIVER_LOG}&workload={WORKLOAD}"
+    ordinary = (SEED / DRIVER_LOG).read_bytes()
+    wait_until(lambda: send(url, ordinary) == "202", CARD_DEADLINE, "the ordinary failure")
+    name = WORKLOAD.rsplit("/", 1)[1]
+    wait_until(lambda: _carded(tmp_path / "state.db", name), CARD_DEADLINE, "its card")
+    waited = time.monotonic() - started
+    record_property("flood.card_after", round(waited, 1))  # bench/faults.py's flood line
+    print(
+        f"matching flood {MATCHING_SECONDS:g}s x{SENDERS} of 1 MiB: 202={tally.accepted} "
+        f"503={tally.refused} ordinary_card_after={waited:.1f}s (goal under {FAIR_DEADLINE:g}s)"
+    )
+    assert waited < FAIR_DEADLINE

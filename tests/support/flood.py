@@ -104,3 +104,37 @@ def flood(ingest: str, seconds: float, senders: int, rss: Callable[[], int]) -> 
     for thread in threads:
         thread.join()
     return tally
+
+
+def matching_body(number: int) -> bytes:
+    """About 1 MiB of distinct lines a built-in playbook matches (a missing module each):
+    seconds of classification per body, as the logs of a failing job that loops."""
+    lines = (
+        b"ModuleNotFoundError: No module named 'flood_%d_%d'\n" % (number, n) for n in range(19000)
+    )
+    return b"".join(lines)
+
+
+def matching_flood(ingest: str, seconds: float, senders: int, rss: Callable[[], int]) -> Tally:
+    """`flood`, of `matching_body`s, all from one workload (`FLOOD_WORKLOAD`)."""
+    tally = Tally()
+    numbers = itertools.count(1)
+    deadline = time.monotonic() + seconds
+    url = f"{ingest}?origin=flood.log&workload={FLOOD_WORKLOAD}"
+
+    def sender() -> None:
+        while time.monotonic() < deadline:
+            tally.count(send(url, matching_body(next(numbers))))
+
+    threads = [threading.Thread(target=sender, name=f"flood-{i}") for i in range(senders)]
+    for thread in threads:
+        thread.start()
+    while any(thread.is_alive() for thread in threads):
+        tally.sample(rss())
+        time.sleep(0.05)
+    for thread in threads:
+        thread.join()
+    return tally
+
+
+FLOOD_WORKLOAD = "ml-train/RayJob/flooding-job"

@@ -11,6 +11,7 @@ from slack_sdk.signature import SignatureVerifier
 
 from bot.adapters.slack.events import Admitted, Gate
 from bot.adapters.sqlite.store import Store
+from tests.support.faults import Measured
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 BODY = "token=x&team_id=T1&user_id=U1&command=%2Fpitcrew&text=silence+inc-1+2h"
@@ -40,20 +41,23 @@ def admit(store: Store, headers: dict[str, str], at: float) -> str:
     ids=["now-inside", "now-expired", "ahead-inside", "ahead-expired", "behind-inside"],
 )
 def test_a_replay_is_refused_for_as_long_as_its_signature_is_valid_across_a_restart(
-    tmp_path: Path, stamp: int, replayed_after: int, answer: str
+    tmp_path: Path, stamp: int, replayed_after: int, answer: str, measured: Measured
 ) -> None:
     with Store(tmp_path / "state.db") as store:
         assert admit(store, signed(stamp), NOW) == "admitted"
     with Store(tmp_path / "state.db") as restarted:
-        assert admit(restarted, signed(stamp), NOW + replayed_after) == answer
+        replayed = admit(restarted, signed(stamp), NOW + replayed_after)
+    measured.bad_clicks_accepted(int(replayed == "admitted"))
+    assert replayed == answer
 
 
 @pytest.mark.parametrize(("ahead", "answer"), [(60, "admitted"), (61, None), (290, None)])
 def test_a_timestamp_over_a_minute_in_the_future_is_refused(
-    tmp_path: Path, ahead: int, answer: str | None
+    tmp_path: Path, ahead: int, answer: str | None, measured: Measured
 ) -> None:
     with Store(tmp_path / "state.db") as store:
         got = admit(store, signed(NOW + ahead), NOW)
+    measured.bad_clicks_accepted(int(answer is None and got == "admitted"))
     assert got == (answer or "401 the timestamp is over a minute in the future")
 
 
