@@ -12,15 +12,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from io import BytesIO
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
-from rich.console import Console
 from typer.core import TyperGroup
 from typer.main import get_group
 
 from bot import __version__
-from bot.adapters.console.render import print_diagnosis
+from bot.adapters.console.render import plain_lines
 from bot.adapters.files.inputs import open_input
 from bot.adapters.files.playbooks import (
     builtin_dir,
@@ -32,18 +31,19 @@ from bot.adapters.files.playbooks import (
 from bot.core.analysis import diagnose as analyse
 from bot.core.engine import to_json
 from bot.core.errors import PitcrewError
-from bot.core.examples import run_examples
-from bot.core.explain import explain as explain_hits
-from bot.core.explain import explanation_json, explanation_lines
 from bot.core.inputs import InputPart
 from bot.core.inputs.reader import read_stream
+from bot.core.model import Diagnosis
 from bot.core.playbooks import json_schema_text
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.progress import Progress
     from typer import _click as click
 
     from bot.app.memory_wiring import Measurement
+    from bot.core.engine import Engine
+    from bot.core.examples import ExampleResult
 
 
 _TYPE_WORDS = {"str": "TEXT", "int": "INTEGER", "float": "NUMBER", "path": "PATH", "Path": "PATH"}
@@ -128,8 +128,36 @@ def _top(
 playbooks_app = typer.Typer(help="List, check and test playbooks.", no_args_is_help=True)
 app.add_typer(playbooks_app, name="playbooks")
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+
+class _LazyConsole:
+    """A rich Console made on first use: `pitcrew diagnose` in a pipe (or `--format json`)
+    never imports rich, a good part of its start-up."""
+
+    def __init__(self, *, stderr: bool = False) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=self._stderr, highlight=False)
+        return getattr(self._console, name)
+
+
+out: Console = cast("Console", _LazyConsole())
+err: Console = cast("Console", _LazyConsole(stderr=True))
+
+
+def show(diagnosis: Diagnosis, title: str) -> None:
+    """A diagnosis for people: a panel on a terminal, whole plain lines in a pipe."""
+    if sys.stdout.isatty():
+        from bot.adapters.console.render import print_diagnosis
+
+        print_diagnosis(diagnosis, out, title=title)
+    else:
+        sys.stdout.write("".join(f"{line}\n" for line in plain_lines(diagnosis)))
+
 
 PlaybookDirs = Annotated[
     list[Path] | None,
@@ -155,7 +183,7 @@ def notice(text: str) -> None:
     sys.stderr.write(f"pitcrew: {text}\n")
 
 
-def _expand(names: list[str]) -> list[str]:
+def expand_inputs(names: list[str]) -> list[str]:
     expanded: list[str] = []
     for name in names:
         path = Path(name)
@@ -213,7 +241,7 @@ def _diagnose_ray_job(
     if output == "json":
         sys.stdout.write(json.dumps(to_json(live.diagnosis), ensure_ascii=False) + "\n")
     else:
-        print_diagnosis(live.diagnosis, out, title=f"pitcrew diagnose --ray-job {job}")
+        show(live.diagnosis, f"pitcrew diagnose --ray-job {job}")
 
 
 @dataclass(frozen=True)
@@ -260,7 +288,7 @@ def _diagnose_kube(
         shown = to_json(diagnosis) | ({"memory": measured.line} if measured else {})
         sys.stdout.write(json.dumps(shown, ensure_ascii=False) + "\n")
     else:
-        print_diagnosis(diagnosis, out, title=f"pitcrew diagnose --kube {request.target}")
+        show(diagnosis, f"pitcrew diagnose --kube {request.target}")
         if measured is not None:
             out.print(f"Memory: {measured.line}", markup=False)
             if measured.spark:
@@ -346,7 +374,7 @@ def _explain_files(inputs: list[str] | None, output: str, playbooks: list[Path] 
         engine = builtin_engine(playbooks or [])
         texts: list[tuple[str, str]] = []
         parts: list[InputPart] = []
-        for name in _expand(inputs or ["-"]):
+        for name in expand_inputs(inputs or ["-"]):
             stream, origin, _ = open_input(name)
             with stream if stream is not sys.stdin.buffer else nullcontext(stream):
                 data = stream.read()
@@ -356,12 +384,15 @@ def _explain_files(inputs: list[str] | None, output: str, playbooks: list[Path] 
         diagnosis = analyse(hits, engine.library)
     except PitcrewError as error:
         raise fail(str(error)) from None
+    from bot.core.explain import explain as explain_hits
+    from bot.core.explain import explanation_json, explanation_lines
+
     explanation = explain_hits(hits, texts, bool(diagnosis.findings))
     if output == "json":
         shown = to_json(diagnosis) | {"explain": explanation_json(explanation)}
         sys.stdout.write(json.dumps(shown, ensure_ascii=False) + "\n")
         return
-    print_diagnosis(diagnosis, out, title="pitcrew diagnose " + " ".join(inputs or ["-"]))
+    show(diagnosis, "pitcrew diagnose " + " ".join(inputs or ["-"]))
     for line in explanation_lines(explanation):
         out.print(line, markup=False, highlight=False, soft_wrap=True)
 
@@ -370,8 +401,8 @@ def _diagnose_files(inputs: list[str] | None, output: str, playbooks: list[Path]
     """Files, directories or standard input, with a progress bar on a terminal."""
     try:
         engine = builtin_engine(playbooks or [])
-        names = _expand(inputs or ["-"])
-        show_progress = err.is_terminal and output == "text"
+        names = expand_inputs(inputs or ["-"])
+        show_progress = sys.stderr.isatty() and output == "text"
         with ExitStack() as stack:
             progress = None
             if show_progress:
@@ -397,9 +428,15 @@ def _diagnose_files(inputs: list[str] | None, output: str, playbooks: list[Path]
     if output == "json":
         sys.stdout.write(json.dumps(to_json(diagnosis), ensure_ascii=False) + "\n")
         return
-    print_diagnosis(diagnosis, out, title="pitcrew diagnose " + " ".join(inputs or ["-"]))
+    show(diagnosis, "pitcrew diagnose " + " ".join(inputs or ["-"]))
     if not diagnosis.findings:
-        out.print(NO_FAILURE_HINT, markup=False, highlight=False, soft_wrap=True)
+        sys.stdout.write(NO_FAILURE_HINT + "\n")
+
+
+def _examples(engine: Engine) -> Iterator[ExampleResult]:
+    from bot.core.examples import run_examples  # playbooks check and test only
+
+    yield from run_examples(engine)
 
 
 @playbooks_app.command("list")
@@ -428,7 +465,7 @@ def playbooks_check(directory: Annotated[Path, typer.Argument(help="playbook dir
     ids = {p.playbook.id for p in mine.playbooks}
     problems = [
         f"{result.source}:{result.line or ''}: example {result.name!r}: {problem}"
-        for result in run_examples(engine_of(library))
+        for result in _examples(engine_of(library))
         if result.playbook in ids
         for problem in result.problems
         if problem.startswith("diagnosis template: ")
@@ -450,7 +487,7 @@ def playbooks_test(
     except PitcrewError as error:
         raise fail(str(error)) from None
     passed = failed = 0
-    for result in run_examples(engine):
+    for result in _examples(engine):
         if result.passed:
             passed += 1
             if verbose:
@@ -511,49 +548,6 @@ def playbooks_schema(
         write.write_text(text)
     else:
         sys.stdout.write(text)
-
-
-@app.command("render")
-def render_command(
-    targets: Annotated[
-        list[str],
-        typer.Argument(help="files or directories to diagnose, or one incident id of the store"),
-    ],
-    output: Annotated[
-        str, typer.Option("--format", "-f", help="json (Block Kit) or text")
-    ] = "json",
-    open_preview: Annotated[
-        bool, typer.Option("--open", help="also write an HTML preview of the card; print its path")
-    ] = False,
-    store: Annotated[
-        Path, typer.Option("--store", help="the daemon's SQLite file, for an incident id")
-    ] = Path("pitcrew.db"),
-    playbooks: PlaybookDirs = None,
-) -> None:
-    """The card of a diagnosis as Slack receives it (Block Kit JSON) or as the console
-    prints it, without a workspace: `pitcrew render examples/seed/`."""
-    from bot.app import render
-
-    if output not in ("text", "json"):
-        raise fail(f"--format must be text or json, not {output!r}")
-    try:
-        if len(targets) == 1 and targets[0].startswith("inc-") and not Path(targets[0]).exists():
-            rendered = render.of_store(store, targets[0])
-        else:
-            rendered = render.of_files(_expand(targets), playbooks or [], render.now())
-    except PitcrewError as error:
-        raise fail(str(error)) from None
-    if output == "json":
-        render.print_json(rendered)
-    else:
-        from bot.adapters.console.chat import report_panel
-
-        out.print(report_panel(rendered.report))
-    if open_preview:
-        import tempfile
-
-        path = render.write_preview(rendered.message, Path(tempfile.mkdtemp(prefix="pitcrew-")))
-        err.print(f"preview: {path}", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command("version")

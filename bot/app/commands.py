@@ -476,3 +476,6 @@ def register(app: typer.Typer) -> None:
     app.command("status")(status_command)
     app.command("requeue")(requeue_command)
     app.command("unmatched")(unmatched_command)
+    from bot.app.render import render_command  # the card's layout: jinja2, Block Kit
+
+    app.command("render")(render_command)

@@ -19,11 +19,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from io import BytesIO
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import typer
 
 from bot.adapters.files.inputs import open_input
 from bot.adapters.files.playbooks import builtin_engine
 from bot.adapters.slack.blocks import Message, card
+from bot.app.cli import PlaybookDirs, expand_inputs, fail
 from bot.core.approvals import reconcile
 from bot.core.errors import PitcrewError
 from bot.core.inputs import InputPart
@@ -159,3 +162,48 @@ def write_preview(message: Message, directory: Path) -> Path:
 
 def print_json(rendered: Rendered) -> None:
     sys.stdout.write(json.dumps(rendered.block_kit(), ensure_ascii=False, indent=1) + "\n")
+
+
+# -- the command ------------------------------------------------------------------------
+
+
+def render_command(
+    targets: Annotated[
+        list[str],
+        typer.Argument(help="files or directories to diagnose, or one incident id of the store"),
+    ],
+    output: Annotated[
+        str, typer.Option("--format", "-f", help="json (Block Kit) or text")
+    ] = "json",
+    open_preview: Annotated[
+        bool, typer.Option("--open", help="also write an HTML preview of the card; print its path")
+    ] = False,
+    store: Annotated[
+        Path, typer.Option("--store", help="the daemon's SQLite file, for an incident id")
+    ] = Path("pitcrew.db"),
+    playbooks: PlaybookDirs = None,
+) -> None:
+    """The card of a diagnosis as Slack receives it (Block Kit JSON) or as the console
+    prints it, without a workspace: `pitcrew render examples/seed/`."""
+    if output not in ("text", "json"):
+        raise fail(f"--format must be text or json, not {output!r}")
+    try:
+        if len(targets) == 1 and targets[0].startswith("inc-") and not Path(targets[0]).exists():
+            rendered = of_store(store, targets[0])
+        else:
+            rendered = of_files(expand_inputs(targets), playbooks or [], now())
+    except PitcrewError as error:
+        raise fail(str(error)) from None
+    if output == "json":
+        print_json(rendered)
+    else:
+        from rich.console import Console
+
+        from bot.adapters.console.chat import report_panel
+
+        Console(highlight=False).print(report_panel(rendered.report))
+    if open_preview:
+        import tempfile
+
+        path = write_preview(rendered.message, Path(tempfile.mkdtemp(prefix="pitcrew-")))
+        sys.stderr.write(f"preview: {path}\n")

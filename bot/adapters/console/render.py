@@ -4,13 +4,12 @@ across lines)."""
 
 from __future__ import annotations
 
-from rich.console import Console, Group
-from rich.markup import escape
-from rich.panel import Panel
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING
 
 from bot.core.model import Diagnosis, RankedFinding, Role, Severity
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 _STYLE = {
     Severity.CRITICAL: "bold red",
@@ -21,6 +20,12 @@ _STYLE = {
 
 
 def print_diagnosis(diagnosis: Diagnosis, console: Console, title: str = "") -> None:
+    from rich.console import Group
+    from rich.markup import escape
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+
     if not console.is_terminal:
         for line in plain_lines(diagnosis):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -56,7 +61,9 @@ def print_diagnosis(diagnosis: Diagnosis, console: Console, title: str = "") -> 
             )
     parts.append(Text(""))
     parts.append(Text(diagnosis.text))
-    parts.extend(_what_to_do(diagnosis))
+    parts.extend(
+        Text(line, style="bold" if line.endswith(":") else "") for line in _what_to_do(diagnosis)
+    )
     if diagnosis.actions:
         table = Table(show_header=True, header_style="bold", expand=True, show_lines=False)
         table.add_column("action")
@@ -89,7 +96,7 @@ def plain_lines(diagnosis: Diagnosis) -> list[str]:
     if lines:
         lines.append("")
     lines.append(diagnosis.text)
-    lines.extend(text.plain for text in _what_to_do(diagnosis))
+    lines.extend(_what_to_do(diagnosis))
     if diagnosis.actions:
         lines.append("")
     for offer in diagnosis.actions:
@@ -101,13 +108,13 @@ def plain_lines(diagnosis: Diagnosis) -> list[str]:
     return lines
 
 
-def _what_to_do(diagnosis: Diagnosis) -> list[Text]:
+def _what_to_do(diagnosis: Diagnosis) -> list[str]:
     """The root cause's playbook's remediation steps and runbook links."""
     if not diagnosis.remediation and not diagnosis.runbook:
         return []
-    shown = [Text(""), Text("What to do:", style="bold")]
-    shown += [Text(f"  {n}. {step}") for n, step in enumerate(diagnosis.remediation, 1)]
-    shown += [Text(f"  runbook: {url}", style="dim") for url in diagnosis.runbook]
+    shown = ["", "What to do:"]
+    shown += [f"  {n}. {step}" for n, step in enumerate(diagnosis.remediation, 1)]
+    shown += [f"  runbook: {url}" for url in diagnosis.runbook]
     return shown
 
 
