@@ -27,10 +27,12 @@ from bot.adapters.files.playbooks import (
     engine_of,
     load_builtin,
     load_library,
+    load_playbook,
+    playbook_files,
 )
 from bot.core.analysis import diagnose as analyse
 from bot.core.engine import to_json
-from bot.core.errors import PitcrewError
+from bot.core.errors import PitcrewError, PlaybookError
 from bot.core.inputs import InputPart
 from bot.core.inputs.reader import read_stream
 from bot.core.model import Diagnosis
@@ -453,11 +455,23 @@ def playbooks_list(playbooks: PlaybookDirs = None) -> None:
     typer.echo(f"{len(library)} playbooks")
 
 
+def _problem(path: Path) -> PlaybookError | None:
+    try:
+        load_playbook(path)
+    except PlaybookError as error:
+        return error
+    return None
+
+
 @playbooks_app.command("check")
 def playbooks_check(directory: Annotated[Path, typer.Argument(help="playbook directory")]) -> None:
     """Validate a directory of playbooks (schema, regexes, templates, ids, actions), and
     render each template against the playbook's own examples."""
     try:
+        bad = [str(e) for e in (_problem(path) for path in playbook_files(directory)) if e]
+        if bad:  # every bad file at once, not the first alone
+            sys.stderr.write("".join(f"pitcrew: {problem}\n" for problem in bad))
+            raise typer.Exit(2)
         library = load_library([builtin_dir(), directory])
         mine = load_library([directory])
     except PitcrewError as error:

@@ -10,6 +10,7 @@ this module takes their text and returns values.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -372,8 +373,21 @@ def _describe_problem(problem: Any, doc: Located) -> tuple[str, str]:
         message = "unknown key"
     elif problem["type"] == "missing":
         message = "required key is missing"
+    elif problem["type"] in ("enum", "literal_error"):
+        message = _enum_message(problem)
     where = str(line) if line else ""
     return where, f"{_format_loc(loc)}: {message}" if loc else message
+
+
+def _enum_message(problem: Any) -> str:
+    """`'pod_oom_kiled' is not a category; did you mean 'pod_oom_killed'?` rather than
+    every allowed value, when one is close."""
+    allowed = re.findall(r"'([^']*)'", str(problem.get("ctx", {}).get("expected", "")))
+    given = str(problem.get("input", ""))
+    close = difflib.get_close_matches(given, allowed, n=1, cutoff=0.75)
+    if close:
+        return f"{given!r} is not one of the allowed values; did you mean {close[0]!r}?"
+    return str(problem["msg"])
 
 
 _GUARD_TAGS = {"primary", "evidence_of", "no_evidence_of", "capture", "fact"}

@@ -152,3 +152,33 @@ def test_an_empty_input_says_it_is_empty(tmp_path: Path) -> None:
     )
     piped = pitcrew("diagnose", stdin=b"")
     assert piped.stderr.decode() == "pitcrew: standard input: empty, nothing to diagnose\n"
+
+
+GOOD = """\
+id: team-disk-full
+title: Scratch disk full
+category: {category}
+severity: {severity}
+match:
+  - name: no-space
+    sources: [driver_log]
+    regex: 'No space left on device'
+diagnosis: The job's scratch disk is full.
+examples:
+  - name: a full disk
+    input: "OSError: [Errno 28] No space left on device\\n"
+    expect: {{match: true, primary: application_error}}
+"""
+
+
+def test_playbooks_check_reports_every_bad_file_with_did_you_mean(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(GOOD.format(category="aplication_error", severity="error"))
+    (tmp_path / "b.yaml").write_text(GOOD.format(category="application_error", severity="eror"))
+    result = pitcrew("playbooks", "check", str(tmp_path))
+    assert (result.returncode, result.stderr.decode()) == (
+        2,
+        f"pitcrew: {tmp_path / 'a.yaml'}:3: category: 'aplication_error' is not one of the "
+        "allowed values; did you mean 'application_error'?\n"
+        f"pitcrew: {tmp_path / 'b.yaml'}:4: severity: 'eror' is not one of the allowed "
+        "values; did you mean 'error'?\n",
+    )
