@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bot.adapters.files.playbooks import engine_of, load_builtin
@@ -25,17 +25,18 @@ from bot.core.actions.catalog import CATALOG
 from bot.core.engine import Engine
 from bot.core.errors import PitcrewError
 from bot.core.playbooks import Library
+from bot.daemon.executor import Executor, Registry
 from bot.daemon.ports import Bookmarks, Sink, Source
-from bot.daemon.runner import Executor, Registry
 
 if TYPE_CHECKING:
     from bot.adapters.kubernetes.api import KubeApi
     from bot.adapters.ray.client import RayClusterConfig
-    from bot.adapters.ray.executors import RayActionExecutor
     from bot.adapters.ray.source import RayClusterSource, RaySourceOptions
 
 SourceFactory = Callable[[Settings, Sink, Bookmarks | None], Sequence[Source]]
-ExecutorFactory = Callable[[Settings, Bookmarks | None], Executor]
+Executors = Mapping[str, Executor]
+"""What an executor kind builds: the executor of each action it runs, by action id."""
+ExecutorFactory = Callable[[Settings, Bookmarks | None], Executors]
 Categorize = Callable[[Sequence[Any]], set[str]]
 """The failure categories found in a job's evidence."""
 
@@ -175,30 +176,32 @@ def ray_discovery(
 # -- executors ----------------------------------------------------------------------------------
 
 
-def echo_executor(settings: Settings, bookmarks: Bookmarks | None = None) -> Executor:
+def echo_executor(settings: Settings, bookmarks: Bookmarks | None = None) -> Executors:
+    """The executor kind `echo`: one recording executor for every action."""
     from bot.adapters.echo.executor import EchoExecutor
 
     echo = settings.actions.echo
-    return EchoExecutor(echo.record, echo.delay.total_seconds())
+    executor = EchoExecutor(echo.record, echo.delay.total_seconds())
+    return dict.fromkeys(CATALOG, executor)
 
 
-def kubernetes_executor(settings: Settings, bookmarks: Bookmarks | None = None) -> Executor:
+def kubernetes_executor(settings: Settings, bookmarks: Bookmarks | None = None) -> Executors:
     from bot.adapters.kubernetes.base import KubeActionConfig
-    from bot.adapters.kubernetes.executors import KubernetesExecutor
+    from bot.adapters.kubernetes.executors import executors
 
     config = KubeActionConfig(max_memory=settings.actions.bump_memory.cap)
-    return KubernetesExecutor(kube_api(settings), config)
+    return executors(kube_api(settings), config)
 
 
-def kuberay_executor(settings: Settings, bookmarks: Bookmarks | None = None) -> Executor:
-    from bot.adapters.kuberay.rerun import kuberay_executor as build_kuberay
+def kuberay_executor(settings: Settings, bookmarks: Bookmarks | None = None) -> Executors:
+    from bot.adapters.kuberay.rerun import executors
 
-    return build_kuberay(kube_api(settings))
+    return executors(kube_api(settings))
 
 
 def ray_executor(
     settings: Settings, bookmarks: Bookmarks | None = None, categorize: Categorize | None = None
-) -> RayActionExecutor:
+) -> Executors:
     """The executor kind `ray` for the clusters of `sources.ray` and, when RayCluster
     discovery runs, the clusters it found (read from `bookmarks` at each lookup). Pass the
     store's bookmarks so the Ray source does not report a job pitcrew stopped, and the
@@ -312,11 +315,13 @@ def configured_categorizer(settings: Settings) -> Categorize:
 def build_registry(
     settings: Settings, bookmarks: Bookmarks | None = None, categorize: Categorize | None = None
 ) -> Registry:
-    """The executors `actions.executors` names, one instance per kind. `categorize`: the
-    daemon's own classification, which the `ray` kind's resubmission check uses."""
-    built: dict[str, Executor] = {}
+    """The executors `actions.executors` names, each kind built once, one executor per
+    action. `categorize`: the daemon's own classification, which the `ray` kind's
+    resubmission check uses. An action named exactly whose kind does not run it is a
+    config error; one a pattern matches is left without an executor."""
+    built: dict[str, Executors] = {}
     registry = Registry()
-    for action in CATALOG:
+    for action, spec in CATALOG.items():
         kind = settings.actions.executor_for(action)
         if kind is None:
             continue
@@ -325,5 +330,12 @@ def build_registry(
             if factory is ray_executor:
                 factory = functools.partial(ray_executor, categorize=categorize)
             built[kind] = factory(settings, bookmarks)
-        registry.register(action, built[kind])
+        executor = built[kind].get(action)
+        if executor is not None:
+            registry.register(action, executor)
+        elif action in settings.actions.executors:
+            raise PitcrewError(
+                f"actions.executors: the {kind} executor does not run {action} "
+                f"(its executor kind is {spec.executor})"
+            )
     return registry

@@ -40,7 +40,7 @@ from bot.core.errors import PitcrewError, StoreError
 from bot.core.incidents import Assess, Correlator, adjusted, assessor
 from bot.core.playbooks import Library
 from bot.daemon import live_checks
-from bot.daemon import runner as executors
+from bot.daemon.executor import Registry
 from bot.daemon.feed import Item, Refresh, Tick
 from bot.daemon.intake import Intake
 from bot.daemon.live_checks import LiveChecks
@@ -65,7 +65,7 @@ class Daemon:
     chat: Chat
     pipeline: Pipeline
     outbox: Outbox
-    registry: executors.Registry
+    registry: Registry
     runner: Runner
     service: Service
     sources: Sequence[Source]
@@ -271,11 +271,11 @@ def _assess(settings: Settings, library: Library) -> Assess:
 
 
 def _live_checks(
-    settings: Settings, registry: executors.Registry, pipeline: Pipeline, clock: Clock
+    settings: Settings, registry: Registry, pipeline: Pipeline, clock: Clock
 ) -> LiveChecks:
     """The workers that ask the executors for live facts and answer on the pipeline."""
     return LiveChecks(
-        live_checks.executor_checks(registry, clock),
+        live_checks.executor_checks(registry),
         pipeline,
         timeout=settings.pipeline.live_check_timeout.total_seconds(),
         workers=settings.pipeline.live_check_workers,
@@ -285,7 +285,7 @@ def _live_checks(
 def _approvals(
     settings: Settings,
     store: Store,
-    registry: executors.Registry,
+    registry: Registry,
     pipeline: Pipeline,
     clock: Clock,
     metrics: Metrics,

@@ -40,6 +40,7 @@ from bot.core.actions.order import ordered
 from bot.core.errors import PitcrewError
 from bot.core.model import (
     ActionOffer,
+    ActionResult,
     Incident,
     ObjectRef,
     Proposal,
@@ -132,13 +133,19 @@ def _recorded_approval(current: Proposal, step: Transition, decided: Proposal) -
 
 
 def transition(
-    proposal: Proposal, to_state: ProposalState, actor: str, now: datetime, reason: str = ""
+    proposal: Proposal,
+    to_state: ProposalState,
+    actor: str,
+    now: datetime,
+    reason: str = "",
+    outcome: str = "",
 ) -> Proposal:
-    """The proposal moved to `to_state`, with the move in its history; raises
+    """The proposal moved to `to_state`, with the move in its history (`outcome`: of a
+    move to FAILED, whether it was refused, failed or a bug); raises
     `IllegalTransitionError` for a move `LEGAL` does not list."""
     if to_state not in LEGAL[proposal.state]:
         raise IllegalTransitionError(proposal, to_state)
-    step = Transition(to_state, now, actor, reason, from_state=proposal.state)
+    step = Transition(to_state, now, actor, reason, from_state=proposal.state, outcome=outcome)
     return dataclasses.replace(
         proposal,
         state=to_state,
@@ -419,12 +426,14 @@ class LiveCheck:
     why a fact does not hold, in the target's terms ("RayCluster ml/x does not exist",
     "no node matches the template's nodeSelector gpu=h100"). `params`: the parameters
     the action would be offered with now (None: not recomputed), for a fresh proposal
-    when the preview went stale."""
+    when the preview went stale. `diff`: what the executor found it would change, in
+    live terms (the diagnose commands show it as the offer's preview)."""
 
     facts: Mapping[str, bool] = field(default_factory=lambda: MappingProxyType({}))
     preview: str | None = None
     reason: str = ""
     params: Mapping[str, Any] | None = None
+    diff: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -579,11 +588,17 @@ def start(proposal: Proposal, now: datetime, actor: str = SYSTEM_ACTOR) -> Propo
 
 
 def finish(
-    proposal: Proposal, now: datetime, ok: bool, detail: str = "", actor: str = SYSTEM_ACTOR
+    proposal: Proposal,
+    now: datetime,
+    result: ActionResult,
+    detail: str = "",
+    actor: str = SYSTEM_ACTOR,
 ) -> Proposal:
-    """RUNNING -> SUCCEEDED (applied and verified) or FAILED, with what happened."""
-    to_state = S.SUCCEEDED if ok else S.FAILED
-    return transition(proposal, to_state, actor, now, detail or ("verified" if ok else "failed"))
+    """RUNNING -> SUCCEEDED (applied and verified) or FAILED, with what happened and,
+    for FAILED, how it ended (`ActionResult`: refused, failed or bug)."""
+    if result is ActionResult.SUCCEEDED:
+        return transition(proposal, S.SUCCEEDED, actor, now, detail or "verified")
+    return transition(proposal, S.FAILED, actor, now, detail or str(result), outcome=str(result))
 
 
 def recover(proposals: Iterable[Proposal], now: datetime) -> tuple[Proposal, ...]:

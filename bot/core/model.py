@@ -288,6 +288,7 @@ class Transition:
     actor: str = ""
     reason: str = ""
     from_state: ProposalState | None = None
+    outcome: str = ""  # of a move to FAILED: an `ActionResult` (refused, failed or bug)
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,9 +391,16 @@ class Notification:
 
 
 class ActionResult(StrEnum):
+    """How an action ended. Three ways to not succeed, told apart everywhere (the
+    proposal's history, the card, the ledger, the metrics): *refused*, a precondition
+    no longer held and nothing was changed; *failed*, the world said no (an API
+    server, a remediation job); *bug*, pitcrew's own fault (its traceback is logged)."""
+
     STARTED = "started"
     SUCCEEDED = "succeeded"
+    REFUSED = "refused"
     FAILED = "failed"
+    BUG = "bug"
     INTERRUPTED = "interrupted"
 
 

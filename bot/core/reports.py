@@ -20,6 +20,7 @@ from datetime import datetime
 from bot.core.actions.catalog import CATALOG
 from bot.core.actions.order import rank_key
 from bot.core.model import (
+    ActionResult,
     Evidence,
     Finding,
     Incident,
@@ -255,6 +256,10 @@ def _transition_line(proposal: Proposal, step: Transition) -> str:
         return f"{action} running"
     if step.to_state is S.SUCCEEDED:
         return f"{action} applied and verified{why}"
+    if step.to_state is S.FAILED and step.outcome == ActionResult.REFUSED:
+        return f"{action} refused{why}"
+    if step.to_state is S.FAILED and step.outcome == ActionResult.BUG:
+        return f"{action} stopped by a {step.reason}"  # "pitcrew bug: TypeError: ..."
     if step.to_state is S.FAILED:
         return f"{action} failed{why}"
     if step.to_state is S.REJECTED:

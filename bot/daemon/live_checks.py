@@ -21,16 +21,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
-from bot.core.actions.catalog import preconditions_of
+from bot.core.actions.step import Step
 from bot.core.analysis import Facts
 from bot.core.approvals import LiveCheck
 from bot.core.facts import FactAnswer, awaiting, merged, offer_key, refusal, settle, to_confirm
-from bot.core.model import ActionOffer, Diagnosis, Proposal, ProposalState
+from bot.core.model import ActionOffer, Diagnosis
+from bot.daemon.executor import Executor, Registry, checked
 from bot.daemon.feed import LiveFacts
 from bot.daemon.offthread import OffThread
-from bot.daemon.ports import Clock, Sink
+from bot.daemon.ports import Sink
 
 log = logging.getLogger("pitcrew.live")
 
@@ -64,14 +64,14 @@ def ask(offers: Iterable[ActionOffer], checks: Mapping[str, Check]) -> Checked:
         if check is None:
             continue
         try:
-            checked = check(offer)
+            found_now = check(offer)
         except Exception as error:  # any failure of a check leaves its action as it was
             log.warning("live check of %s failed: %s", offer.action, error)
             problems[offer.action] = f"the live check could not tell: {error}"
             continue
-        found.append(checked.facts)
-        notes[offer_key(offer)] = checked.preview or ""
-        why = refusal(offer, checked)
+        found.append(found_now.facts)
+        notes[offer_key(offer)] = found_now.diff or found_now.preview or ""
+        why = refusal(offer, found_now)
         if why:
             refused[offer_key(offer)] = why
     return Checked(FactAnswer(merged(found), problems, refused), notes)
@@ -94,51 +94,22 @@ def decide(
     return settle(reassess(facts) if facts else first, checked.answer), checked
 
 
-class ExecutorLookup(Protocol):
-    """The action registry (`bot.daemon.runner.Registry`) as live checks need it."""
-
-    def actions(self) -> tuple[str, ...]: ...
-
-    def get(self, action: str) -> _Checker | None: ...
-
-
-class _Checker(Protocol):
-    def check(self, proposal: Proposal) -> LiveCheck: ...
-
-
-def executor_checks(registry: ExecutorLookup, clock: Clock) -> dict[str, Check]:
-    """Checks by the registry's executors, each asked with a not yet stored proposal
-    for the offer (its `check` is the one approval re-validation uses)."""
+def executor_checks(registry: Registry) -> dict[str, Check]:
+    """Each registered action's live check of an offer: `executor.checked`, the very
+    call the approval's re-check and the runner make."""
     checks: dict[str, Check] = {}
     for action in registry.actions():
         executor = registry.get(action)
         if executor is not None:
-            checks[action] = _executor_check(executor, clock)
+            checks[action] = _executor_check(executor, registry.preconditions(action))
     return checks
 
 
-def _executor_check(executor: _Checker, clock: Clock) -> Check:
+def _executor_check(executor: Executor, preconditions: tuple[str, ...]) -> Check:
     def check(offer: ActionOffer) -> LiveCheck:
-        return executor.check(probe(offer, clock))
+        return checked(executor, Step.of_offer(offer, preconditions)).live
 
     return check
-
-
-def probe(offer: ActionOffer, clock: Clock) -> Proposal:
-    """The proposal an offer would become, for an executor's `check`."""
-    now = clock()
-    return Proposal(
-        id="",
-        incident_id="",
-        action=offer.action,
-        params=offer.params,
-        preview=offer.preview,
-        state=ProposalState.OFFERED,
-        created_at=now,
-        expires_at=now,
-        preconditions=preconditions_of(offer.action),
-        playbook=offer.playbook,
-    )
 
 
 # -- the daemon's workers ----------------------------------------------------------------

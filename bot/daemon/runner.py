@@ -1,19 +1,19 @@
-"""Executors: what runs an approved action, and the runner that runs it exactly once.
+"""The runner: runs an approved action exactly once, and says how it ended.
 
 Why this exists: an approval is a promise that the action runs once, after a
-person said so, and that a crash never makes it run twice. Executors (the
-Kubernetes and Ray ones are `bot.adapters.kubernetes.executors` and
-`bot.adapters.ray.executors`)
-only know how to check live facts, apply and verify one action; this module
-keeps them in a registry keyed by action id and owns the order around them:
+person said so, and that a crash never makes it run twice. The executors
+(`bot.daemon.executor`, one per action in the `Registry`) know how to plan, check,
+execute and verify one action; this module owns the order around them:
 
     APPROVED --CAS--> RUNNING (only the daemon that wins it runs it)
-    ledger STARTED -> execute -> verify -> ledger SUCCEEDED | FAILED
-    RUNNING -> SUCCEEDED | FAILED
+    ledger STARTED -> checked (plan, check, revalidate) -> execute -> verify
+    ledger and proposal: SUCCEEDED, or FAILED as refused | failed | bug
 
-A proposal found RUNNING after a restart was interrupted; the pipeline reports
-it and it is never run again (`approvals.recover`). An action with no executor
-fails with a reason saying so.
+How an action ended is told apart everywhere (`ActionResult`): *refused* (a
+precondition no longer holds: nothing was changed), *failed* (the world said no),
+*bug* (pitcrew's own fault: logged with its traceback). A proposal found RUNNING
+after a restart was interrupted; the pipeline reports it and it is never run again
+(`approvals.recover`). An action with no executor fails with a reason saying so.
 
 Executor kinds are named in the config (`actions.executors`); which kinds exist
 and how each is built is `bot.app.factories`.
@@ -23,19 +23,17 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
 
 from bot.core import approvals
-from bot.core.actions.catalog import CATALOG
-from bot.core.approvals import SYSTEM_ACTOR, LiveCheck
-from bot.core.errors import PitcrewError
+from bot.core.actions.step import Step, approver_of
+from bot.core.approvals import SYSTEM_ACTOR
 from bot.core.facts import FactAnswer, awaiting, settle, to_confirm
 from bot.core.model import ActionResult, Diagnosis, LedgerEntry, Proposal, ProposalState
 from bot.daemon import live_checks
+from bot.daemon.executor import Executor, Registry, checked, outcome_of
 from bot.daemon.metrics import Metrics
 from bot.daemon.ports import Clock, RunnerStore
 
@@ -44,57 +42,13 @@ log = logging.getLogger("pitcrew.actions")
 S = ProposalState
 
 
-@dataclass(frozen=True, slots=True)
-class Verification:
-    ok: bool
-    detail: str = ""
-
-
-class Executor(Protocol):
-    """Runs actions of some ids; one object may serve several actions."""
-
-    def check(self, proposal: Proposal) -> LiveCheck:
-        """The live facts the proposal's preconditions name, and its preview recomputed
-        from live state (for `approvals.revalidate` at approval time)."""
-        ...
-
-    def execute(self, proposal: Proposal) -> str:
-        """Apply the action, idempotent per proposal id; returns what was done. Raises
-        on failure (the message is shown on the card)."""
-        ...
-
-    def verify(self, proposal: Proposal) -> Verification:
-        """Whether the change took effect."""
-        ...
-
-
-class Registry:
-    """Executors keyed by action id."""
-
-    def __init__(self, executors: Mapping[str, Executor] | None = None) -> None:
-        self._executors: dict[str, Executor] = {}
-        for action, executor in (executors or {}).items():
-            self.register(action, executor)
-
-    def register(self, action: str, executor: Executor) -> None:
-        if action not in CATALOG:
-            raise PitcrewError(f"cannot register an executor for unknown action {action!r}")
-        self._executors[action] = executor
-
-    def get(self, action: str) -> Executor | None:
-        return self._executors.get(action)
-
-    def actions(self) -> tuple[str, ...]:
-        return tuple(sorted(self._executors))
-
-
 def live_facts(diagnosis: Diagnosis, registry: Registry, now: datetime) -> dict[str, bool]:
     """The live facts that the actions `diagnosis` withholds only for want of one need,
     from each action's executor (`check` of a not yet stored proposal for the offer),
     asked at once (`bot.daemon.live_checks.ask`; the daemon asks off the pipeline thread). A
     fact two checks disagree on is false (the cautious reading); an action without an
     executor, or whose check fails, stays withheld."""
-    checks = live_checks.executor_checks(registry, lambda: now)
+    checks = live_checks.executor_checks(registry)
     return dict(live_checks.ask(awaiting(diagnosis), checks).answer.facts)
 
 
@@ -104,19 +58,13 @@ def check_offers(diagnosis: Diagnosis, registry: Registry, now: datetime) -> Dia
     template's nodeSelector ...", "RayCluster ml/x does not exist"): an offer is only
     made when approving it could succeed. A check that cannot answer leaves the offer
     (approval checks again). Asked at once; the daemon asks off the pipeline thread."""
-    checks = live_checks.executor_checks(registry, lambda: now)
+    checks = live_checks.executor_checks(registry)
     answer = live_checks.ask(to_confirm(diagnosis), checks).answer
     return settle(diagnosis, FactAnswer(refused=answer.refused))
 
 
 def no_executor(action: str) -> str:
     return f"no executor is configured for {action} (actions.executors in the config)"
-
-
-def _approver(proposal: Proposal) -> str:
-    if proposal.approvals:
-        return ", ".join(proposal.approvals)
-    return next((t.actor for t in proposal.history if t.to_state is S.APPROVED), "")
 
 
 def _ignore(incident_id: str) -> None:
@@ -156,7 +104,9 @@ class Runner:
             return None
         refusal = self._refusal(approved)
         decided = (
-            approvals.transition(approved, S.FAILED, SYSTEM_ACTOR, self._clock(), refusal)
+            approvals.transition(
+                approved, S.FAILED, SYSTEM_ACTOR, self._clock(), refusal, ActionResult.REFUSED
+            )
             if refusal
             else approvals.start(approved, self._clock())
         )
@@ -166,8 +116,8 @@ class Runner:
             return None  # another thread or process won it
         self._changed(moved.incident_id)
         if refusal:
-            log.warning("proposal %s (%s) failed: %s", proposal_id, approved.action, refusal)
-            self._count(approved.action, ActionResult.FAILED)
+            log.warning("proposal %s (%s) refused: %s", proposal_id, approved.action, refusal)
+            self._count(approved.action, ActionResult.REFUSED)
             return moved
         return self._execute(moved)
 
@@ -221,37 +171,51 @@ class Runner:
             LedgerEntry(
                 proposal_id=proposal.id,
                 action=proposal.action,
-                approver=_approver(proposal),
+                approver=approver_of(proposal),
                 started_at=started,
                 result=ActionResult.STARTED,
                 detail=proposal.preview,
             )
         )
         log.info("running %s for proposal %s: %s", proposal.action, proposal.id, proposal.preview)
-        ok, detail = self._apply(executor, proposal)
-        result = ActionResult.SUCCEEDED if ok else ActionResult.FAILED
+        result, detail = self._apply(executor, proposal)
         finished_at = self._clock()
         self._store.finish_action(proposal.id, result, finished_at, detail)
         final = self._store.record_decision(
-            approvals.finish(proposal, finished_at, ok, detail), proposal.version
+            approvals.finish(proposal, finished_at, result, detail), proposal.version
         )
         log.info("proposal %s (%s) %s: %s", proposal.id, proposal.action, result, detail)
         self._count(proposal.action, result)
         self._changed(proposal.incident_id)
         return final
 
-    def _apply(self, executor: Executor, proposal: Proposal) -> tuple[bool, str]:
+    def _apply(self, executor: Executor, proposal: Proposal) -> tuple[ActionResult, str]:
+        """Check (the same call as the offer's and the approval's), execute, verify."""
+        step = Step.of_proposal(proposal)
         try:
-            done = executor.execute(proposal)
+            found = checked(executor, step)
+            if found.outcome is not None:
+                return found.outcome, found.live.reason
+            stale = approvals.revalidate(proposal, found.live)
+            if stale:
+                return ActionResult.REFUSED, f"{stale}; nothing was changed"
+            done = executor.execute(step, found.plan)
         except Exception as error:
-            return False, str(error) or type(error).__name__
+            return self._ended(proposal, error)
         try:
-            verified = executor.verify(proposal)
+            verified = executor.verify(step)
         except Exception as error:
-            return False, f"{done}; verification failed: {error}"
+            result, text = self._ended(proposal, error)
+            return result, f"{done}; verification failed: {text}"
         if not verified.ok:
-            return False, f"{done}; not verified: {verified.detail}"
-        return True, f"{done}; {verified.detail}" if verified.detail else done
+            return ActionResult.FAILED, f"{done}; not verified: {verified.detail}"
+        return ActionResult.SUCCEEDED, f"{done}; {verified.detail}" if verified.detail else done
+
+    def _ended(self, proposal: Proposal, error: Exception) -> tuple[ActionResult, str]:
+        result, text = outcome_of(error)
+        if result is ActionResult.BUG:
+            log.error("proposal %s (%s): %s", proposal.id, proposal.action, text, exc_info=error)
+        return result, text
 
     def _count(self, action: str, result: ActionResult) -> None:
         if self._metrics is not None:

@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from bot.core import approvals
+from bot.core.actions.step import Step
 from bot.core.approvals import (
     ApprovalPolicy,
     Approved,
@@ -37,12 +38,14 @@ from bot.core.approvals import (
     Rejected,
     StaleProposalError,
 )
-from bot.core.model import Incident, LedgerEntry, Proposal, ProposalState, Silence
+from bot.core.errors import ActionFailedError
+from bot.core.model import ActionResult, Incident, LedgerEntry, Proposal, ProposalState, Silence
 from bot.core.notify import SILENCE_KEYS
 from bot.core.unmatched import UnmatchedShape
+from bot.daemon.executor import Registry, checked
 from bot.daemon.metrics import Metrics
 from bot.daemon.ports import QueuedMessage, ServiceStore, SetAside
-from bot.daemon.runner import Registry, no_executor
+from bot.daemon.runner import no_executor
 
 log = logging.getLogger("pitcrew.service")
 
@@ -298,8 +301,11 @@ class Service:
         executor = self._registry.get(proposal.action)
         if executor is None:
             return self._refused(Outcome.REFUSED, no_executor(proposal.action), proposal)
-        try:
-            return executor.check(proposal)
+        try:  # the very check the offer made (`bot.daemon.executor.checked`)
+            found = checked(executor, Step.of_proposal(proposal))
+            if found.outcome is ActionResult.FAILED:  # the target could not be read
+                raise ActionFailedError(found.live.reason)
+            return found.live
         except Exception as error:
             text = f"cannot check the target's live state: {error}"
             self._tell(

@@ -42,6 +42,7 @@ from bot.core.approvals import (
 )
 from bot.core.model import (
     ActionOffer,
+    ActionResult,
     Diagnosis,
     Incident,
     ObjectRef,
@@ -273,9 +274,9 @@ def test_an_illegal_move_names_where_the_proposal_could_go() -> None:
 def test_the_executor_runs_and_finishes_a_proposal() -> None:
     running = start(in_state(S.APPROVED), at(3))
     assert (running.state, running.history[-1].reason) == (S.RUNNING, "running")
-    done = finish(running, at(4), ok=True, detail="limit is 24Gi; 8/8 pods Running")
+    done = finish(running, at(4), ActionResult.SUCCEEDED, detail="limit is 24Gi; 8/8 pods Running")
     assert (done.state, done.history[-1].reason) == (S.SUCCEEDED, "limit is 24Gi; 8/8 pods Running")
-    failed = finish(running, at(4), ok=False)
+    failed = finish(running, at(4), ActionResult.FAILED)
     assert (failed.state, failed.history[-1].reason) == (S.FAILED, "failed")
 
 

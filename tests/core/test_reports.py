@@ -30,6 +30,7 @@ from bot.core.approvals import (
 )
 from bot.core.incidents import CorrelationConfig, Correlator, assessor
 from bot.core.model import (
+    ActionResult,
     Evidence,
     Incident,
     IncidentNote,
@@ -179,7 +180,7 @@ def _approved(proposal: Proposal, policy: ApprovalPolicy = ONE) -> Proposal:
             [
                 _approved,
                 lambda p: start(p, at(130)),
-                lambda p: finish(p, at(190), True, "8/8 pods Running at 24Gi"),
+                lambda p: finish(p, at(190), ActionResult.SUCCEEDED, "8/8 pods Running at 24Gi"),
             ],
             "applied and verified: k8s.bump_memory",
             "k8s.bump_memory applied and verified: 8/8 pods Running at 24Gi",

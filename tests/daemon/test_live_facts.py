@@ -23,12 +23,15 @@ import pytest
 from bot.app import factories
 from bot.app import wiring as app
 from bot.app.settings.loading import load
+from bot.core.actions.catalog import CATALOG
+from bot.core.actions.step import Step
 from bot.core.analysis import LIVE_CHECK
 from bot.core.approvals import LiveCheck
 from bot.core.inputs.reader import read_stream
-from bot.core.model import Diagnosis, ObjectRef, Proposal, ProposalState
+from bot.core.model import Diagnosis, ObjectRef, ProposalState
+from bot.daemon.executor import Registry, Verification
 from bot.daemon.feed import Context, observe
-from bot.daemon.runner import Registry, Verification, live_facts
+from bot.daemon.runner import live_facts
 from tests.support.daemon import RecordingChat, StartDaemon, engine
 
 NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
@@ -52,16 +55,18 @@ class FakeExecutor:
     fail: frozenset[str] = frozenset()
     asked: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
-    def check(self, proposal: Proposal) -> LiveCheck:
-        self.asked.append((proposal.action, dict(proposal.params)))
-        if proposal.action in self.fail:
+    def plan(self, step: Step) -> None:
+        self.asked.append((step.action, dict(step.params)))
+        if step.action in self.fail:
             raise RuntimeError("the dashboard did not answer")
-        return LiveCheck(facts=dict(self.facts.get(proposal.action, {})))
 
-    def execute(self, proposal: Proposal) -> str:
+    def check(self, step: Step, plan: None) -> LiveCheck:
+        return LiveCheck(facts=dict(self.facts.get(step.action, {})))
+
+    def execute(self, step: Step, plan: None) -> str:
         return "done"
 
-    def verify(self, proposal: Proposal) -> Verification:
+    def verify(self, step: Step) -> Verification:
         return Verification(True)
 
 
@@ -184,7 +189,11 @@ def daemon_with(
     with the seed's clash already submitted."""
 
     def start(fake: FakeExecutor) -> app.Daemon:
-        monkeypatch.setitem(factories.EXECUTOR_KINDS, "fakelive", lambda settings, marks: fake)
+        monkeypatch.setitem(
+            factories.EXECUTOR_KINDS,
+            "fakelive",
+            lambda settings, marks: dict.fromkeys(CATALOG, fake),
+        )
         daemon = start_daemon(load(config(tmp_path), {}), chat=RecordingChat(), engine=engine())
         parts = read_stream(io.BytesIO(JOB.encode()), "ray://local/jobs/raysubmit_clash1")
         workload = ObjectRef("RayJobSubmission", SUBMISSION)

@@ -31,8 +31,9 @@ from bot.core.model import (
     frozen_map,
 )
 from bot.core.notify import NotifyConfig
+from bot.daemon.executor import Registry
 from bot.daemon.feed import Context, Healthy, Observation, Refresh, observe
-from bot.daemon.runner import Registry, Runner
+from bot.daemon.runner import Runner
 from tests.adapters.sqlite.test_store import move
 from tests.support.daemon import (
     DESCRIBE,

@@ -12,9 +12,14 @@ import pytest
 
 from bot.adapters.echo.executor import EchoExecutor
 from bot.adapters.sqlite.store import Store
+from bot.core.actions.step import Step
 from bot.core.approvals import ApprovalPolicy, ApproverRule, ChatUser, LiveCheck, Scope
-from bot.core.model import ActionResult, Proposal, ProposalState
-from bot.daemon.runner import Registry, Runner, Verification
+from bot.core.errors import ActionFailedError, ActionRefusedError
+from bot.core.model import ActionResult, ProposalState
+from bot.core.reports import build_report
+from bot.daemon.executor import Registry, Verification
+from bot.daemon.metrics import Metrics
+from bot.daemon.runner import Runner
 from bot.daemon.service import Outcome, Service, console_user
 from tests.adapters.sqlite.test_store import T0, incident, move, proposal
 from tests.support.daemon import Clock
@@ -34,17 +39,29 @@ POLICY = ApprovalPolicy(
 class Stale(EchoExecutor):
     """Live state says the quota no longer allows the new limit."""
 
-    def check(self, proposal: Proposal) -> LiveCheck:
-        return LiveCheck({"k8s.within_quota": False}, proposal.preview)
+    def check(self, step: Step, plan: None) -> LiveCheck:
+        return LiveCheck({"k8s.within_quota": False}, step.preview)
+
+
+class Refusing(EchoExecutor):
+    """The world changed after the check: the executor refuses, changing nothing."""
+
+    def execute(self, step: Step, plan: None) -> str:
+        raise ActionRefusedError("the RayJob is running again; nothing was changed")
 
 
 class Broken(EchoExecutor):
-    def execute(self, proposal: Proposal) -> str:
-        raise RuntimeError("admission webhook denied the patch")
+    def execute(self, step: Step, plan: None) -> str:
+        raise ActionFailedError("admission webhook denied the patch")
+
+
+class Buggy(EchoExecutor):
+    def execute(self, step: Step, plan: None) -> str:
+        return {}["limit"]  # type: ignore[no-any-return]
 
 
 class Unverified(EchoExecutor):
-    def verify(self, proposal: Proposal) -> Verification:
+    def verify(self, step: Step) -> Verification:
         return Verification(False, "pods still at 16Gi")
 
 
@@ -186,25 +203,54 @@ def test_an_approved_proposal_without_an_executor_fails_with_the_reason(store: S
 
 
 @pytest.mark.parametrize(
-    ("executor", "detail"),
+    ("executor", "result", "detail", "line"),
     [
-        (Broken(), "admission webhook denied the patch"),
-        (Unverified(), "not verified: pods still at 16Gi"),
+        (
+            Refusing(),
+            ActionResult.REFUSED,
+            "the RayJob is running again; nothing was changed",
+            "k8s.bump_memory refused: the RayJob is running again; nothing was changed",
+        ),
+        (
+            Broken(),
+            ActionResult.FAILED,
+            "admission webhook denied the patch",
+            "k8s.bump_memory failed: admission webhook denied the patch",
+        ),
+        (
+            Unverified(),
+            ActionResult.FAILED,
+            "echo: 16Gi -> 24Gi; not verified: pods still at 16Gi",
+            "k8s.bump_memory failed: echo: 16Gi -> 24Gi; not verified: pods still at 16Gi",
+        ),
+        (
+            Buggy(),
+            ActionResult.BUG,
+            "pitcrew bug: KeyError: 'limit' at ",
+            "k8s.bump_memory stopped by a pitcrew bug: KeyError: 'limit' at ",
+        ),
     ],
 )
-def test_a_failing_or_unverified_action_fails_and_the_ledger_says_why(
-    store: Store, executor: EchoExecutor, detail: str
+def test_refused_failed_and_bug_are_told_apart_in_history_ledger_card_and_metrics(
+    store: Store, executor: EchoExecutor, result: ActionResult, detail: str, line: str
 ) -> None:
     move(store, "p-1", S.APPROVED, "U1", NOW)
-    runner = Runner(store, Registry({"k8s.bump_memory": executor}), clock=Clock(NOW))
+    metrics = Metrics()
+    registry = Registry({"k8s.bump_memory": executor})
+    runner = Runner(store, registry, clock=Clock(NOW), metrics=metrics)
     failed = runner.run("p-1")
     assert failed is not None
     assert failed.state is S.FAILED
-    assert detail in failed.history[-1].reason
+    assert failed.history[-1].outcome == result
+    assert failed.history[-1].reason.startswith(detail)
     entry = ledger_entry(store, "p-1")
     assert entry is not None
-    assert entry.result is ActionResult.FAILED
-    assert detail in entry.detail
+    assert entry.result is result
+    assert entry.detail.startswith(detail)
+    card = build_report(incident("inc-1"), [failed])
+    assert card.history[-1].split(" ", 2)[2].startswith(line)
+    counted = metrics.actions.labels(action="k8s.bump_memory", result=str(result))
+    assert counted._value.get() == 1
 
 
 def test_many_threads_clicking_approve_execute_the_action_once(store: Store) -> None:

@@ -21,35 +21,40 @@ import threading
 import time
 from pathlib import Path
 
+from bot.core.actions.step import Step
 from bot.core.approvals import LiveCheck
-from bot.core.model import Proposal
-from bot.daemon.runner import Verification
+from bot.daemon.executor import Verification
 
 
 class EchoExecutor:
+    """Any action: it plans nothing, finds every precondition holding and the preview
+    unchanged, and records each execution."""
+
     def __init__(self, record: Path | None = None, delay: float = 0.0) -> None:
         self.record = record
         self.delay = delay
         self.executed: list[str] = []
         self._lock = threading.Lock()
 
-    def check(self, proposal: Proposal) -> LiveCheck:
-        return LiveCheck(
-            facts=dict.fromkeys(proposal.preconditions, True), preview=proposal.preview
-        )
+    def plan(self, step: Step) -> None:
+        return None
 
-    def execute(self, proposal: Proposal) -> str:
+    def check(self, step: Step, plan: None) -> LiveCheck:
+        facts = dict.fromkeys(step.preconditions, True)
+        return LiveCheck(facts=facts, preview=step.preview)
+
+    def execute(self, step: Step, plan: None) -> str:
         if self.delay:
             time.sleep(self.delay)
         with self._lock:
-            self.executed.append(proposal.id)
+            self.executed.append(step.proposal_id)
             if self.record is not None:
-                line = {"proposal": proposal.id, "action": proposal.action}
+                line = {"proposal": step.proposal_id, "action": step.action}
                 with self.record.open("a", encoding="utf-8") as out:
                     out.write(json.dumps(line, sort_keys=True) + "\n")
                     out.flush()
                     os.fsync(out.fileno())
-        return f"echo: {proposal.preview or proposal.action}"
+        return f"echo: {step.preview or step.action}"
 
-    def verify(self, proposal: Proposal) -> Verification:
+    def verify(self, step: Step) -> Verification:
         return Verification(True, "echo: nothing to verify")

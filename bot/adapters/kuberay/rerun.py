@@ -24,13 +24,11 @@ from typing import Any
 from bot.adapters.kubernetes.api import RAY_JOBS, KubeApi, RbacRule
 from bot.adapters.kubernetes.base import KubeActionConfig, KubeExecutor, is_test_failure, rules_of
 from bot.adapters.kubernetes.errors import (
-    CHECK_ERRORS,
     ConflictError,
     KubeApiError,
     NotFoundError,
     reason_of,
 )
-from bot.adapters.kubernetes.executors import KubernetesExecutor
 from bot.adapters.kubernetes.templates import (
     PROPOSAL_ANNOTATION,
     RERUN_ANNOTATION,
@@ -40,6 +38,8 @@ from bot.adapters.kubernetes.templates import (
 )
 from bot.core.actions.catalog import CATALOG, RecreateRayJob
 from bot.core.actions.entrypoint import with_override
+from bot.core.actions.step import Step
+from bot.core.approvals import LiveCheck
 from bot.core.errors import ActionFailedError, ActionRefusedError
 from bot.core.inputs.values import as_list, as_map, text_at
 
@@ -148,9 +148,12 @@ class RecreateRayJobExecutor(KubeExecutor):
     verify_timeout = 120.0
     poll = 0.5
 
-    def plan(self, params: Mapping[str, Any], proposal_id: str = "") -> Rerun:
-        p = RecreateRayJob.model_validate(dict(params))
+    def plan(self, step: Step) -> Rerun | None:
+        """The rerun to make; None when this proposal has made it already."""
+        p, proposal_id = self.validated(RecreateRayJob, step.params), step.proposal_id
         old = self._get("RayJob", p.namespace, p.name)
+        if proposal_id and proposal_of(old) == proposal_id:
+            return None
         state = text_at(old, "status", "jobDeploymentStatus")
         if state not in FINISHED:
             raise ActionRefusedError(
@@ -163,21 +166,19 @@ class RecreateRayJobExecutor(KubeExecutor):
         manifest = fresh_manifest(old, name, proposal_id, p.override)
         return Rerun(old, manifest, delete_first=p.naming == "same")
 
-    def check(self, params: Mapping[str, Any]) -> tuple[dict[str, bool], str]:
-        try:
-            rerun = self.plan(params)
-        except ActionRefusedError as error:
-            return {FACT: False}, f"withheld: {error}"
-        except CHECK_ERRORS as error:
-            return {FACT: False}, f"withheld: {reason_of(error)}"
-        return {FACT: True}, "\n".join([*rerun.lines(), CATALOG[self.action].impact])
+    def check(self, step: Step, plan: Rerun | None) -> LiveCheck:
+        if plan is None:
+            return self.live(step, {FACT: True}, f"already applied by proposal {step.proposal_id}")
+        return self.live(
+            step, {FACT: True}, "\n".join([*plan.lines(), CATALOG[self.action].impact])
+        )
 
-    def execute(self, params: Mapping[str, Any], proposal_id: str, approver: str) -> str:
-        p = RecreateRayJob.model_validate(dict(params))
-        current = self.api.get(RAY_JOBS, p.namespace, p.name)
-        if current is not None and proposal_of(current) == proposal_id:
+    def execute(self, step: Step, plan: Rerun | None) -> str:
+        p = self.validated(RecreateRayJob, step.params)
+        proposal_id, approver = step.proposal_id, step.approver
+        if plan is None:
             return f"already applied by proposal {proposal_id}"
-        rerun = self.plan(params, proposal_id)
+        rerun = plan
         if rerun.delete_first:
             self._mark(rerun.old, proposal_id)
             self._delete(rerun.old)
@@ -228,7 +229,7 @@ class RecreateRayJobExecutor(KubeExecutor):
                     ) from error
                 time.sleep(self.poll)
 
-    def verify(self, params: Mapping[str, Any]) -> bool:
+    def verified(self, params: Mapping[str, Any]) -> bool:
         """The new RayJob (this proposal's) reaches Running, or finishes Complete."""
         p = RecreateRayJob.model_validate(dict(params))
         deadline = time.monotonic() + self.verify_timeout
@@ -266,7 +267,6 @@ RERUN_EXECUTORS: Mapping[str, type[KubeExecutor]] = {
 RBAC: tuple[RbacRule, ...] = rules_of(RERUN_EXECUTORS)
 
 
-def kuberay_executor(api: KubeApi, config: KubeActionConfig | None = None) -> KubernetesExecutor:
-    """`bot.daemon.runner.Executor` for the KubeRay actions (select it with
-    `actions.executors: {"kuberay.*": kuberay}`)."""
-    return KubernetesExecutor(api, config, RERUN_EXECUTORS)
+def executors(api: KubeApi, config: KubeActionConfig | None = None) -> dict[str, KubeExecutor]:
+    """The executor kind `kuberay`: one executor per KubeRay action id."""
+    return {action: cls(api, config) for action, cls in RERUN_EXECUTORS.items()}

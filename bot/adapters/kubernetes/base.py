@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from bot.adapters.kubernetes.api import (
     BY_KIND,
@@ -42,12 +42,16 @@ from bot.adapters.kubernetes.templates import (
     resolve,
     test_op,
 )
-from bot.core.actions.catalog import CATALOG
+from bot.core.actions.catalog import CATALOG, ActionParams
+from bot.core.actions.step import Step
+from bot.core.approvals import LiveCheck
 from bot.core.errors import ActionFailedError, ActionRefusedError
 from bot.core.inputs.values import as_list, as_map, text_at
+from bot.daemon.executor import Verification
 
 log = logging.getLogger("pitcrew.actions.kubernetes")
 
+P = TypeVar("P", bound=ActionParams)
 PROBE_ANNOTATION = "pitcrew.io/dry-run-probe"
 EVENT_REASON = "PitcrewRemediation"
 
@@ -74,6 +78,14 @@ def is_test_failure(error: BaseException) -> bool:
     )
 
 
+def withheld_reason(diff: str) -> str:
+    """Why a check withholds the action: its diff's `withheld: ...` line, if any."""
+    for line in diff.splitlines():
+        if line.startswith("withheld: "):
+            return line.removeprefix("withheld: ")
+    return ""
+
+
 def rules_of(executors: Mapping[str, object]) -> tuple[RbacRule, ...]:
     """The RBAC the actions of `executors` need, as their specs declare it."""
     return tuple(
@@ -89,7 +101,10 @@ def now_text() -> str:
 
 class KubeExecutor(ABC):
     """What every Kubernetes executor shares: the API, the limits, dry-run detection,
-    guarded patches and the remediation Event."""
+    guarded patches and the remediation Event. Each is a `bot.daemon.executor.Executor`
+    of its one action: an executor with no plan of its own plans by `look` (the facts
+    and the live diff); one with a plan (`BumpPlan`, `Rerun`) overrides `plan` and
+    `check`."""
 
     action = ""
 
@@ -98,17 +113,59 @@ class KubeExecutor(ABC):
         self.config = config or KubeActionConfig()
         self._dry_run: dict[str, bool] = {}
 
-    @abstractmethod
-    def check(self, params: Mapping[str, Any]) -> tuple[dict[str, bool], str]:
-        """The facts the action's guards name and a preview of the change (read-only)."""
+    def plan(self, step: Step) -> Any:
+        return self.look(step.params)
+
+    def check(self, step: Step, plan: Any) -> LiveCheck:
+        facts, diff = plan
+        return self.live(step, facts, diff)
+
+    def look(self, params: Mapping[str, Any]) -> tuple[dict[str, bool], str]:
+        """The facts the action's preconditions name and the live diff (read-only)."""
+        raise NotImplementedError(f"{self.action} plans with its own `plan`")
 
     @abstractmethod
-    def execute(self, params: Mapping[str, Any], proposal_id: str, approver: str) -> str:
+    def execute(self, step: Step, plan: Any) -> str:
         """Apply the change; raises ActionRefusedError when it no longer holds."""
 
+    def verify(self, step: Step) -> Verification:
+        ok = self.verified(step.params)
+        return Verification(ok, "in place" if ok else "the change is not visible on the target")
+
     @abstractmethod
-    def verify(self, params: Mapping[str, Any]) -> bool:
+    def verified(self, params: Mapping[str, Any]) -> bool:
         """Whether the change is in place."""
+
+    def live(
+        self,
+        step: Step,
+        facts: Mapping[str, bool],
+        diff: str,
+        params: Mapping[str, Any] | None = None,
+    ) -> LiveCheck:
+        """The check's answer: `facts`, the catalogue's preview of the parameters as
+        offered now (`params`, else the step's; it differs from the offered preview when
+        the target changed since), why a fact does not hold (the diff's `withheld:`
+        line) and the live diff."""
+        spec = CATALOG[self.action]
+        try:
+            model = spec.params.model_validate(dict(step.params if params is None else params))
+        except ValueError:
+            return LiveCheck(facts=facts, reason=withheld_reason(diff), diff=diff)
+        return LiveCheck(
+            facts=facts,
+            preview=spec.preview(model),
+            reason=withheld_reason(diff),
+            params=model.model_dump(),
+            diff=diff,
+        )
+
+    def validated(self, model: type[P], params: Mapping[str, Any]) -> P:
+        """The action's parameters, or refused naming what is invalid."""
+        try:
+            return model.model_validate(dict(params))
+        except ValueError as error:
+            raise ActionRefusedError(f"{self.action}: invalid parameters: {error}") from None
 
     def _get(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
         obj = self.api.get(BY_KIND[kind], namespace, name)

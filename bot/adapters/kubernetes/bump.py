@@ -30,7 +30,7 @@ from bot.adapters.kubernetes.capacity import (
     quota_fits,
     same_bytes,
 )
-from bot.adapters.kubernetes.errors import CHECK_ERRORS, ConflictError, KubeApiError, reason_of
+from bot.adapters.kubernetes.errors import ConflictError, KubeApiError, reason_of
 from bot.adapters.kubernetes.templates import (
     PROPOSAL_ANNOTATION,
     Site,
@@ -44,6 +44,8 @@ from bot.adapters.kubernetes.templates import (
 )
 from bot.core import quantity
 from bot.core.actions.catalog import CATALOG, BumpMemory
+from bot.core.actions.step import Step
+from bot.core.approvals import LiveCheck
 from bot.core.errors import ActionFailedError, ActionRefusedError
 from bot.core.inputs.values import as_map, text_at
 
@@ -114,8 +116,8 @@ class BumpMemoryExecutor(KubeExecutor):
 
     action = "k8s.bump_memory"
 
-    def plan(self, params: Mapping[str, Any]) -> BumpPlan:
-        p = BumpMemory.model_validate(dict(params))
+    def plan(self, step: Step) -> BumpPlan:
+        p = self.validated(BumpMemory, step.params)
         obj = self._get(p.kind, p.namespace, p.name)
         site = locate(p.kind, obj, p.group, p.container)
         if site is None:
@@ -228,17 +230,18 @@ class BumpMemoryExecutor(KubeExecutor):
             shown.append("no ResourceQuota in the namespace")
         return True, "; ".join(shown)
 
-    def check(self, params: Mapping[str, Any]) -> tuple[dict[str, bool], str]:
-        try:
-            plan = self.plan(params)
-        except ActionRefusedError as error:
-            return {"k8s.within_quota": False}, f"withheld: {error}"
-        except CHECK_ERRORS as error:
-            return {"k8s.within_quota": False}, f"withheld: {reason_of(error)}"
-        return {"k8s.within_quota": plan.fits}, plan.preview()
+    def check(self, step: Step, plan: BumpPlan) -> LiveCheck:
+        """Whether the new limit fits, and the parameters as they would be offered now:
+        a memory limit changed since the offer makes the preview differ, so approval
+        refuses and offers the fresh one."""
+        p, live = plan.params, plan.primary.limit
+        if p.current and live and not same_bytes(live, p.current):
+            p = p.model_copy(update={"current": live})
+        facts = {"k8s.within_quota": plan.fits}
+        return self.live(step, facts, plan.preview(), p.model_dump())
 
-    def execute(self, params: Mapping[str, Any], proposal_id: str, approver: str) -> str:
-        plan = self.plan(params)
+    def execute(self, step: Step, plan: BumpPlan) -> str:
+        proposal_id, approver = step.proposal_id, step.approver
         p, primary = plan.params, plan.primary
         if proposal_of(primary.site.obj) == proposal_id:
             return f"already applied by proposal {proposal_id}: {'; '.join(primary.lines())}"
@@ -323,7 +326,7 @@ class BumpMemoryExecutor(KubeExecutor):
                 time.sleep(0.5)
         raise AssertionError("unreachable")
 
-    def verify(self, params: Mapping[str, Any]) -> bool:
+    def verified(self, params: Mapping[str, Any]) -> bool:
         p = BumpMemory.model_validate(dict(params))
         obj = self.api.get(BY_KIND[p.kind], p.namespace, p.name)
         site = locate(p.kind, obj, p.group, p.container) if obj else None

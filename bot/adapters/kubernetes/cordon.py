@@ -24,6 +24,7 @@ from bot.adapters.kubernetes.templates import (
     test_op,
 )
 from bot.core.actions.catalog import CATALOG, CordonNode
+from bot.core.actions.step import Step
 from bot.core.errors import ActionRefusedError
 from bot.core.inputs.values import as_list, as_map, text_at
 
@@ -83,7 +84,7 @@ class CordonNodeExecutor(KubeExecutor):
         ]
         return "\n".join(lines)
 
-    def check(self, params: Mapping[str, Any]) -> tuple[dict[str, bool], str]:
+    def look(self, params: Mapping[str, Any]) -> tuple[dict[str, bool], str]:
         p = CordonNode.model_validate(dict(params))
         try:
             node = self._node(p.name)
@@ -95,7 +96,8 @@ class CordonNodeExecutor(KubeExecutor):
         except CHECK_ERRORS as error:
             return {FACT: False}, f"withheld: {reason_of(error)}"
 
-    def execute(self, params: Mapping[str, Any], proposal_id: str, approver: str) -> str:
+    def execute(self, step: Step, plan: Any) -> str:
+        params, proposal_id, approver = step.params, step.proposal_id, step.approver
         p = CordonNode.model_validate(dict(params))
         node = self._node(p.name)
         if proposal_of(node) == proposal_id:
@@ -111,7 +113,7 @@ class CordonNodeExecutor(KubeExecutor):
         self._record("Node", node, proposal_id, approver, what)
         return "\n".join([what, dry, CATALOG[self.action].impact])
 
-    def verify(self, params: Mapping[str, Any]) -> bool:
+    def verified(self, params: Mapping[str, Any]) -> bool:
         p = CordonNode.model_validate(dict(params))
         node = self.api.get(NODES, None, p.name)
         return node is not None and as_map(node.get("spec")).get("unschedulable") is True

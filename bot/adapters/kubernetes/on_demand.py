@@ -23,7 +23,7 @@ import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from bot.adapters.kubernetes.api import (
     BY_KIND,
@@ -38,7 +38,6 @@ from bot.adapters.kubernetes.errors import KubeApiError, reason_of
 from bot.adapters.kubernetes.logs import driver_logs, is_submitter, log_tail
 from bot.adapters.kubernetes.owner_resolver import OwnerResolver
 from bot.adapters.kubernetes.state import Converter, containers_to_read, failed_rayjob
-from bot.core.approvals import LiveCheck
 from bot.core.engine import Engine
 from bot.core.errors import PitcrewError
 from bot.core.facts import offer_key
@@ -47,6 +46,7 @@ from bot.core.inputs.object_refs import object_ref
 from bot.core.inputs.values import as_map, text_at
 from bot.core.model import ActionOffer, Diagnosis, ObjectRef, Signal, SourceKind
 from bot.daemon import live_checks
+from bot.daemon.executor import Executor, Registry
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +60,6 @@ _KINDS = {
     "rayclusters": "RayCluster",
 }
 _RESOURCES: Mapping[str, Resource] = {"Pod": PODS, "RayJob": RAY_JOBS, "RayCluster": RAY_CLUSTERS}
-
-
-class Checker(Protocol):
-    def check(self, params: Mapping[str, Any]) -> tuple[dict[str, bool], str]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,17 +285,10 @@ def _event_time(event: Mapping[str, Any]) -> str:
 # -- live facts -----------------------------------------------------------------------------------
 
 
-def kube_checks(checkers: Mapping[str, Checker]) -> dict[str, live_checks.Check]:
-    """Each Kubernetes executor's `check` of an offer's parameters, for `bot.daemon.live_checks`."""
-    return {action: _check_of(checker) for action, checker in checkers.items()}
-
-
-def _check_of(checker: Checker) -> live_checks.Check:
-    def check(offer: ActionOffer) -> LiveCheck:
-        facts, note = checker.check(offer.params)
-        return LiveCheck(facts=facts, preview=note, reason=_withheld(note))
-
-    return check
+def kube_checks(executors: Mapping[str, Executor]) -> dict[str, live_checks.Check]:
+    """Each executor's live check of an offer (`bot.daemon.executor.checked`, as the
+    daemon's offers and approvals make it), for `bot.daemon.live_checks`."""
+    return live_checks.executor_checks(Registry(executors))
 
 
 def with_live_previews(diagnosis: Diagnosis, notes: Mapping[tuple[str, str], str]) -> Diagnosis:
@@ -332,7 +321,7 @@ def diagnose_live(
     engine: Engine,
     api: KubeApi,
     target: Target,
-    checkers: Mapping[str, Checker] | None = None,
+    checkers: Mapping[str, Executor] | None = None,
     limits: Limits | None = None,
 ) -> Diagnosis:
     """Collect, diagnose, fill in the live facts, diagnose again."""
@@ -340,7 +329,7 @@ def diagnose_live(
 
 
 def diagnose_parts(
-    engine: Engine, parts: Sequence[InputPart], checkers: Mapping[str, Checker] | None = None
+    engine: Engine, parts: Sequence[InputPart], checkers: Mapping[str, Executor] | None = None
 ) -> Diagnosis:
     """Diagnose what a `Collector` collected, fill in the live facts, diagnose again; the
     offered actions are checked too, for their live diffs."""

@@ -23,7 +23,7 @@ from bot.adapters.kubernetes.capacity import (
     selector_text,
     toleration_text,
 )
-from bot.adapters.kubernetes.errors import CHECK_ERRORS, KubeApiError, NotFoundError, reason_of
+from bot.adapters.kubernetes.errors import KubeApiError, NotFoundError, reason_of
 from bot.adapters.kubernetes.templates import (
     PROPOSAL_ANNOTATION,
     Site,
@@ -35,6 +35,8 @@ from bot.adapters.kubernetes.templates import (
     set_ops,
 )
 from bot.core.actions.catalog import RescheduleGpuPool
+from bot.core.actions.step import Step
+from bot.core.approvals import LiveCheck
 from bot.core.errors import ActionRefusedError
 from bot.core.inputs.values import as_list, as_map, text_at
 
@@ -80,8 +82,8 @@ class RescheduleGpuPoolExecutor(KubeExecutor):
 
     action = "k8s.reschedule_gpu_pool"
 
-    def plan(self, params: Mapping[str, Any]) -> ReschedulePlan:
-        p = RescheduleGpuPool.model_validate(dict(params))
+    def plan(self, step: Step) -> ReschedulePlan:
+        p = self.validated(RescheduleGpuPool, step.params)
         gpu = self.config.gpu_resource
         obj = self._get(p.kind, p.namespace, p.name)
         objects: list[tuple[str, Mapping[str, Any]]] = []
@@ -165,19 +167,12 @@ class RescheduleGpuPoolExecutor(KubeExecutor):
             free[name] = max(allocatable - used[name], 0)
         return free
 
-    def check(self, params: Mapping[str, Any]) -> tuple[dict[str, bool], str]:
-        try:
-            plan = self.plan(params)
-        except ActionRefusedError as error:
-            return {"k8s.gpu_pool_has_capacity": False}, f"withheld: {error}"
-        except CHECK_ERRORS as error:
-            return {"k8s.gpu_pool_has_capacity": False}, f"withheld: {reason_of(error)}"
-        return {"k8s.gpu_pool_has_capacity": plan.has_capacity}, plan.preview(
-            self.config.gpu_resource
-        )
+    def check(self, step: Step, plan: ReschedulePlan) -> LiveCheck:
+        facts = {"k8s.gpu_pool_has_capacity": plan.has_capacity}
+        return self.live(step, facts, plan.preview(self.config.gpu_resource))
 
-    def execute(self, params: Mapping[str, Any], proposal_id: str, approver: str) -> str:
-        plan = self.plan(params)
+    def execute(self, step: Step, plan: ReschedulePlan) -> str:
+        proposal_id, approver = step.proposal_id, step.approver
         p = plan.params
         if all(proposal_of(s.obj) == proposal_id for s in plan.sites):
             return f"already applied by proposal {proposal_id}"
@@ -228,7 +223,7 @@ class RescheduleGpuPoolExecutor(KubeExecutor):
         done.append(dry)
         return "\n".join(done)
 
-    def verify(self, params: Mapping[str, Any]) -> bool:
+    def verified(self, params: Mapping[str, Any]) -> bool:
         p = RescheduleGpuPool.model_validate(dict(params))
         obj = self.api.get(BY_KIND[p.kind], p.namespace, p.name)
         if obj is None:

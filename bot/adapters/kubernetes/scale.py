@@ -17,7 +17,6 @@ from typing import Any
 
 from bot.adapters.kubernetes.api import RAY_CLUSTERS
 from bot.adapters.kubernetes.base import KubeExecutor
-from bot.adapters.kubernetes.errors import CHECK_ERRORS, reason_of
 from bot.adapters.kubernetes.templates import (
     PROPOSAL_ANNOTATION,
     Site,
@@ -28,6 +27,8 @@ from bot.adapters.kubernetes.templates import (
     set_ops,
 )
 from bot.core.actions.catalog import CATALOG, ScaleWorkerGroup
+from bot.core.actions.step import Step
+from bot.core.approvals import LiveCheck
 from bot.core.errors import ActionRefusedError
 from bot.core.inputs.values import as_map, text_at
 
@@ -95,8 +96,8 @@ class ScaleWorkerGroupExecutor(KubeExecutor):
 
     action = "k8s.scale_worker_group"
 
-    def plan(self, params: Mapping[str, Any]) -> ScalePlan:
-        p = ScaleWorkerGroup.model_validate(dict(params))
+    def plan(self, step: Step) -> ScalePlan:
+        p = self.validated(ScaleWorkerGroup, step.params)
         obj = self._get(p.kind, p.namespace, p.name)
         if p.kind == "RayJob":
             live = self._live_cluster(obj)
@@ -114,24 +115,18 @@ class ScaleWorkerGroupExecutor(KubeExecutor):
             )
         return plan_scale(site, p.add)
 
-    def check(self, params: Mapping[str, Any]) -> tuple[dict[str, bool], str]:
-        try:
-            plan = self.plan(params)
-        except ActionRefusedError as error:
-            return {FACT: False}, f"withheld: {error}"
-        except CHECK_ERRORS as error:
-            return {FACT: False}, f"withheld: {reason_of(error)}"
-        return {FACT: True}, f"{plan.line()}\n{CATALOG[self.action].impact}"
+    def check(self, step: Step, plan: ScalePlan) -> LiveCheck:
+        return self.live(step, {FACT: True}, f"{plan.line()}\n{CATALOG[self.action].impact}")
 
-    def execute(self, params: Mapping[str, Any], proposal_id: str, approver: str) -> str:
-        plan = self.plan(params)
+    def execute(self, step: Step, plan: ScalePlan) -> str:
+        proposal_id, approver = step.proposal_id, step.approver
         if proposal_of(plan.site.obj) == proposal_id:
             return f"already applied by proposal {proposal_id}"
         dry = self._apply(plan.site, plan.ops(proposal_id), f"{plan.field} was read as before")
         self._record("RayCluster", plan.site.obj, proposal_id, approver, plan.line())
         return "\n".join([plan.line(), dry, CATALOG[self.action].impact])
 
-    def verify(self, params: Mapping[str, Any]) -> bool:
+    def verified(self, params: Mapping[str, Any]) -> bool:
         p = ScaleWorkerGroup.model_validate(dict(params))
         obj = self.api.get(RAY_CLUSTERS, p.namespace, p.name) if p.kind == "RayCluster" else None
         if p.kind == "RayJob":

@@ -18,7 +18,6 @@ from typing import Any
 from bot.adapters.kubernetes.api import BY_KIND
 from bot.adapters.kubernetes.base import KubeExecutor
 from bot.adapters.kubernetes.capacity import quantity_text
-from bot.adapters.kubernetes.errors import CHECK_ERRORS, reason_of
 from bot.adapters.kubernetes.templates import (
     PROPOSAL_ANNOTATION,
     Site,
@@ -31,6 +30,8 @@ from bot.adapters.kubernetes.templates import (
 )
 from bot.core import quantity
 from bot.core.actions.catalog import CATALOG, AddShm
+from bot.core.actions.step import Step
+from bot.core.approvals import LiveCheck
 from bot.core.errors import ActionRefusedError
 from bot.core.inputs.values import as_list, as_map, text_at
 
@@ -120,9 +121,12 @@ class AddShmExecutor(KubeExecutor):
 
     action = "k8s.add_shm"
 
-    def plan(self, params: Mapping[str, Any], proposal_id: str = "") -> list[ShmChange]:
-        p = AddShm.model_validate(dict(params))
+    def plan(self, step: Step) -> list[ShmChange]:
+        """The changes to make; none when this proposal has made them already."""
+        p, proposal_id = self.validated(AddShm, step.params), step.proposal_id
         obj = self._get(p.kind, p.namespace, p.name)
+        if proposal_id and proposal_of(obj) == proposal_id:
+            return []
         sites = [
             site
             for kind, twin in self._twins(p.kind, obj)
@@ -142,22 +146,14 @@ class AddShmExecutor(KubeExecutor):
                 continue  # the other copy already has it, or one of its own
         return changes
 
-    def check(self, params: Mapping[str, Any]) -> tuple[dict[str, bool], str]:
-        try:
-            changes = self.plan(params)
-        except ActionRefusedError as error:
-            return {FACT: False}, f"withheld: {error}"
-        except CHECK_ERRORS as error:
-            return {FACT: False}, f"withheld: {reason_of(error)}"
-        lines = [c.line() for c in changes] + [CATALOG[self.action].impact]
-        return {FACT: True}, "\n".join(lines)
+    def check(self, step: Step, plan: list[ShmChange]) -> LiveCheck:
+        lines = [c.line() for c in plan] or [f"already applied by proposal {step.proposal_id}"]
+        return self.live(step, {FACT: True}, "\n".join([*lines, CATALOG[self.action].impact]))
 
-    def execute(self, params: Mapping[str, Any], proposal_id: str, approver: str) -> str:
-        p = AddShm.model_validate(dict(params))
-        obj = self._get(p.kind, p.namespace, p.name)
-        if proposal_of(obj) == proposal_id:
+    def execute(self, step: Step, plan: list[ShmChange]) -> str:
+        proposal_id, approver, changes = step.proposal_id, step.approver, plan
+        if not changes:
             return f"already applied by proposal {proposal_id}"
-        changes = self.plan(params, proposal_id)
         done: list[str] = []
         dry = ""
         for change in changes:
@@ -172,7 +168,7 @@ class AddShmExecutor(KubeExecutor):
             done.append(change.line())
         return "\n".join([*done, dry, CATALOG[self.action].impact])
 
-    def verify(self, params: Mapping[str, Any]) -> bool:
+    def verified(self, params: Mapping[str, Any]) -> bool:
         p = AddShm.model_validate(dict(params))
         obj = self.api.get(BY_KIND[p.kind], p.namespace, p.name)
         live = self._twins(p.kind, obj)[0] if obj else None

@@ -20,7 +20,10 @@ from bot.adapters.ray.client import (
     RayDashboard,
 )
 from bot.core.actions.catalog import ActionParams
+from bot.core.actions.step import Step
+from bot.core.approvals import LiveCheck
 from bot.core.errors import ActionRefusedError
+from bot.daemon.executor import Verification
 
 PROTECTED = re.compile(r"_register_center$|WorkerDict")
 """verl's register center and WorkerDict workers: killed only once their job has finished."""
@@ -117,7 +120,10 @@ def live_status(client: RayDashboard, submission_id: str) -> str:
 
 
 class RayExecutor(ABC):
-    """What the action registry needs of an executor."""
+    """What every Ray executor shares: the clusters, its parameters validated, and the
+    `bot.daemon.executor.Executor` calls. A Ray executor plans by `look` (the live
+    facts and what the cluster shows) and re-checks inside `execute` what the
+    playbooks already guard (defence in depth)."""
 
     action: ClassVar[str]
     params_model: ClassVar[type[ActionParams]]
@@ -133,16 +139,28 @@ class RayExecutor(ABC):
         except ValidationError as error:
             raise ActionRefusedError(f"{self.action}: invalid parameters: {error}") from None
 
-    @abstractmethod
-    def check(self, params: Mapping[str, Any] | ActionParams) -> tuple[Facts, str]:
-        """The live facts the action's guards name, and a preview."""
+    def plan(self, step: Step) -> tuple[Facts, str]:
+        return self.look(step.params)
+
+    def check(self, step: Step, plan: tuple[Facts, str]) -> LiveCheck:
+        """The facts; no preview to compare (the live one is the diff)."""
+        facts, diff = plan
+        return LiveCheck(facts=facts, preview=None, diff=diff)
+
+    def verify(self, step: Step) -> Verification:
+        ok = self.verified(step.params)
+        return Verification(ok, "verified on the cluster" if ok else "not in effect yet")
 
     @abstractmethod
-    def execute(self, params: Mapping[str, Any] | ActionParams, proposal_id: str) -> str:
+    def look(self, params: Mapping[str, Any] | ActionParams) -> tuple[Facts, str]:
+        """The live facts the action's guards name, and what the cluster shows."""
+
+    @abstractmethod
+    def execute(self, step: Step, plan: Any) -> str:
         """Act once per proposal id; returns what was done."""
 
     @abstractmethod
-    def verify(self, params: Mapping[str, Any] | ActionParams) -> bool:
+    def verified(self, params: Mapping[str, Any] | ActionParams) -> bool:
         """Whether the change is in place."""
 
 
@@ -183,6 +201,3 @@ def clip(text: str, limit: int = 120) -> str:
 def last_line(text: str) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return clip(lines[-1], 300) if lines else ""
-
-
-# -- the daemon's executor kind `ray` (bot.daemon.runner) -------------------------------

@@ -22,8 +22,7 @@ actor DEAD. Resubmissions are found again the same way (`pitcrew.proposal` in th
 metadata, an id derived from the proposal).
 
 The executors themselves are in `kill`, `resubmit` and here (stop); what they share is
-in `executor_base`. This module is the adapter's face: `ray_executors`, the combined
-`RayActionExecutor` and `build`.
+in `executor_base`. This module is the adapter's face: `ray_executors` and `build`.
 """
 
 from __future__ import annotations
@@ -48,11 +47,9 @@ from bot.adapters.ray.executor_base import (
 from bot.adapters.ray.kill import KillActorExecutor
 from bot.adapters.ray.resubmit import ResubmitJobExecutor
 from bot.core.actions.catalog import ActionParams, StopJob
-from bot.core.approvals import LiveCheck
-from bot.core.errors import ActionFailedError, ActionRefusedError
-from bot.core.model import Proposal
+from bot.core.actions.step import Step
+from bot.core.errors import ActionFailedError
 from bot.daemon.ports import Bookmarks
-from bot.daemon.runner import Verification
 
 
 class StopJobExecutor(RayExecutor):
@@ -72,7 +69,7 @@ class StopJobExecutor(RayExecutor):
         self.stop_timeout = stop_timeout
         self.poll_every = poll_every
 
-    def check(self, params: Mapping[str, Any] | ActionParams) -> tuple[Facts, str]:
+    def look(self, params: Mapping[str, Any] | ActionParams) -> tuple[Facts, str]:
         p = self.params(params)
         with self.clusters.client(p.cluster) as (config, client):
             job = client.get_job(p.submission_id)
@@ -89,7 +86,8 @@ class StopJobExecutor(RayExecutor):
             f"entrypoint {clip(str(job.get('entrypoint') or ''))})"
         )
 
-    def execute(self, params: Mapping[str, Any] | ActionParams, proposal_id: str) -> str:
+    def execute(self, step: Step, plan: Any) -> str:
+        params, proposal_id = step.params, step.proposal_id
         p = self.params(params)
         with self.clusters.client(p.cluster) as (config, client):
             job = client.get_job(p.submission_id)
@@ -111,7 +109,7 @@ class StopJobExecutor(RayExecutor):
             )
         return f"[{config.name}] stopped Ray job {p.submission_id}: now {status}"
 
-    def verify(self, params: Mapping[str, Any] | ActionParams) -> bool:
+    def verified(self, params: Mapping[str, Any] | ActionParams) -> bool:
         p = self.params(params)
         with self.clusters.client(p.cluster) as (_, client):
             return live_status(client, p.submission_id) in TERMINAL
@@ -135,53 +133,21 @@ def ray_executors(
     return {e.action: e for e in executors}
 
 
-# -- helpers -----------------------------------------------------------------------------
-
-
-class RayActionExecutor:
-    """The executor kind `ray`: serves ray.kill_actor, ray.stop_job and ray.resubmit_job
-    for the action runner (`check`, `execute`, `verify` of a Proposal)."""
-
-    def __init__(self, executors: Mapping[str, RayExecutor]) -> None:
-        self.executors = dict(executors)
-
-    def _for(self, proposal: Proposal) -> RayExecutor:
-        executor = self.executors.get(proposal.action)
-        if executor is None:
-            raise ActionRefusedError(f"the ray executor does not run {proposal.action}")
-        return executor
-
-    def check(self, proposal: Proposal) -> LiveCheck:
-        """Live facts; no preview to compare (the live description is in `describe`)."""
-        facts, _ = self._for(proposal).check(proposal.params)
-        return LiveCheck(facts=facts, preview=None)
-
-    def describe(self, proposal: Proposal) -> str:
-        """The live preview: what the cluster shows and what would be done."""
-        return self._for(proposal).check(proposal.params)[1]
-
-    def execute(self, proposal: Proposal) -> str:
-        return self._for(proposal).execute(proposal.params, proposal.id)
-
-    def verify(self, proposal: Proposal) -> Verification:
-        ok = self._for(proposal).verify(proposal.params)
-        return Verification(ok, "verified on the cluster" if ok else "not in effect yet")
-
-
 def build(
     clusters: RayClusters,
     bookmarks: Bookmarks | None = None,
     *,
     max_retries: int = 2,
     categorize: Callable[[Sequence[Any]], set[str]],
-) -> RayActionExecutor:
-    """The executor kind `ray` for `clusters`, resubmitting a job at most `max_retries`
-    times and only when `categorize` (the daemon's own classification) finds no reason
-    not to. Pass the store's bookmarks so the Ray source does not report a job pitcrew
-    stopped (`bot.app.factories` builds it from the settings)."""
+) -> dict[str, RayExecutor]:
+    """The executor kind `ray` for `clusters` (one executor per Ray action id),
+    resubmitting a job at most `max_retries` times and only when `categorize` (the
+    daemon's own classification) finds no reason not to. Pass the store's bookmarks so
+    the Ray source does not report a job pitcrew stopped (`bot.app.factories` builds it
+    from the settings)."""
     executors: list[RayExecutor] = [
         KillActorExecutor(clusters),
         StopJobExecutor(clusters, bookmarks=bookmarks),
         ResubmitJobExecutor(clusters, categorize=categorize, max_retries=max_retries),
     ]
-    return RayActionExecutor({e.action: e for e in executors})
+    return {e.action: e for e in executors}

@@ -34,6 +34,7 @@ from bot.adapters.ray.executor_base import (
     wait_terminal,
 )
 from bot.core.actions.catalog import ActionParams, KillActor
+from bot.core.actions.step import Step
 from bot.core.errors import ActionFailedError, ActionRefusedError
 from bot.core.inputs.ray_actors import ActorInfo
 
@@ -173,7 +174,7 @@ class KillActorExecutor(RayExecutor):
         self.dead_timeout = dead_timeout
         self.poll_every = poll_every
 
-    def check(self, params: Mapping[str, Any] | ActionParams) -> tuple[Facts, str]:
+    def look(self, params: Mapping[str, Any] | ActionParams) -> tuple[Facts, str]:
         p = self.params(params)
         with self.clusters.client(p.cluster) as (config, client):
             holder = resolve_holder(client, p.name, p.namespace)
@@ -224,7 +225,8 @@ class KillActorExecutor(RayExecutor):
             raise ActionRefusedError(f"{self.action}: {holder.problem}")
         return p.model_copy(update={"namespace": holder.namespace})
 
-    def execute(self, params: Mapping[str, Any] | ActionParams, proposal_id: str) -> str:
+    def execute(self, step: Step, plan: Any) -> str:
+        params, proposal_id = step.params, step.proposal_id
         hinted = self.params(params)
         if hinted.namespace.startswith("_ray_internal"):
             raise ActionRefusedError(f"{self.action}: {self._refusal(hinted, None)}")
@@ -273,7 +275,7 @@ class KillActorExecutor(RayExecutor):
             f"namespace {p.namespace!r} is DEAD (ray.kill, no_restart=True)"
         )
 
-    def verify(self, params: Mapping[str, Any] | ActionParams) -> bool:
+    def verified(self, params: Mapping[str, Any] | ActionParams) -> bool:
         p = self.params(params)
         with self.clusters.client(p.cluster) as (_, client):
             return not _live(client, p)

@@ -21,13 +21,13 @@ from bot.adapters.ray.executor_base import RayExecutor
 from bot.adapters.ray.executors import ray_executors
 from bot.adapters.ray.jobs import job_parts
 from bot.core.analysis import diagnose as analyse
-from bot.core.approvals import LiveCheck
 from bot.core.engine import Engine
 from bot.core.errors import PitcrewError
 from bot.core.facts import awaiting
 from bot.core.inputs import InputPart
-from bot.core.model import ActionOffer, Diagnosis
+from bot.core.model import Diagnosis
 from bot.daemon import live_checks
+from bot.daemon.executor import Registry
 
 
 @dataclass(frozen=True)
@@ -110,16 +110,9 @@ def diagnose_ray_job_on(
 
 
 def ray_checks(executors: Mapping[str, RayExecutor]) -> dict[str, live_checks.Check]:
-    """Each Ray executor's `check` of an offer's parameters, for `bot.daemon.live_checks`."""
-    return {action: _check_of(executor) for action, executor in executors.items()}
-
-
-def _check_of(executor: RayExecutor) -> live_checks.Check:
-    def check(offer: ActionOffer) -> LiveCheck:
-        facts, note = executor.check(offer.params)
-        return LiveCheck(facts=facts, preview=note)
-
-    return check
+    """Each Ray executor's live check of an offer (`bot.daemon.executor.checked`, as
+    the daemon's offers and approvals make it), for `bot.daemon.live_checks`."""
+    return live_checks.executor_checks(Registry(executors))
 
 
 def live_facts(diagnosis: Diagnosis, executors: Mapping[str, RayExecutor]) -> dict[str, bool]:

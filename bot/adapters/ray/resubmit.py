@@ -38,6 +38,7 @@ from bot.adapters.ray.jobs import job_parts
 from bot.adapters.ray.signals import DEFAULT_RAYJOB_KEYS
 from bot.core.actions.catalog import ActionParams, ResubmitJob
 from bot.core.actions.entrypoint import with_override
+from bot.core.actions.step import Step
 from bot.core.errors import ActionRefusedError
 
 NOT_RESUBMITTABLE = frozenset(
@@ -88,7 +89,7 @@ class ResubmitJobExecutor(RayExecutor):
         blocked = self.categories(parts) & NOT_RESUBMITTABLE
         return _Plan(old, root, len(earlier), resources, blocked, "", config.rayjob)
 
-    def check(self, params: Mapping[str, Any] | ActionParams) -> tuple[Facts, str]:
+    def look(self, params: Mapping[str, Any] | ActionParams) -> tuple[Facts, str]:
         p = self.params(params)
         with self.clusters.client(p.cluster) as (config, client):
             plan = self._plan(client, config, p)
@@ -136,7 +137,8 @@ class ResubmitJobExecutor(RayExecutor):
             )
         return ""
 
-    def execute(self, params: Mapping[str, Any] | ActionParams, proposal_id: str) -> str:
+    def execute(self, step: Step, plan: Any) -> str:
+        params, proposal_id = step.params, step.proposal_id
         p = self.params(params)
         submission = remediation_id("resubmit", proposal_id)
         with self.clusters.client(p.cluster) as (config, client):
@@ -172,7 +174,7 @@ class ResubmitJobExecutor(RayExecutor):
             f"entrypoint resources {plan.resources_text()})"
         )
 
-    def verify(self, params: Mapping[str, Any] | ActionParams) -> bool:
+    def verified(self, params: Mapping[str, Any] | ActionParams) -> bool:
         """The newest resubmission of the job runs or has succeeded (one just submitted is
         PENDING while Ray sets up its runtime_env: waited for, up to `start_timeout`)."""
         p = self.params(params)

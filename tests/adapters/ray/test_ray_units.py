@@ -30,6 +30,7 @@ from bot.core.errors import ActionRefusedError
 from bot.core.inputs import LogText
 from bot.core.inputs.ray_actors import ActorInfo
 from bot.core.model import Signal, SourceKind
+from tests.support.executors import verified
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "ray"
 
@@ -305,7 +306,7 @@ class _Jobs:
 
 
 @pytest.mark.parametrize(
-    ("pending", "then", "timeout", "verified"),
+    ("pending", "then", "timeout", "expected"),
     [
         (2, "RUNNING", 5.0, True),  # runtime_env set up: it started
         (2, "SUCCEEDED", 5.0, True),
@@ -314,7 +315,7 @@ class _Jobs:
     ],
 )
 def test_a_resubmission_is_verified_once_it_has_left_pending(
-    pending: int, then: str, timeout: float, verified: bool
+    pending: int, then: str, timeout: float, expected: bool
 ) -> None:
     dashboard = _Jobs(pending, then)
     clusters = RayClusters(
@@ -324,7 +325,7 @@ def test_a_resubmission_is_verified_once_it_has_left_pending(
     executor = ResubmitJobExecutor(
         clusters, categorize=lambda parts: set(), start_timeout=timeout, poll_every=0.01
     )  # verify only reads the job's status
-    assert executor.verify({"submission_id": "raysubmit_old"}) is verified
+    assert verified(executor, {"submission_id": "raysubmit_old"}) is expected
     assert dashboard.listings >= (3 if timeout > 1 else 1)
 
 

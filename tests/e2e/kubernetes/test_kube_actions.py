@@ -24,12 +24,13 @@ from bot.adapters.kubernetes.api import (
 )
 from bot.adapters.kubernetes.base import EVENT_REASON, KubeActionConfig
 from bot.adapters.kubernetes.bump import BumpMemoryExecutor
-from bot.adapters.kubernetes.executors import RBAC, DeletePodExecutor, KubernetesExecutor
+from bot.adapters.kubernetes.executors import RBAC, DeletePodExecutor
 from bot.app.factories import build_registry
 from bot.app.settings.sections import Settings
 from bot.core.errors import ActionRefusedError
 from tests.e2e.kubernetes.conftest import Emulator, install_seed, kubeconfig
 from tests.support import kube_objects as o
+from tests.support.executors import look, run, verified
 
 pytestmark = pytest.mark.kube
 
@@ -93,11 +94,11 @@ def test_a_deployment_or_statefulset_template_is_patched(
         "container": "reward",
         "current": "8Gi",
     }
-    facts, preview = executor.check(params)
+    facts, preview = look(executor, params)
     assert facts == {"k8s.within_quota": True}
     assert "spec.template.containers[reward].resources.limits.memory: 8Gi → 12Gi" in preview
     assert "quota compute limits.memory: 10Gi used + 8Gi of 100Gi" in preview  # 2 replicas
-    executor.execute(params, "prop-d", "U5")
+    run(executor, params, "prop-d", "U5")
     after = emulator.api.get(resource, o.NS, "reward-server")
     assert memory_of(after) == "12Gi"
     assert after is not None
@@ -124,7 +125,7 @@ def test_a_job_is_recreated_with_the_new_memory(emulator: Emulator) -> None:
         "container": "reward",
         "current": "4Gi",
     }
-    done = executor.execute(params, "prop-j", "U5")
+    done = run(executor, params, "prop-j", "U5")
     assert "(Job recreated)" in done
     after = emulator.api.get(JOBS, o.NS, "eval-run")
     assert after is not None
@@ -145,7 +146,7 @@ def test_the_head_group_and_a_rayjob_template_are_found(kuberay: Emulator) -> No
         "group": "head",
         "current": "32Gi",
     }
-    facts, preview = executor.check(head)
+    facts, preview = look(executor, head)
     assert facts == {"k8s.within_quota": True}
     assert (
         "RayJob ml-train/verl-ppo-qwen:\n  rayClusterSpec.headGroupSpec.containers[ray-head]"
@@ -156,7 +157,7 @@ def test_the_head_group_and_a_rayjob_template_are_found(kuberay: Emulator) -> No
         "RayCluster ml-train/verl-ppo-qwen-raycluster-x7k2p (template of the next submission)"
         in preview
     )
-    executor.execute(head, "prop-h", "U5")
+    run(executor, head, "prop-h", "U5")
     rayjob = kuberay.api.get(RAY_JOBS, o.NS, "verl-ppo-qwen")
     cluster = kuberay.api.get(RAY_CLUSTERS, o.NS, "verl-ppo-qwen-raycluster-x7k2p")
     assert rayjob is not None
@@ -200,11 +201,11 @@ def test_a_bump_that_does_not_fit_is_withheld(
         "name": "reward-server",
         "container": "reward",
     }
-    facts, preview = executor.check(params)
+    facts, preview = look(executor, params)
     assert facts == {"k8s.within_quota": False}
     assert reason in preview
     with pytest.raises(ActionRefusedError):
-        executor.execute(params, "prop-q", "U5")
+        run(executor, params, "prop-q", "U5")
     assert memory_of(emulator.api.get(DEPLOYMENTS, o.NS, "reward-server")) == "8Gi"
     assert events(emulator) == []
 
@@ -224,21 +225,21 @@ def test_only_a_failed_or_evicted_pod_is_deleted(emulator: Emulator) -> None:
     emulator.create(running)
     executor = DeletePodExecutor(emulator.api)
 
-    facts, preview = executor.check({"namespace": o.NS, "name": "evicted-worker"})
+    facts, preview = look(executor, {"namespace": o.NS, "name": "evicted-worker"})
     assert facts == {"k8s.pod_failed": True}
     assert (
         preview
         == "delete pod ml-train/evicted-worker (Failed, Evicted); ReplicaSet/rs-1 creates a new one"
     )
-    executor.execute({"namespace": o.NS, "name": "evicted-worker"}, "prop-p", "U5")
+    run(executor, {"namespace": o.NS, "name": "evicted-worker"}, "prop-p", "U5")
     assert emulator.api.get(PODS, o.NS, "evicted-worker") is None
-    assert executor.verify({"namespace": o.NS, "name": "evicted-worker"})
+    assert verified(executor, {"namespace": o.NS, "name": "evicted-worker"})
     assert [e["involvedObject"]["name"] for e in events(emulator)] == ["evicted-worker"]
 
-    facts, preview = executor.check({"namespace": o.NS, "name": "running-worker"})
+    facts, preview = look(executor, {"namespace": o.NS, "name": "running-worker"})
     assert facts == {"k8s.pod_failed": False}
     with pytest.raises(ActionRefusedError, match="no longer Failed or Evicted"):
-        executor.execute({"namespace": o.NS, "name": "running-worker"}, "prop-p2", "U5")
+        run(executor, {"namespace": o.NS, "name": "running-worker"}, "prop-p2", "U5")
     assert emulator.api.get(PODS, o.NS, "running-worker") is not None
 
 
@@ -264,12 +265,12 @@ def test_the_daemon_registry_builds_the_kubernetes_executor(
         "k8s.scale_worker_group",
     )
     executor = built.get("k8s.delete_pod")
-    assert isinstance(executor, KubernetesExecutor)
+    assert isinstance(executor, DeletePodExecutor)
     install_seed(kuberay)
     bump = built.get("k8s.bump_memory")
-    assert isinstance(bump, KubernetesExecutor)
-    facts, _ = bump.executors["k8s.bump_memory"].check(
-        {"namespace": o.NS, "kind": "RayJob", "name": "verl-ppo-qwen", "group": "gpu-group"}
+    assert isinstance(bump, BumpMemoryExecutor)
+    facts, _ = look(
+        bump, {"namespace": o.NS, "kind": "RayJob", "name": "verl-ppo-qwen", "group": "gpu-group"}
     )
     assert facts == {"k8s.within_quota": True}  # it reaches the cluster the config names
 
@@ -294,7 +295,7 @@ def test_every_request_the_executor_makes_carries_the_credentials(emulator: Emul
     evicted = o.gpu_user("evicted-worker", "cpu-1", 0, namespace=o.NS)
     evicted["status"] = {"phase": "Failed", "reason": "Evicted"}
     emulator.create(evicted)
-    DeletePodExecutor(api).execute({"namespace": o.NS, "name": "evicted-worker"}, "prop-a", "U5")
+    run(DeletePodExecutor(api), {"namespace": o.NS, "name": "evicted-worker"}, "prop-a", "U5")
 
     def seen(k: Any) -> list[tuple[str, str]]:
         wanted = k[kmock.resource("v1/events")] | k[kmock.resource("v1/pods")]

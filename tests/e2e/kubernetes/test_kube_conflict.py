@@ -17,13 +17,15 @@ import pytest
 from bot.adapters.kubernetes.api import EVENTS, RAY_CLUSTERS, RAY_JOBS
 from bot.adapters.kubernetes.base import EVENT_REASON, PROBE_ANNOTATION
 from bot.adapters.kubernetes.bump import BumpMemoryExecutor
-from bot.adapters.kubernetes.executors import KubernetesExecutor
 from bot.core import approvals
 from bot.core.actions.catalog import CATALOG, BumpMemory
+from bot.core.actions.step import Step
 from bot.core.errors import ActionRefusedError
 from bot.core.model import Proposal, ProposalState
+from bot.daemon.executor import checked
 from tests.e2e.kubernetes.conftest import Emulator, install_seed
 from tests.support import kube_objects as o
+from tests.support.executors import look, run
 
 pytestmark = pytest.mark.kube
 
@@ -58,7 +60,7 @@ def remediation_events(emulator: Emulator) -> list[dict[str, Any]]:
 def test_a_limit_changed_after_the_preview_is_refused_and_kept(kuberay: Emulator) -> None:
     install_seed(kuberay)
     executor = BumpMemoryExecutor(kuberay.api)
-    facts, preview = executor.check(PARAMS)
+    facts, preview = look(executor, PARAMS)
     assert facts["k8s.within_quota"]
     assert "limits.memory: 16Gi → 24Gi" in preview
     preview_card = CATALOG["k8s.bump_memory"].preview(BumpMemory.model_validate(PARAMS))
@@ -80,12 +82,13 @@ def test_a_limit_changed_after_the_preview_is_refused_and_kept(kuberay: Emulator
         expires_at=now + timedelta(hours=1),
         preconditions=CATALOG["k8s.bump_memory"].preconditions,
     )
-    stale = approvals.revalidate(proposal, KubernetesExecutor(kuberay.api).check(proposal))
+    live = checked(executor, Step.of_proposal(proposal)).live
+    stale = approvals.revalidate(proposal, live)
     assert stale.startswith("the target changed since the preview")
     assert "20Gi → 30Gi" in stale
 
     with pytest.raises(ActionRefusedError) as refused:
-        executor.execute(PARAMS, "prop-9", "U1 (carol)")
+        run(executor, PARAMS, "prop-9", "U1 (carol)")
     assert "is now 20Gi, not 16Gi as the preview showed" in str(refused.value)
     assert "nothing was changed" in str(refused.value)
     assert worker_memory(kuberay) == ("20Gi", "16Gi")
@@ -101,7 +104,7 @@ def test_a_change_between_read_and_patch_is_refused_by_the_test_operation(
 ) -> None:
     install_seed(kuberay)
     executor = BumpMemoryExecutor(kuberay.api)
-    assert executor.check(PARAMS)[0] == {"k8s.within_quota": True}
+    assert look(executor, PARAMS)[0] == {"k8s.within_quota": True}
 
     def concurrent_edit(request: Any) -> None:
         """Another writer, right after pitcrew read the RayCluster (while it reads the
@@ -117,7 +120,7 @@ def test_a_change_between_read_and_patch_is_refused_by_the_test_operation(
     kuberay.run(lambda k: k[kmock.action.LIST, quotas] >> concurrent_edit)
 
     with pytest.raises(ActionRefusedError) as refused:
-        executor.execute(PARAMS, "prop-10", "U1 (carol)")
+        run(executor, PARAMS, "prop-10", "U1 (carol)")
     message = str(refused.value)
     assert f"RayCluster ml-train/{CLUSTER} changed after pitcrew read it" in message
     assert "test operation failed" in message

@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 
 from bot.adapters.kubernetes.api import RAY_CLUSTERS
-from bot.adapters.kubernetes.executors import KubernetesExecutor, executors
+from bot.adapters.kubernetes.executors import BumpMemoryExecutor, executors
 from bot.adapters.kubernetes.on_demand import diagnose_parts
 from bot.core.engine import Engine
 from bot.core.inputs import InputPart
 from bot.core.model import Diagnosis
-from bot.daemon.runner import Registry, check_offers
+from bot.daemon.executor import Registry
+from bot.daemon.runner import check_offers
 from tests.e2e.kubernetes.conftest import Emulator, of_workload
 from tests.e2e.kubernetes.test_kube_seed import CLUSTER, RAYJOB, seeded, watched
 from tests.support import kube_objects as o
@@ -48,7 +49,7 @@ def test_a_bump_no_node_can_take_is_withheld_with_the_reason_when_offered(
     offline = engine.diagnose(parts)
     assert bump_of(offline).offered  # the evidence alone would offer it
 
-    registry = Registry({"k8s.bump_memory": KubernetesExecutor(emulator.api)})
+    registry = Registry({"k8s.bump_memory": BumpMemoryExecutor(emulator.api)})
     bump = bump_of(check_offers(offline, registry, NOW))
     assert not bump.offered
     assert bump.reason == "no node matches the template's nodeSelector pool=h200"
@@ -64,7 +65,7 @@ def test_a_bump_of_a_deleted_raycluster_says_it_is_gone(
     emulator, _, items = seeded
     emulator.api.delete(RAY_CLUSTERS, o.NS, CLUSTER)
     offline = engine.diagnose(of_workload(items, RAYJOB))
-    registry = Registry({"k8s.bump_memory": KubernetesExecutor(emulator.api)})
+    registry = Registry({"k8s.bump_memory": BumpMemoryExecutor(emulator.api)})
     bump = bump_of(check_offers(offline, registry, NOW))
     assert not bump.offered
     assert bump.reason == f"RayCluster ml-train/{CLUSTER} does not exist"
@@ -75,5 +76,5 @@ def test_a_bump_that_fits_stays_offered(
 ) -> None:
     emulator, _, items = seeded
     offline = engine.diagnose(of_workload(items, RAYJOB))
-    registry = Registry({"k8s.bump_memory": KubernetesExecutor(emulator.api)})
+    registry = Registry({"k8s.bump_memory": BumpMemoryExecutor(emulator.api)})
     assert check_offers(offline, registry, NOW) == offline

@@ -12,15 +12,18 @@ from typing import Any
 
 import pytest
 
-from bot.adapters.kuberay.rerun import RecreateRayJobExecutor, kuberay_executor
+from bot.adapters.kuberay.rerun import RecreateRayJobExecutor, executors
 from bot.adapters.kubernetes.api import EVENTS, RAY_JOBS
 from bot.adapters.kubernetes.base import EVENT_REASON
 from bot.adapters.kubernetes.bump import BumpMemoryExecutor
 from bot.core.actions.entrypoint import with_override
+from bot.core.actions.step import Step
 from bot.core.errors import ActionRefusedError
 from bot.core.model import Proposal, ProposalState
+from bot.daemon.executor import checked
 from tests.e2e.kubernetes.conftest import Emulator, install_seed, validate_kuberay, wait_for
 from tests.support import kube_objects as o
+from tests.support.executors import look, run, verified
 
 pytestmark = pytest.mark.kube
 
@@ -74,7 +77,7 @@ def worker_memory(rayjob: dict[str, Any] | None) -> str:
 
 def test_the_preview_shows_what_will_be_created_with_the_bump_in_it(seeded: Emulator) -> None:
     executor = rerun_executor(seeded)
-    facts, before = executor.check(RAYJOB)
+    facts, before = look(executor, RAYJOB)
     assert facts == {"kuberay.rayjob_finished": True}
     assert before.splitlines()[0] == (
         "delete RayJob ml-train/verl-ppo-qwen (Failed), then create RayJob "
@@ -82,8 +85,8 @@ def test_the_preview_shows_what_will_be_created_with_the_bump_in_it(seeded: Emul
     )
     assert "  entrypoint: python3 -m verl.trainer.main_ppo" in before
     assert "rayClusterSpec.workerGroupSpecs[gpu-group]: ray-worker memory 16Gi × 2" in before
-    BumpMemoryExecutor(seeded.api).execute(BUMP, "prop-bump", "U042")
-    _, after = executor.check(RAYJOB)
+    run(BumpMemoryExecutor(seeded.api), BUMP, "prop-bump", "U042")
+    _, after = look(executor, RAYJOB)
     assert "rayClusterSpec.workerGroupSpecs[gpu-group]: ray-worker memory 24Gi × 2" in after
 
 
@@ -92,9 +95,9 @@ def test_the_rayjob_is_recreated_under_its_name_and_verified_running(
 ) -> None:
     old = seeded.api.get(RAY_JOBS, o.NS, "verl-ppo-qwen")
     assert old is not None
-    BumpMemoryExecutor(seeded.api).execute(BUMP, "prop-bump", "U042")
+    run(BumpMemoryExecutor(seeded.api), BUMP, "prop-bump", "U042")
     executor = rerun_executor(seeded)
-    done = executor.execute(RAYJOB, "prop-rerun", "U042")
+    done = run(executor, RAYJOB, "prop-rerun", "U042")
     assert done.startswith("RayJob ml-train/verl-ppo-qwen created: delete RayJob")
 
     new = seeded.api.get(RAY_JOBS, o.NS, "verl-ppo-qwen")
@@ -104,7 +107,7 @@ def test_the_rayjob_is_recreated_under_its_name_and_verified_running(
     assert new["metadata"]["annotations"]["pitcrew.io/recreated-from"] == old["metadata"]["uid"]
     assert new["spec"]["entrypoint"] == old["spec"]["entrypoint"]
     assert worker_memory(new) == "24Gi"  # the bump travels with the rerun
-    assert executor.verify(RAYJOB)
+    assert verified(executor, RAYJOB)
     wanted = ("RayJob", "verl-ppo-qwen", new["metadata"].get("uid", ""))
     events = [e for e in seeded.api.list_all(EVENTS, o.NS) if e.get("reason") == EVENT_REASON]
     assert wanted in {
@@ -115,9 +118,7 @@ def test_the_rayjob_is_recreated_under_its_name_and_verified_running(
         )
         for e in events
     }
-    assert executor.execute(RAYJOB, "prop-rerun", "U042") == (
-        "already applied by proposal prop-rerun"
-    )
+    assert run(executor, RAYJOB, "prop-rerun", "U042") == ("already applied by proposal prop-rerun")
 
 
 def test_a_retry_name_keeps_the_failed_rayjob(
@@ -125,14 +126,14 @@ def test_a_retry_name_keeps_the_failed_rayjob(
 ) -> None:
     params = {**RAYJOB, "naming": "retry"}
     executor = rerun_executor(seeded)
-    assert executor.check(params)[1].splitlines()[0] == (
+    assert look(executor, params)[1].splitlines()[0] == (
         "create RayJob ml-train/verl-ppo-qwen-retry-1 with the spec of verl-ppo-qwen (Failed)"
     )
-    executor.execute(params, "prop-retry", "U042")
+    run(executor, params, "prop-retry", "U042")
     assert seeded.api.get(RAY_JOBS, o.NS, "verl-ppo-qwen") is not None
     retry = wait_for(lambda: seeded.api.get(RAY_JOBS, o.NS, "verl-ppo-qwen-retry-1"))
     validate_kuberay(retry)
-    assert executor.verify(params)
+    assert verified(executor, params)
 
 
 def test_a_rayjob_that_still_runs_is_not_recreated(seeded: Emulator) -> None:
@@ -142,20 +143,20 @@ def test_a_rayjob_that_still_runs_is_not_recreated(seeded: Emulator) -> None:
         "RayJob ml-train/verl-ppo-qwen is Running, not Failed or Complete: it is not rerun "
         "while it may still run"
     )
-    assert executor.check(RAYJOB) == ({"kuberay.rayjob_finished": False}, f"withheld: {why}")
+    assert look(executor, RAYJOB) == ({"kuberay.rayjob_finished": False}, f"withheld: {why}")
     with pytest.raises(ActionRefusedError, match="not rerun while it may still run"):
-        executor.execute(RAYJOB, "prop-x", "U042")
+        run(executor, RAYJOB, "prop-x", "U042")
 
 
 def test_the_playbooks_named_override_is_set_in_the_entrypoint(seeded: Emulator) -> None:
     override = "trainer.ray_wait_register_center_timeout=600"
-    _, preview = rerun_executor(seeded).check({**RAYJOB, "override": override})
+    _, preview = look(rerun_executor(seeded), {**RAYJOB, "override": override})
     assert f"trainer.nnodes=2 {override}" in preview
     assert with_override("python t.py a.b=1 c=2", "a.b=3") == "python t.py a.b=3 c=2"
 
 
 def test_the_registry_executor_reruns_a_proposal(seeded: Emulator) -> None:
-    executor = kuberay_executor(seeded.api)
+    executor = executors(seeded.api)["kuberay.recreate_rayjob"]
     now = datetime.now(UTC)
     proposal = Proposal(
         id="p-1",
@@ -168,7 +169,7 @@ def test_the_registry_executor_reruns_a_proposal(seeded: Emulator) -> None:
         expires_at=now,
         preconditions=("kuberay.rayjob_finished",),
     )
-    live = executor.check(proposal)
+    live = checked(executor, Step.of_proposal(proposal)).live
     assert live.facts == {"kuberay.rayjob_finished": True}
     assert live.preview == (
         "delete RayJob ml-train/verl-ppo-qwen, then create it again with the same spec"

@@ -22,6 +22,7 @@ from bot.core.model import ObjectRef, Signal
 from tests.e2e.kubernetes.conftest import Emulator, of_workload, validate_kuberay, wait_for
 from tests.support import kube_objects as o
 from tests.support.daemon_process import wait_until
+from tests.support.executors import look, run, verified
 
 pytestmark = pytest.mark.kube
 
@@ -108,7 +109,7 @@ def test_reschedule_is_offered_with_free_a100s_and_moves_the_group(
     assert waiting.reason.startswith("needs a live check")
 
     executor = RescheduleGpuPoolExecutor(kuberay.api)
-    facts, preview = executor.check(waiting.params)
+    facts, preview = look(executor, waiting.params)
     assert facts == {"k8s.gpu_pool_has_capacity": True}
     assert (
         "workerGroupSpecs[gpu-group].template.spec.nodeSelector: "
@@ -122,7 +123,7 @@ def test_reschedule_is_offered_with_free_a100s_and_moves_the_group(
     offer = reschedule_offer(engine, items, facts)
     assert offer.offered, offer.reason
 
-    done = executor.execute(offer.params, "prop-r1", "U7 (bob)")
+    done = run(executor, offer.params, "prop-r1", "U7 (bob)")
     assert f"deleted pending pods: {PENDING}" in done
     cluster = kuberay.api.get(RAY_CLUSTERS, o.NS, CLUSTER)
     assert cluster is not None
@@ -137,7 +138,7 @@ def test_reschedule_is_offered_with_free_a100s_and_moves_the_group(
     assert len(events) == 1
     assert events[0]["involvedObject"]["name"] == CLUSTER
     assert "approved by U7 (bob)" in events[0]["message"]
-    assert executor.verify(offer.params)
+    assert verified(executor, offer.params)
 
 
 def test_without_free_a100s_the_reschedule_is_withheld_with_the_reason(
@@ -147,7 +148,7 @@ def test_without_free_a100s_the_reschedule_is_withheld_with_the_reason(
     items = watched(kuberay)
     executor = RescheduleGpuPoolExecutor(kuberay.api)
     params = reschedule_offer(engine, items).params
-    facts, preview = executor.check(params)
+    facts, preview = look(executor, params)
     assert facts == {"k8s.gpu_pool_has_capacity": False}
     assert (
         "withheld: the pool nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB has 0 free "
@@ -160,7 +161,7 @@ def test_without_free_a100s_the_reschedule_is_withheld_with_the_reason(
 
     before = kuberay.api.get(RAY_CLUSTERS, o.NS, CLUSTER)
     with pytest.raises(ActionRefusedError, match=r"has 0 free nvidia\.com/gpu"):
-        executor.execute(params, "prop-r2", "U7 (bob)")
+        run(executor, params, "prop-r2", "U7 (bob)")
     assert kuberay.api.get(RAY_CLUSTERS, o.NS, CLUSTER) == before
     assert kuberay.api.get(PODS, o.NS, PENDING) is not None
 

@@ -20,14 +20,16 @@ from bot import __version__
 from bot.adapters.kubernetes.api import EVENTS, RAY_CLUSTERS, RAY_JOBS
 from bot.adapters.kubernetes.base import EVENT_REASON, PROBE_ANNOTATION
 from bot.adapters.kubernetes.bump import BumpMemoryExecutor
-from bot.adapters.kubernetes.executors import KubernetesExecutor
+from bot.adapters.kubernetes.executors import executors
 from bot.adapters.kubernetes.source import KubernetesSource, KubeSourceConfig
 from bot.adapters.kubernetes.templates import PROPOSAL_ANNOTATION
 from bot.core import approvals
 from bot.core.actions.catalog import CATALOG
+from bot.core.actions.step import Step
 from bot.core.engine import Engine
 from bot.core.inputs import InputPart, LogText
 from bot.core.model import ObjectRef, Proposal, ProposalState, Signal, SourceKind, Transition
+from bot.daemon.executor import checked
 from tests.e2e.kubernetes.conftest import (
     Emulator,
     install_seed,
@@ -37,6 +39,7 @@ from tests.e2e.kubernetes.conftest import (
 )
 from tests.support import kube_objects as o
 from tests.support.daemon_process import wait_until
+from tests.support.executors import look, run, verified
 
 pytestmark = pytest.mark.kube
 
@@ -143,7 +146,7 @@ def test_approving_the_bump_patches_the_raycluster_and_records_an_event(
     bump = next(a for a in diagnosis.actions if a.action == "k8s.bump_memory")
     executor = BumpMemoryExecutor(emulator.api)
 
-    facts, preview = executor.check(bump.params)
+    facts, preview = look(executor, bump.params)
     assert facts == {"k8s.within_quota": True}
     assert f"RayCluster ml-train/{CLUSTER}:\n  {DIFF}" in preview
     assert (
@@ -154,7 +157,7 @@ def test_approving_the_bump_patches_the_raycluster_and_records_an_event(
     assert "rayClusterSpec.workerGroupSpecs[gpu-group]" in preview
     assert "quota compute limits.memory: 200Gi used + 16Gi of 512Gi" in preview
 
-    done = executor.execute(bump.params, "prop-1", "U042 (alice)")
+    done = run(executor, bump.params, "prop-1", "U042 (alice)")
     assert DIFF in done
     assert "this API server ignores dryRun" in done  # kmock applies dry-runs: detected
     dry_runs = [r for r in emulator.requests("patch", "rayclusters") if r.get("dryRun") == "All"]
@@ -187,10 +190,10 @@ def test_approving_the_bump_patches_the_raycluster_and_records_an_event(
     assert "approved by U042 (alice)" in on_cluster[0]["message"]
     assert DIFF.split(": ", 1)[0] in on_cluster[0]["message"]
     assert "16Gi → 24Gi" in on_cluster[0]["message"]
-    assert executor.verify(bump.params)
+    assert verified(executor, bump.params)
 
     # the same proposal again (a retried click, a restarted daemon): nothing bumped twice
-    again = executor.execute(bump.params, "prop-1", "U042 (alice)")
+    again = run(executor, bump.params, "prop-1", "U042 (alice)")
     assert again.startswith("already applied by proposal prop-1")
     cluster = emulator.api.get(RAY_CLUSTERS, o.NS, CLUSTER)
     assert cluster is not None
@@ -205,7 +208,7 @@ def test_every_write_is_credited_to_pitcrew(
     emulator, _, items = seeded
     diagnosis = engine.diagnose(of_workload(items, RAYJOB))
     bump = next(a for a in diagnosis.actions if a.action == "k8s.bump_memory")
-    BumpMemoryExecutor(emulator.api).execute(bump.params, "prop-1", "U042 (alice)")
+    run(BumpMemoryExecutor(emulator.api), bump.params, "prop-1", "U042 (alice)")
 
     writes = [
         *emulator.requests("patch", "rayclusters"),
@@ -242,10 +245,11 @@ def test_the_registry_executor_revalidates_and_runs_a_proposal(
         preconditions=CATALOG["k8s.bump_memory"].preconditions,
         history=(Transition(ProposalState.APPROVED, now, "U042"),),
     )
-    executor = KubernetesExecutor(emulator.api)
-    live = executor.check(proposal)
-    assert approvals.revalidate(proposal, live) == ""
-    assert "16Gi → 24Gi" in executor.execute(proposal)
-    assert executor.verify(proposal).ok
+    executor = executors(emulator.api)["k8s.bump_memory"]
+    step = Step.of_proposal(proposal)
+    found = checked(executor, step)
+    assert approvals.revalidate(proposal, found.live) == ""
+    assert "16Gi → 24Gi" in executor.execute(step, found.plan)
+    assert executor.verify(step).ok
     events = [e for e in emulator.api.list_all(EVENTS, o.NS) if e.get("reason") == EVENT_REASON]
     assert any("approved by U042" in e["message"] for e in events)

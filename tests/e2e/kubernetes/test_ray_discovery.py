@@ -39,6 +39,7 @@ from bot.daemon.feed import Observation
 from tests.e2e.kubernetes.conftest import Emulator, kubeconfig, wait_for
 from tests.support import kube_objects as o
 from tests.support.daemon_process import wait_until
+from tests.support.executors import look
 from tests.support.ray_dashboards import Dashboards, failed_job, serve
 
 pytestmark = pytest.mark.kube
@@ -253,14 +254,14 @@ def test_a_configured_cluster_at_the_same_url_is_polled_once_and_executors_find_
 
         # the executors (built with the same bookmarks) find it by its RayCluster name
         executor = ray_executor(settings, marks)
-        stop = executor.executors["ray.stop_job"]
+        stop = executor["ray.stop_job"]
         resolved = stop.clusters.config("rc-a")
         assert (resolved.name, resolved.k8s_namespace, resolved.ray_cluster) == (
             "prod",
             o.NS,
             "rc-a",
         )
-        facts, preview = stop.check(StopJob(submission_id="raysubmit_a1", cluster="rc-a"))
+        facts, preview = look(stop, StopJob(submission_id="raysubmit_a1", cluster="rc-a"))
         assert facts == {"ray.job_running": False, "ray.job_terminal": True}
         assert preview.startswith("[prod] nothing to stop: Ray job raysubmit_a1 (FAILED")
     finally:
@@ -279,7 +280,7 @@ def test_executors_find_discovered_clusters_by_raycluster_name(
     settings = settings_for(kuberay, tmp_path, dashboards)
     marks = MemoryBookmarks()
     executor = ray_executor(settings, marks)
-    clusters: RayClusters = executor.executors["ray.stop_job"].clusters
+    clusters: RayClusters = executor["ray.stop_job"].clusters
     with pytest.raises(ActionRefusedError, match="'rc-a' is configured or discovered"):
         clusters.config("rc-a")  # nothing discovered yet
 
@@ -297,8 +298,8 @@ def test_executors_find_discovered_clusters_by_raycluster_name(
             ActionRefusedError, match="names no Ray cluster and 3 are configured or discovered"
         ):
             clusters.config("")
-        stop = executor.executors["ray.stop_job"]
-        _, preview = stop.check(StopJob(submission_id="raysubmit_rc-a", cluster="rc-a"))
+        stop = executor["ray.stop_job"]
+        _, preview = look(stop, StopJob(submission_id="raysubmit_rc-a", cluster="rc-a"))
         assert preview.startswith("[ml-train.rc-a] nothing to stop")
 
         kuberay.api.delete(RAY_CLUSTERS, other, "shared")

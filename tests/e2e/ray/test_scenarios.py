@@ -23,14 +23,17 @@ from bot.app.cli import app
 from bot.app.factories import ray_executor, ray_sources
 from bot.app.settings.sections import Settings
 from bot.app.settings.sources import RaySourceSettings, SourceSettings
+from bot.core.actions.step import Step
 from bot.core.analysis import diagnose as analyse
 from bot.core.engine import Engine
 from bot.core.errors import ActionRefusedError
 from bot.core.inputs import InputPart, LogText
 from bot.core.model import Diagnosis, Proposal, ProposalState, Signal, SourceKind
+from bot.daemon.executor import checked
 from bot.daemon.feed import Observation
 from bot.daemon.ports import CallableBookmarks
 from tests.e2e.ray.conftest import Jobs
+from tests.support.executors import look, run, verified
 from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.ray
@@ -141,16 +144,16 @@ def test_named_actor_conflict_kill_then_resubmit_succeeds(jobs: Jobs, engine: En
     # Approved: the kill runs as a remediation job, the actor is DEAD, once per proposal.
     clusters = RayClusters([RayClusterConfig("test", url)])
     killer = KillActorExecutor(clusters)
-    done = killer.execute(kill.params, "proposal-s1-kill")
+    done = run(killer, kill.params, "proposal-s1-kill")
     assert "SUCCEEDED" in done
     assert "is DEAD" in done
     remediation = done.split("remediation job ")[1].split()[0]
     assert jobs.dashboard.get_job(remediation)["metadata"]["pitcrew.proposal"] == "proposal-s1-kill"
-    assert killer.verify(kill.params) is True
+    assert verified(killer, kill.params) is True
     assert [a.state for a in jobs.dashboard.actors(name="trainer_lock", namespace="pc-s1")] == [
         "DEAD"
     ]
-    again = killer.execute(kill.params, "proposal-s1-kill")
+    again = run(killer, kill.params, "proposal-s1-kill")
     assert remediation in again
     tagged = [
         j
@@ -164,7 +167,7 @@ def test_named_actor_conflict_kill_then_resubmit_succeeds(jobs: Jobs, engine: En
         clusters,
         categorize=lambda parts: set(engine.diagnose(parts).categories),
     )
-    facts, preview = resubmit.check({"submission_id": clash})
+    facts, preview = look(resubmit, {"submission_id": clash})
     assert facts == {
         "ray.job_terminal": True,
         "ray.job_running": False,
@@ -173,7 +176,7 @@ def test_named_actor_conflict_kill_then_resubmit_succeeds(jobs: Jobs, engine: En
     }
     assert "entrypoint_num_cpus=0.25" in preview
     assert "Would refuse" not in preview
-    done = resubmit.execute({"submission_id": clash}, "proposal-s1-resubmit")
+    done = run(resubmit, {"submission_id": clash}, "proposal-s1-resubmit")
     new = done.split(" as ")[1].split()[0]
     rerun = jobs.wait(new)
     assert rerun["status"] == "SUCCEEDED", rerun.get("message")
@@ -182,12 +185,10 @@ def test_named_actor_conflict_kill_then_resubmit_succeeds(jobs: Jobs, engine: En
     assert rerun["metadata"]["ray.io/rayjob"] == "rl/train-ppo"
     assert rerun["metadata"]["pitcrew.resubmit_of"] == clash
     assert entrypoint_resources(jobs.dashboard, new) == {"entrypoint_num_cpus": 0.25}
-    assert resubmit.verify({"submission_id": clash}) is True
-    assert "already resubmitted" in resubmit.execute(
-        {"submission_id": clash}, "proposal-s1-resubmit"
-    )
+    assert verified(resubmit, {"submission_id": clash}) is True
+    assert "already resubmitted" in run(resubmit, {"submission_id": clash}, "proposal-s1-resubmit")
     assert (
-        resubmit.check({"submission_id": clash, "max_retries": 1})[0]["ray.resubmits_below_cap"]
+        look(resubmit, {"submission_id": clash, "max_retries": 1})[0]["ray.resubmits_below_cap"]
         is False
     )
 
@@ -224,11 +225,11 @@ def test_dependency_and_application_errors_offer_nothing(
         RayClusters([RayClusterConfig("test", url)]),
         categorize=lambda parts: set(engine.diagnose(parts).categories),
     )
-    facts, preview = resubmit.check({"submission_id": submission})
+    facts, preview = look(resubmit, {"submission_id": submission})
     assert facts["ray.job_terminal"] is True
     assert f"Would refuse: the failure is {category}" in preview
     with pytest.raises(ActionRefusedError, match=category):
-        resubmit.execute({"submission_id": submission}, f"proposal-{script}")
+        run(resubmit, {"submission_id": submission}, f"proposal-{script}")
     assert jobs.dashboard.get_job(f"pitcrew-resubmit-proposal-{script}") is None
 
 
@@ -261,7 +262,7 @@ def test_live_register_center_is_never_killed(jobs: Jobs, engine: Engine) -> Non
     clusters = RayClusters([RayClusterConfig("test", url)])
     killer = KillActorExecutor(clusters)
     params = {"name": "abcdef_register_center", "namespace": "verl-s4"}
-    facts, preview = killer.check(params)
+    facts, preview = look(killer, params)
     assert facts == {
         "ray.holder_explicit": True,
         "ray.actor_stale": False,
@@ -270,7 +271,7 @@ def test_live_register_center_is_never_killed(jobs: Jobs, engine: Engine) -> Non
     }
     assert "Would refuse" in preview
     with pytest.raises(ActionRefusedError, match="register center"):
-        killer.execute(params, "proposal-s4-kill")
+        run(killer, params, "proposal-s4-kill")
     assert jobs.dashboard.get_job("pitcrew-kill-proposal-s4-kill") is None
     assert [
         a.state for a in jobs.dashboard.actors(name="abcdef_register_center", namespace="verl-s4")
@@ -279,11 +280,11 @@ def test_live_register_center_is_never_killed(jobs: Jobs, engine: Engine) -> Non
     # Stopping the running job is an action of its own, and the source does not report
     # a STOPPED that pitcrew caused.
     stopper = StopJobExecutor(clusters, bookmarks=bookmarks)
-    facts, preview = stopper.check({"submission_id": running})
+    facts, preview = look(stopper, {"submission_id": running})
     assert facts == {"ray.job_running": True, "ray.job_terminal": False}
-    assert "stopped Ray job" in stopper.execute({"submission_id": running}, "proposal-s4-stop")
-    assert stopper.verify({"submission_id": running}) is True
-    assert "already STOPPED" in stopper.execute({"submission_id": running}, "proposal-s4-stop")
+    assert "stopped Ray job" in run(stopper, {"submission_id": running}, "proposal-s4-stop")
+    assert verified(stopper, {"submission_id": running}) is True
+    assert "already STOPPED" in run(stopper, {"submission_id": running}, "proposal-s4-stop")
     assert batches_of(poller.poll_batches(now()), running) == []
 
 
@@ -425,9 +426,12 @@ def test_daemon_source_and_executor_kinds(jobs: Jobs) -> None:
         expires_at=t + timedelta(hours=1),
         preconditions=("ray.job_running",),
     )
-    assert executor.check(proposal).facts["ray.job_running"] is True
-    assert "STOPPED" in executor.execute(proposal)
-    assert executor.verify(proposal).ok is True
+    stop = executor["ray.stop_job"]
+    step = Step.of_proposal(proposal)
+    found = checked(stop, step)
+    assert found.live.facts["ray.job_running"] is True
+    assert "STOPPED" in stop.execute(step, found.plan)
+    assert stop.verify(step).ok is True
 
     failing = jobs.submit("exit_3.py")
     assert jobs.wait(failing)["status"] == "FAILED"

@@ -21,6 +21,7 @@ from bot.core.engine import Engine
 from bot.core.inputs.reader import read_stream
 from bot.core.model import Diagnosis
 from tests.e2e.ray.conftest import Jobs
+from tests.support.executors import look, run, verified
 
 pytestmark = pytest.mark.ray
 
@@ -86,7 +87,7 @@ def test_a_finished_runs_detached_holder_in_the_init_namespace_gets_the_kill(
 
     clusters = RayClusters([RayClusterConfig("test", jobs.url)])
     killer = KillActorExecutor(clusters)
-    _, preview = killer.check(params)
+    _, preview = look(killer, params)
     assert f"actor {NAME!r} in namespace 'grpo-h12'" in preview
     assert "namespace='grpo-h12'), no_restart=True" in preview
 
@@ -96,9 +97,9 @@ def test_a_finished_runs_detached_holder_in_the_init_namespace_gets_the_kill(
     assert offered
     assert live_params["namespace"] == "grpo-h12"
 
-    done = killer.execute(params, "proposal-h12-kill")
+    done = run(killer, params, "proposal-h12-kill")
     assert f"actor {NAME!r} in namespace 'grpo-h12' is DEAD" in done
-    assert killer.verify(params) is True
+    assert verified(killer, params) is True
     assert [a.state for a in jobs.dashboard.actors(name=NAME, namespace="grpo-h12")] == ["DEAD"]
 
 
@@ -118,7 +119,7 @@ def test_its_twin_with_a_live_holder_is_withheld_with_the_reason(
     assert reason == "it is not true that no job is running in the actor's namespace"
 
     killer = KillActorExecutor(RayClusters([RayClusterConfig("test", jobs.url)]))
-    _, preview = killer.check(params)
+    _, preview = look(killer, params)
     assert "Would refuse: a job is running (or pending) in the actor's namespace" in preview
     assert running_holder in preview or "RUNNING jobs" in preview
     assert [a.state for a in jobs.dashboard.actors(name=NAME, namespace="grpo-h12-live")] == [

@@ -41,8 +41,8 @@ from bot.core.inputs import InputPart
 from bot.core.inputs.reader import read_stream
 from bot.core.model import Incident, ObjectRef, Proposal, Report
 from bot.core.reports import build_report
+from bot.daemon.executor import Registry
 from bot.daemon.metrics import Metrics
-from bot.daemon.runner import Registry
 from bot.daemon.service import Service
 from tests.e2e.kubernetes.conftest import Emulator as KubeEmulator
 from tests.support.slack_emulator import APP_TOKEN, BOT_TOKEN, TEAM_ID, SlackEmulator

@@ -19,6 +19,7 @@ from bot.adapters.slack.blocks import card, md
 from bot.adapters.slack.limits import TEXT_BUDGET, cut, fit, text_size
 from bot.core import approvals
 from bot.core.model import (
+    ActionResult,
     Incident,
     IncidentState,
     Proposal,
@@ -145,7 +146,7 @@ def _lifecycle(incident: Incident, proposal: Proposal) -> list[tuple[str, Report
     assert isinstance(decision, approvals.Approved)
     approved = decision.proposal
     running = approvals.start(approved, T0 + timedelta(minutes=2))
-    done = approvals.finish(running, T0 + timedelta(minutes=5), ok=True)
+    done = approvals.finish(running, T0 + timedelta(minutes=5), ActionResult.SUCCEEDED)
     resolved = dataclasses.replace(
         incident, state=IncidentState.RESOLVED, resolution="the workload is healthy again"
     )
