@@ -50,10 +50,10 @@ def test_a_daemon_killed_with_a_reply_in_flight_and_its_successor_post_it_once(
     first.ready()
     ingest(first, DRIVER_LOG, f"workload={WORKLOAD}")
     (card,) = emulator.wait_for(emulator.parents, 30, "the card")
+    emulator.wait_for(lambda: emulator.replies(CHANNEL, card.ts), 30, "the evidence in its thread")
     emulator.hold("chat.postMessage")  # Slack takes the reminder; its answer never leaves
     emulator.wait_for(lambda: emulator.held, 30, "the reminder's post to reach Slack")
-    (held,) = emulator.replies(CHANNEL, card.ts)
-    assert held.text.startswith("Still open")
+    (held,) = [r for r in emulator.replies(CHANNEL, card.ts) if r.text.startswith("Still open")]
     assert first.signal(signal.SIGKILL) == -signal.SIGKILL
 
     second = Daemon(tmp_path, "second", env=SLACK)
