@@ -125,11 +125,13 @@ _STARTS_RECORD = re.compile(
 TERMINAL_WIDTHS = frozenset({80, 100, 120, 132, 160, 200})
 """Widths terminals and pagers are commonly set to: a line exactly this long was cut
 there, even when it is the paste's only long line."""
-# After a line cut at a terminal's width the rest may start with a digit or a sign (a
-# number cut in two) or one space (the cut fell on it); an indent, a list item, a
-# timestamp and the rest of what `_STARTS_RECORD` names still start a record.
+# After a line cut at a terminal's width the rest may start with a digit, a sign or a
+# bracket (a number or a word cut in two) or one space (the cut fell on it); an indent,
+# a list item, a process prefix, a timestamp and the rest of what `_STARTS_RECORD` names
+# still start a record.
 _STARTS_RECORD_AFTER_CUT = re.compile(
-    rb"[ \t]{2}|\t|[(\[<>{}]|[|#*=+-][ \t]|\d{4}-\d\d-\d\d[ T]|\d\d:\d\d:\d\d|[A-Z]{3,}\b"
+    rb"[ \t]{2}|\t|\((?:[^()\n]*?\b(?:pid|ip)=|raylet|autoscaler)|\[\d|[|#*=+-][ \t]"
+    rb"|\d{4}-\d\d-\d\d[ T]|\d\d:\d\d:\d\d|[A-Z]{3,}\b"
     rb"|(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b|File \"|Traceback|During handling"
 )
 
