@@ -121,13 +121,15 @@ class Pipeline(Taking):
         `submit` refuses); one item taking over `busy_limit` seconds makes `alive` false;
         `keeper` keeps each item until it is taken in (`bot.daemon.taking`); log text is
         classified within `classify_budget` seconds (`bot.daemon.budget`; 0: no budget),
-        on a `fresh_engine` after one ran over."""
+        on a `fresh_engine` after one ran over; an item whose correlation or rendering
+        takes longer is quarantined by a watchdog (`bot.daemon.taking`)."""
         super().__init__(
             metrics=metrics or Metrics(),
             queue_size=queue_size,
             queue_bytes=queue_bytes,
             busy_limit=busy_limit,
             keeper=keeper or Forgetful(),
+            step_budget=classify_budget,
         )
         self._classifier = BudgetedClassifier(engine, classify_budget, fresh_engine)
         self._correlator = correlator

@@ -30,7 +30,7 @@ from typing import Protocol
 
 from bot.core.errors import StoreError
 from bot.daemon.budget import OverBudgetError
-from bot.daemon.feed import Item, Observation, text_size
+from bot.daemon.feed import Healthy, Item, Observation, text_size
 from bot.daemon.lanes import BULK, Entry, Lanes
 from bot.daemon.metrics import Metrics
 
@@ -66,9 +66,10 @@ class Forgetful:
 
 class Taking:
     """The queue, the thread and the failure policy; `process` (the subclass's) handles
-    one item and sets `stage` to the step it is in."""
-
-    stage = "pipeline"
+    one item and sets `stage` to the step it is in. A step other than classification
+    (which has its own worker, `bot.daemon.budget`) cannot be interrupted: a watchdog
+    quarantines the item of a step over `step_budget` seconds, so a restart does not
+    take it in again, and the thread takes the next item once the step returns."""
 
     def __init__(
         self,
@@ -78,7 +79,12 @@ class Taking:
         queue_bytes: int,
         busy_limit: float,
         keeper: Keeper,
+        step_budget: float = 0.0,
     ) -> None:
+        self._stage, self._stage_since = "pipeline", time.monotonic()
+        self._item: Item | None = None
+        self._overran = False
+        self._step_budget = step_budget
         self._metrics = metrics
         self._keeper = keeper
         self._halting = threading.Event()
@@ -93,6 +99,14 @@ class Taking:
 
     def process(self, item: Item) -> None:
         raise NotImplementedError
+
+    @property
+    def stage(self) -> str:
+        return self._stage
+
+    @stage.setter
+    def stage(self, value: str) -> None:
+        self._stage, self._stage_since = value, time.monotonic()
 
     # -- the queue -------------------------------------------------------------------------
 
@@ -133,6 +147,24 @@ class Taking:
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="pitcrew-pipeline", daemon=True)
         self._thread.start()
+        if self._step_budget > 0:
+            watchdog = threading.Thread(target=self._watch, name="pitcrew-watchdog", daemon=True)
+            watchdog.start()
+
+    def _watch(self) -> None:
+        """Quarantine the item of a step over its budget (once), while the thread runs."""
+        pause = min(0.25, self._step_budget / 4)
+        while self._thread is not None and self._thread.is_alive():
+            time.sleep(pause)
+            item, stage, since = self._item, self._stage, self._stage_since
+            late = time.monotonic() - since > self._step_budget
+            kept = isinstance(item, Observation | Healthy)
+            if not kept or self._overran or stage == "classification" or not late:
+                continue
+            assert item is not None
+            self._overran = True
+            problem = f"{stage} took over its budget of {self._step_budget:g}s"
+            self._stopped(item, QUARANTINED, stage, problem)
 
     def alive(self) -> bool:
         """The thread runs, and no item has kept it busy for over `busy_limit` seconds."""
@@ -186,6 +218,7 @@ class Taking:
         self._busy_since = time.monotonic()
         self.stage = "pipeline"
         self._keeper.taking(item)
+        self._item, self._overran = item, False
         try:
             self.process(item)
         except StoreError as error:  # its intake row stays: taken in again at the next start
@@ -200,8 +233,10 @@ class Taking:
             self._stopped(item, FAILED, self.stage, f"{type(error).__name__}: {error}")
             return
         finally:
-            self._busy_since = None
+            self._busy_since = self._item = None
             self._metrics.queue_depth.set(self._queue.qsize())
+        if self._overran:  # finished after all: its evidence is in, its row may go
+            log.warning("the %s quarantined over its budget finished after all", self.stage)
         self._keeper.taken(item)
         if isinstance(item, Observation):
             self._metrics.pipeline_lag.observe(time.monotonic() - queued_at)

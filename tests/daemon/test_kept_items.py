@@ -22,6 +22,7 @@ import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
+from bot.adapters.files.playbooks import builtin_engine
 from bot.adapters.sqlite.store import Store
 from bot.app import wiring as app
 from bot.app.cli import app as cli_app
@@ -35,8 +36,15 @@ from bot.daemon.spool import pack
 from tests.support.daemon import SEED, RecordingChat, config, engine, http
 from tests.support.daemon_process import wait_until
 from tests.support.faults import Measured
+from tests.support.playbooks import playbook, write_library
 
 BUG = b"pitcrew-test: a bug in the classifier"
+SLOW_RENDER = playbook(
+    "slow-render",
+    "application_error",
+    [{"name": "marker", "regex": r"SlowMarker: job-\d+ failed"}],
+    diagnosis="{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}x",
+)
 # ~1 MiB of distinct matching lines: seconds of classification for the built-in playbooks.
 SLOW_LOG = b"".join(b"ModuleNotFoundError: No module named 'm%d'\n" % n for n in range(22000))
 SMALL_LOG = (SEED / "driver.log").read_bytes()
@@ -54,6 +62,10 @@ class BuggyEngine(Engine):
         if any(isinstance(p, LogText) and BUG in b"".join(p.chunks) for p in parts):
             raise ZeroDivisionError("division by zero")
         return super().hits(parts)
+
+
+def _engine_with(library: Path) -> Engine:
+    return builtin_engine([library])
 
 
 def _cli(cfg: Path, *args: str) -> Result:
@@ -204,3 +216,36 @@ def test_an_item_begun_at_two_starts_and_never_finished_is_quarantined(tmp_path:
         2,
     )
     assert 'pitcrew_quarantined_total{stage="start"} 1.0' in exposition
+
+
+def test_a_step_over_its_budget_is_quarantined_while_it_runs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A playbook text that spends its whole render budget (0.5 s, checked in the render,
+    while the incident is assessed) runs past a 0.2 s step budget: the watchdog quarantines its evidence meanwhile (a
+    kill now would not take it in again at the next start), and once the render ends the
+    item is taken in and its row goes."""
+    library = write_library(tmp_path / "playbooks", SLOW_RENDER)
+    cfg = config(
+        tmp_path,
+        playbooks=f"playbooks: {{dirs: [{library}]}}\n",
+        budget="pipeline: {classify_budget: 200ms}\n",
+    )
+    caplog.set_level(logging.WARNING, "pitcrew.pipeline")
+    daemon = app.build(load(cfg, {}), chat=RecordingChat(), engine=_engine_with(library))
+    daemon.start()
+    try:
+        body = b"2026-11-03 10:00:00 ERROR SlowMarker: job-1 failed\n"
+        assert _ingest(daemon, body, "ml-train/RayJob/job-1") == 202
+        wait_until(lambda: _incidents(daemon) == ["job-1"], 15, "the slow item's incident")
+        wait_until(lambda: daemon.store.spooled() == (), 5, "its row gone")
+        exposition = daemon.metrics.exposition().decode()
+    finally:
+        daemon.stop()
+    assert 'pitcrew_quarantined_total{stage="correlation"} 1.0' in exposition
+    said = [r.getMessage() for r in caplog.records]
+    assert (
+        "Observation #1 is quarantined (correlation took over its budget of 0.2s); it is "
+        "kept and taken in again after `pitcrew requeue`" in said
+    )
+    assert "the correlation quarantined over its budget finished after all" in said
