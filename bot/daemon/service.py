@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from bot.core import approvals
+from bot.core import approvals, silencing
 from bot.core.actions.step import Step
 from bot.core.approvals import (
     ApprovalPolicy,
@@ -195,10 +195,10 @@ class Service:
         user: ChatUser | None = None,
     ) -> Silence:
         """Mute matching incidents for `duration`; raises ValueError for bad matchers, and
-        when `user` (who asks) may not silence that long or there (`approvals.may_silence`)."""
+        when `user` (who asks) may not silence that long or there (`silencing.may_silence`)."""
         if user is not None:
             scope = self._silenced_namespaces(matchers)
-            problem = approvals.may_silence(self._policy, user, duration, scope)
+            problem = silencing.may_silence(self._policy, user, duration, scope)
             if problem:
                 self._metrics.refused_clicks.labels(reason="silence").inc()
                 raise ValueError(problem)
@@ -227,13 +227,13 @@ class Service:
         self, silence_id: str, now: datetime, user: ChatUser | None = None
     ) -> Silence | None:
         """End a silence now (None: no such silence); raises ValueError when `user` may
-        not end it (`approvals.may_unsilence`)."""
+        not end it (`silencing.may_unsilence`)."""
         if user is not None:
             silence = self._store.silence(silence_id)
             if silence is None:
                 return None
             scope = self._silenced_namespaces(silence.matchers)
-            problem = approvals.may_unsilence(self._policy, user, silence, scope)
+            problem = silencing.may_unsilence(self._policy, user, silence, scope)
             if problem:
                 self._metrics.refused_clicks.labels(reason="unsilence").inc()
                 raise ValueError(problem)

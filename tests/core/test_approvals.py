@@ -29,7 +29,6 @@ from bot.core.approvals import (
     expire_due,
     finish,
     may_approve,
-    may_silence,
     proposal_id,
     propose,
     reconcile,
@@ -51,6 +50,7 @@ from bot.core.model import (
     Transition,
     frozen_map,
 )
+from bot.core.silencing import may_silence
 from bot.daemon.service import console_user
 
 T0 = datetime(2026, 11, 3, 10, 0, tzinfo=UTC)

@@ -8,14 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.core.approvals import (
-    ApprovalPolicy,
-    ApproverRule,
-    ChatUser,
-    may_silence,
-    may_unsilence,
-)
+from bot.core.approvals import ApprovalPolicy, ApproverRule, ChatUser
 from bot.core.model import Silence
+from bot.core.silencing import may_silence, may_unsilence
 
 POLICY = ApprovalPolicy(
     approvers=(ApproverRule(users=("U_APPROVER",), namespaces=("ml-*",)),),
