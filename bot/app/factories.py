@@ -145,7 +145,29 @@ def kubernetes_sources(
     )
     built: list[Source] = [KubernetesSource(api, config, sink=sink)]
     built.extend(ray_discovery(settings, sink, bookmarks, api))
+    built.extend(stuck_rayjobs(settings, sink, api))
     return built
+
+
+def stuck_rayjobs(settings: Settings, sink: Sink, api: KubeApi) -> list[Source]:
+    """The stuck-RayJob source `sources.rayjob_stuck` describes, or none when it is off."""
+    if not settings.sources.finds_stuck_rayjobs():
+        return []
+    from bot.adapters.kuberay.stuck import StuckRayJobSource
+    from bot.core.stuck import Thresholds
+
+    stuck = settings.sources.rayjob_stuck
+    thresholds = Thresholds(stuck.initializing, stuck.head_not_ready, stuck.dashboard_silent)
+    return [
+        StuckRayJobSource(
+            api,
+            sink,
+            settings.sources.kubernetes.namespaces,
+            thresholds,
+            stuck.poll_interval,
+            k8s_cluster=kube_cluster_name(settings),
+        )
+    ]
 
 
 def ray_discovery(

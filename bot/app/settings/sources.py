@@ -121,10 +121,50 @@ class PrometheusSourceSettings(Closed):
     step: timedelta = Field(default=timedelta(seconds=10), gt=timedelta(0))
 
 
+class RayJobStuckSettings(Closed):
+    """Stuck RayJobs (`bot.adapters.kuberay.stuck`): a RayJob `Initializing`, or `Running`
+    with its head pod gone or not Ready or its dashboard not answering, longer than these
+    gets a card whose root cause is why (the head pod unschedulable, a refused quota, an
+    image that cannot be pulled). KubeRay itself fails a `Running` RayJob whose dashboard
+    has not answered for `RAYJOB_STATUS_CHECK_TIMEOUT_SECONDS` (300 s by default, KubeRay
+    1.7) and an `Initializing` one only at its `preRunningDeadlineSeconds` (no default),
+    without saying why; these defaults come well before."""
+
+    enabled: bool | None = Field(
+        default=None,
+        description="null: on when sources.kubernetes is enabled and watches rayjobs; "
+        "true needs sources.kubernetes.enabled",
+    )
+    poll_interval: timedelta = Field(
+        default=timedelta(seconds=15),
+        gt=timedelta(0),
+        description="how often RayJobs are looked at",
+    )
+    initializing: timedelta = Field(
+        default=timedelta(minutes=10),
+        gt=timedelta(0),
+        description="a RayJob Initializing this long is stuck (half its preRunningDeadlineSeconds "
+        "when that is sooner)",
+    )
+    head_not_ready: timedelta = Field(
+        default=timedelta(seconds=60),
+        gt=timedelta(0),
+        description="a Running RayJob whose head pod is gone or not Ready this long is stuck "
+        "(KubeRay: 300 s of failed status checks)",
+    )
+    dashboard_silent: timedelta = Field(
+        default=timedelta(seconds=60),
+        gt=timedelta(0),
+        description="a Running RayJob whose dashboard has not answered KubeRay's status checks "
+        "this long (status.jobStatusCheckFailureStartTime, KubeRay 1.7) is stuck",
+    )
+
+
 class SourceSettings(Closed):
     ray: tuple[RaySourceSettings, ...] = ()
     kubernetes: KubernetesSourceSettings = KubernetesSourceSettings()
     ray_discovery: RayDiscoverySettings = RayDiscoverySettings()
+    rayjob_stuck: RayJobStuckSettings = RayJobStuckSettings()
     prometheus: PrometheusSourceSettings = PrometheusSourceSettings()
 
     @model_validator(mode="after")
@@ -133,7 +173,19 @@ class SourceSettings(Closed):
             raise ValueError(
                 "ray_discovery.enabled: discovering RayClusters needs sources.kubernetes.enabled"
             )
+        if self.rayjob_stuck.enabled and not self.kubernetes.enabled:
+            raise ValueError(
+                "rayjob_stuck.enabled: finding stuck RayJobs needs sources.kubernetes.enabled"
+            )
         return self
+
+    def finds_stuck_rayjobs(self) -> bool:
+        """Whether stuck RayJobs are looked for (with the Kubernetes source, see
+        RayJobStuckSettings.enabled)."""
+        enabled = self.rayjob_stuck.enabled
+        if not self.kubernetes.enabled or enabled is False:
+            return False
+        return enabled is True or "rayjobs" in self.kubernetes.resources
 
     def discovers_ray_clusters(self) -> bool:
         """Whether RayCluster discovery runs (with the Kubernetes source, see

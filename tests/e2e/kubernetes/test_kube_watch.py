@@ -395,8 +395,9 @@ def test_the_daemon_builds_the_source_and_gets_observations_and_health(
         }
     )
     sink = Recorder(full_for=2)  # the queue is full at first: the source waits, then puts
-    [source] = build_sources(settings, sink)
+    [source, stuck] = build_sources(settings, sink)  # watching rayjobs: stuck ones too
     assert isinstance(source, KubernetesSource)
+    assert stuck.name == "rayjob-stuck"
     assert source.name == "kubernetes"
     source.start()
     try:
