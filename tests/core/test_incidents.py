@@ -20,7 +20,6 @@ from pydantic import ValidationError
 from bot.adapters.files.playbooks import load_library
 from bot.core.incidents import ChangeKind, CorrelationConfig, Correlator, assessor, incident_id
 from bot.core.model import (
-    Evidence,
     Finding,
     IncidentState,
     NotificationKind,
@@ -32,6 +31,7 @@ from bot.core.model import (
 )
 from bot.core.taxonomy import Category
 from bot.core.workloads import workload_keys
+from tests.support import findings
 from tests.support.playbooks import playbook, write_library
 
 T0 = datetime(2026, 11, 3, 10, 0, tzinfo=UTC)
@@ -46,57 +46,26 @@ def at(seconds: float) -> datetime:
 
 def oom(pod: str = "worker-1", cluster: str = CLUSTER, **fields: str) -> Finding:
     """An OOMKilled pod status of a KubeRay worker, as the pod source reports it."""
-    return Finding(
-        playbook="pod-oom-killed",
-        category=Category.POD_OOM_KILLED,
-        severity=Severity.CRITICAL,
-        title="Pod OOMKilled at its memory limit",
-        signature="container-oomkilled",
-        source=SourceKind.POD_STATUS,
-        evidence=(
-            Evidence(
-                f"{pod}: container ray-worker terminated: OOMKilled (exit code 137)",
-                SourceKind.POD_STATUS,
-            ),
-        ),
-        obj=ObjectRef("Pod", pod, NS),
-        workload=ObjectRef("RayCluster", cluster, NS),
-        fields=frozen_map(
-            {
-                "pod": pod,
-                "namespace": NS,
-                "container": "ray-worker",
-                "memory_limit": "16Gi",
-                "ray_cluster": cluster,
-                "ray_group": "gpu-group",
-                "ray_node_type": "worker",
-                **fields,
-            }
-        ),
+    return findings.oom_killed(
+        ObjectRef("Pod", pod, NS),
+        ObjectRef("RayCluster", cluster, NS),
+        {
+            "pod": pod,
+            "namespace": NS,
+            "container": "ray-worker",
+            "memory_limit": "16Gi",
+            "ray_cluster": cluster,
+            "ray_group": "gpu-group",
+            "ray_node_type": "worker",
+            **fields,
+        },
     )
 
 
 def clash(submission: str = "raysubmit_8nqL2dXbHu1Kc3Ve", **fields: str) -> Finding:
     """verl's register-center clash in the driver log of a Ray job on that RayCluster."""
-    return Finding(
-        playbook="named-actor-conflict",
-        category=Category.NAMED_ACTOR_CONFLICT,
-        severity=Severity.ERROR,
-        title="Named actor already taken",
-        signature="already-taken",
-        source=SourceKind.DRIVER_LOG,
-        captures=frozen_map({"name": "qwAKMv_register_center", "ns": "None"}),
-        evidence=(
-            Evidence(
-                "ValueError: The name qwAKMv_register_center (namespace=None) is already taken.",
-                SourceKind.DRIVER_LOG,
-                "driver.log",
-                41,
-            ),
-        ),
-        fields=frozen_map(
-            {"submission_id": submission, "ray_cluster": CLUSTER, "namespace": NS, **fields}
-        ),
+    return findings.clash(
+        {"submission_id": submission, "ray_cluster": CLUSTER, "namespace": NS, **fields}
     )
 
 

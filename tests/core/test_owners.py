@@ -24,20 +24,17 @@ from bot.core.incidents import ChangeKind, Correlator
 from bot.core.inputs.kuberay import rayjob_parts
 from bot.core.inputs.reader import read_stream
 from bot.core.model import (
-    Evidence,
     Finding,
     IncidentState,
     ObjectRef,
     ProposalState,
-    Severity,
-    SourceKind,
 )
 from bot.core.model import frozen_map as fm
 from bot.core.notify import NotifyConfig
 from bot.core.rayjob_owners import Owner, Owners, owners_named, sole_submission
-from bot.core.taxonomy import Category
 from bot.core.workloads import SUBMISSION_KIND
 from bot.daemon.feed import Context, Observation, observe
+from tests.support import findings
 from tests.support.daemon import DESCRIBE, SEED, Clock, RecordingChat, rig, seed
 
 T0 = datetime(2026, 12, 1, 22, 0, tzinfo=UTC)
@@ -81,39 +78,15 @@ OWNER = Owner(SUBMISSION, RAYJOB, "kmock", RAYCLUSTER)
 def driver_log(**fields: str) -> Finding:
     """A finding of a driver log posted with `workload=RayJobSubmission/<id>` (and no
     cluster or namespace): all it names is the submission."""
-    return Finding(
-        playbook="named-actor-conflict",
-        category=Category.NAMED_ACTOR_CONFLICT,
-        severity=Severity.ERROR,
-        title="Named actor already taken",
-        signature="already-taken",
-        source=SourceKind.DRIVER_LOG,
-        evidence=(
-            Evidence(
-                "ValueError: The name qwAKMv_register_center (namespace=None) is already taken.",
-                SourceKind.DRIVER_LOG,
-                "driver.log",
-                41,
-            ),
-        ),
-        workload=ObjectRef(SUBMISSION_KIND, SUBMISSION),
-        fields=fm(fields),
-    )
+    return findings.clash(fields, workload=ObjectRef(SUBMISSION_KIND, SUBMISSION))
 
 
 def oom_of_the_rayjob() -> Finding:
     """A worker pod of the RayJob OOMKilled, as the Kubernetes watch reports it (the
     owner resolved to the RayJob, the cluster from `sources.kubernetes.cluster`)."""
-    return Finding(
-        playbook="pod-oom-killed",
-        category=Category.POD_OOM_KILLED,
-        severity=Severity.CRITICAL,
-        title="Pod OOMKilled at its memory limit",
-        signature="container-oomkilled",
-        source=SourceKind.POD_STATUS,
-        obj=ObjectRef("Pod", f"{RAYCLUSTER}-gpu-group-worker-2xk9c", NS),
-        workload=RAYJOB,
-        fields=fm({"cluster": "kmock", "namespace": NS, "ray_cluster": RAYCLUSTER}),
+    pod = ObjectRef("Pod", f"{RAYCLUSTER}-gpu-group-worker-2xk9c", NS)
+    return findings.oom_killed(
+        pod, RAYJOB, {"cluster": "kmock", "namespace": NS, "ray_cluster": RAYCLUSTER}
     )
 
 

@@ -11,21 +11,7 @@ from bot.adapters.files.playbooks import builtin_dir, load_builtin, load_library
 from bot.core.actions.catalog import CATALOG, FACTS
 from bot.core.errors import PlaybookError
 from bot.core.playbooks import json_schema_text
-
-GOOD = """\
-id: my-playbook
-title: My playbook
-category: cuda_oom
-severity: error
-match:
-  - name: one
-    regex: 'CUDA out of memory'
-diagnosis: 'GPU memory ran out.'
-examples:
-  - name: positive
-    input: "torch.OutOfMemoryError: CUDA out of memory.\\n"
-    expect: {match: true}
-"""
+from tests.support.playbooks import PLAYBOOK_TEXT
 
 ACTION = """\
 actions:
@@ -82,7 +68,7 @@ def _check(tmp_path: Path, text: str) -> str:
 def test_schema_errors_name_file_line_field_and_reason(
     tmp_path: Path, change: tuple[str, str], error: str
 ) -> None:
-    assert _check(tmp_path, GOOD.replace(*change)) == error
+    assert _check(tmp_path, PLAYBOOK_TEXT.replace(*change)) == error
 
 
 @pytest.mark.parametrize(
@@ -129,11 +115,11 @@ def test_schema_errors_name_file_line_field_and_reason(
 def test_action_errors_name_the_action_guard_or_parameter(
     tmp_path: Path, actions: str, error: str
 ) -> None:
-    assert _check(tmp_path, GOOD + actions) == error
+    assert _check(tmp_path, PLAYBOOK_TEXT + actions) == error
 
 
 def test_several_problems_are_all_reported_one_per_line(tmp_path: Path) -> None:
-    text = GOOD.replace("title: My playbook", "titel: My playbook").replace(
+    text = PLAYBOOK_TEXT.replace("title: My playbook", "titel: My playbook").replace(
         "severity: error", "severity: loud"
     )
     assert _check(tmp_path, text).splitlines() == [
@@ -152,7 +138,7 @@ def test_several_problems_are_all_reported_one_per_line(tmp_path: Path) -> None:
             "id: a\ntitle: t\nid: b\n",
             "p.yaml:3: invalid YAML: duplicate key 'id' (lines 1 and 3)",
         ),
-        (GOOD + "---\n" + GOOD, "p.yaml:1: expected exactly one YAML mapping"),
+        (PLAYBOOK_TEXT + "---\n" + PLAYBOOK_TEXT, "p.yaml:1: expected exactly one YAML mapping"),
     ],
 )
 def test_malformed_yaml_is_reported_with_its_line(tmp_path: Path, text: str, error: str) -> None:
@@ -163,8 +149,8 @@ def test_duplicate_ids_across_files_name_both_files(tmp_path: Path) -> None:
     first, second = tmp_path / "a", tmp_path / "b"
     first.mkdir()
     second.mkdir()
-    (first / "one.yaml").write_text(GOOD)
-    (second / "two.yaml").write_text(GOOD)
+    (first / "one.yaml").write_text(PLAYBOOK_TEXT)
+    (second / "two.yaml").write_text(PLAYBOOK_TEXT)
     with pytest.raises(PlaybookError) as raised:
         load_library([first, second])
     assert (

@@ -34,8 +34,8 @@ from bot.core.inputs.reader import read_stream
 from bot.core.model import ActionOffer, ObjectRef
 from bot.daemon.feed import Context, LiveFacts, observe
 from bot.daemon.live_checks import LiveChecks, ask
-from tests.daemon.test_live_facts import JOB, KILL_FACTS, SUBMISSION, clash, offer
 from tests.support.daemon import DESCRIBE, RecordingChat, engine, seed
+from tests.support.live import JOB, KILL_FACTS, SUBMISSION, clash, clash_parts, config, offer
 
 T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 KILL_WAITS = (
@@ -59,7 +59,7 @@ def test_an_offer_waiting_on_a_live_fact_names_the_fact_as_a_value() -> None:
 
 def test_an_offer_withheld_for_another_reason_does_not_wait() -> None:
     """With the OOMKilled pod the clash is a symptom: its kill is withheld, not waiting."""
-    diagnosis = engine().diagnose([*_clash_parts(), *seed(DESCRIBE).parts])
+    diagnosis = engine().diagnose([*clash_parts(), *seed(DESCRIBE).parts])
     kill = offer(diagnosis, "ray.kill_actor")
     assert (kill.offered, kill.pending_fact) == (False, "")
     assert (
@@ -83,7 +83,7 @@ def test_an_offer_whose_check_gave_no_answer_is_decided_withheld_with_the_reason
 
 def test_the_correlator_asks_once_and_learns_from_the_answer() -> None:
     correlator = Correlator(assessor(engine().library))
-    findings = list(engine().diagnose(_clash_parts()).findings)
+    findings = list(engine().diagnose(clash_parts()).findings)
     (opened,) = correlator.add(findings[0].finding, T0)
     asked = [o.action for o in opened.asks]
     for ranked in findings[1:]:
@@ -98,10 +98,6 @@ def test_the_correlator_asks_once_and_learns_from_the_answer() -> None:
     assert offer(learned.incident.diagnosis, "ray.kill_actor").offered
     assert learned.asks == ()
     assert correlator.learn("inc-gone", FactAnswer(facts), T0) is None
-
-
-def _clash_parts() -> list[Any]:
-    return list(read_stream(io.BytesIO(JOB.encode()), "job.json"))
 
 
 # -- the workers -------------------------------------------------------------------------------
@@ -187,25 +183,6 @@ def silent_dashboard() -> Iterator[str]:
     server.close()
 
 
-def config(tmp_path: Path) -> Path:
-    path = tmp_path / "pitcrew.yaml"
-    path.write_text(
-        f"""\
-store: {{path: {tmp_path / "state.db"}}}
-http: {{port: 0}}
-chat: {{kind: console}}
-notify: {{group_wait: 0s, group_interval: 1s}}
-pipeline: {{live_check_timeout: 1s}}
-approvals:
-  approvers: [{{users: ["console:tester"]}}]
-actions:
-  executors: {{"ray.*": silentray}}
-scheduler: {{tick: 200ms, approved: 200ms, outbox: 1s, expiry: 1s}}
-"""
-    )
-    return path
-
-
 @pytest.fixture
 def daemon_settings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, silent_dashboard: str
@@ -218,7 +195,7 @@ def daemon_settings(
         return ray_executor(RayClusters([hung]), categorize=lambda parts: set())
 
     monkeypatch.setitem(factories.EXECUTOR_KINDS, "silentray", silentray)
-    return load(config(tmp_path), {})
+    return load(config(tmp_path, "silentray", "pipeline: {live_check_timeout: 1s}"), {})
 
 
 def card_of(chat: RecordingChat, title_part: str) -> Callable[[], Any]:

@@ -28,23 +28,14 @@ from bot.core.actions.step import Step
 from bot.core.analysis import LIVE_CHECK
 from bot.core.approvals import LiveCheck
 from bot.core.inputs.reader import read_stream
-from bot.core.model import Diagnosis, ObjectRef, ProposalState
+from bot.core.model import ObjectRef, ProposalState
 from bot.daemon.executor import Registry, Verification
 from bot.daemon.feed import Context, observe
 from bot.daemon.runner import live_facts
 from tests.support.daemon import RecordingChat, StartDaemon, engine
+from tests.support.live import JOB, KILL_FACTS, SUBMISSION, clash, clash_parts, config, offer
 
 NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
-SUBMISSION = "raysubmit_clash1"
-JOB = (
-    '{"type": "SUBMISSION", "submission_id": "' + SUBMISSION + '", "status": "FAILED", '
-    '"entrypoint": "python train.py", "message": "Job entrypoint command failed with exit '
-    "code 1, last available logs (truncated to 20,000 chars):\\nValueError: The name "
-    "trainer_register_center (namespace=rl-train) is already taken. Please use a different "
-    "name or get the existing actor using ray.get_actor('trainer_register_center', "
-    'namespace=\'rl-train\')", "error_type": "JOB_ENTRYPOINT_COMMAND_ERROR"}\n'
-)
-KILL_FACTS = ("ray.holder_explicit", "ray.not_live_verl", "ray.actor_stale", "ray.namespace_idle")
 
 
 @dataclass
@@ -68,15 +59,6 @@ class FakeExecutor:
 
     def verify(self, step: Step) -> Verification:
         return Verification(True)
-
-
-def clash() -> Diagnosis:
-    parts = list(read_stream(io.BytesIO(JOB.encode()), "job.json"))
-    return engine().diagnose(parts)
-
-
-def offer(diagnosis: Diagnosis, action: str) -> Any:
-    return next(a for a in diagnosis.actions if a.action == action)
 
 
 # -- the hook ---------------------------------------------------------------------------------
@@ -111,7 +93,7 @@ def test_live_facts_asks_each_waiting_action_once_with_its_params() -> None:
         ),
         ("ray.resubmit_job", {"submission_id": SUBMISSION}),
     ]
-    again = engine().diagnose(list(read_stream(io.BytesIO(JOB.encode()), "job.json")), facts)
+    again = engine().diagnose(clash_parts(), facts)
     assert offer(again, "ray.kill_actor").offered
     assert offer(again, "ray.resubmit_job").offered
 
@@ -152,7 +134,7 @@ def test_namespace_none_is_resolved_live_not_read_as_anonymous() -> None:
 
 def test_offered_and_otherwise_withheld_actions_are_not_checked() -> None:
     fake = FakeExecutor({})
-    parts = list(read_stream(io.BytesIO(JOB.encode()), "job.json"))
+    parts = clash_parts()
     diagnosis = engine().diagnose(parts, dict.fromkeys(KILL_FACTS, True))
     kill = offer(diagnosis, "ray.kill_actor")
     assert kill.offered
@@ -161,24 +143,6 @@ def test_offered_and_otherwise_withheld_actions_are_not_checked() -> None:
 
 
 # -- in the daemon ------------------------------------------------------------------------------
-
-
-def config(tmp_path: Path) -> Path:
-    path = tmp_path / "pitcrew.yaml"
-    path.write_text(
-        f"""\
-store: {{path: {tmp_path / "state.db"}}}
-http: {{port: 0}}
-chat: {{kind: console}}
-notify: {{group_wait: 0s, group_interval: 1s}}
-approvals:
-  approvers: [{{users: ["console:tester"]}}]
-actions:
-  executors: {{"ray.*": fakelive}}
-scheduler: {{tick: 200ms, approved: 200ms, outbox: 1s, expiry: 1s}}
-"""
-    )
-    return path
 
 
 @pytest.fixture
@@ -194,7 +158,9 @@ def daemon_with(
             "fakelive",
             lambda settings, marks: dict.fromkeys(CATALOG, fake),
         )
-        daemon = start_daemon(load(config(tmp_path), {}), chat=RecordingChat(), engine=engine())
+        daemon = start_daemon(
+            load(config(tmp_path, "fakelive"), {}), chat=RecordingChat(), engine=engine()
+        )
         parts = read_stream(io.BytesIO(JOB.encode()), "ray://local/jobs/raysubmit_clash1")
         workload = ObjectRef("RayJobSubmission", SUBMISSION)
         assert daemon.pipeline.submit(observe(parts, Context("local", "", workload)))

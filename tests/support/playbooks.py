@@ -1,4 +1,5 @@
-"""Small builders shared by the engine tests: playbooks written to a temporary directory."""
+"""Small builders shared by the engine tests: playbooks written to a temporary directory,
+and the text of one small playbook."""
 
 from __future__ import annotations
 
@@ -9,6 +10,23 @@ import yaml
 
 from bot.adapters.files.playbooks import load_library
 from bot.core.engine import Engine
+
+# One playbook of one signature, as a user writes it: the loader's and the cache's tests
+# edit it line by line, and the line numbers of their expected errors count from here.
+PLAYBOOK_TEXT = """\
+id: my-playbook
+title: My playbook
+category: cuda_oom
+severity: error
+match:
+  - name: one
+    regex: 'CUDA out of memory'
+diagnosis: 'GPU memory ran out.'
+examples:
+  - name: positive
+    input: "torch.OutOfMemoryError: CUDA out of memory.\\n"
+    expect: {match: true}
+"""
 
 
 def playbook(

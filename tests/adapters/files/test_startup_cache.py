@@ -17,21 +17,7 @@ from bot.adapters.files.playbooks import load_builtin, load_library
 from bot.core.classifier import Classifier
 from bot.core.errors import PlaybookError
 from bot.core.playbooks import Library
-
-PLAYBOOK = """\
-id: my-playbook
-title: My playbook
-category: cuda_oom
-severity: error
-match:
-  - name: one
-    regex: 'CUDA out of memory'
-diagnosis: 'GPU memory ran out.'
-examples:
-  - name: positive
-    input: "torch.OutOfMemoryError: CUDA out of memory.\\n"
-    expect: {match: true}
-"""
+from tests.support.playbooks import PLAYBOOK_TEXT
 
 
 @pytest.fixture
@@ -41,7 +27,7 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return directory
 
 
-def _playbooks(tmp_path: Path, text: str = PLAYBOOK) -> Path:
+def _playbooks(tmp_path: Path, text: str = PLAYBOOK_TEXT) -> Path:
     directory = tmp_path / "playbooks"
     directory.mkdir(exist_ok=True)
     (directory / "p.yaml").write_text(text)
@@ -67,7 +53,7 @@ def test_a_library_loaded_again_from_the_same_files_comes_from_the_cache(
 def test_an_edited_playbook_is_loaded_afresh(tmp_path: Path, cache_dir: Path) -> None:
     directory = _playbooks(tmp_path)
     load_library([directory])
-    _playbooks(tmp_path, PLAYBOOK.replace("title: My playbook", "title: Renamed"))
+    _playbooks(tmp_path, PLAYBOOK_TEXT.replace("title: My playbook", "title: Renamed"))
     (loaded,) = load_library([directory]).playbooks
     assert loaded.playbook.title == "Renamed"
     assert len(_entries(cache_dir)) == 2
@@ -111,7 +97,7 @@ def test_an_entry_that_cannot_be_trusted_is_ignored_and_rebuilt(
 def test_a_bad_playbook_reports_its_error_and_caches_nothing(
     tmp_path: Path, cache_dir: Path
 ) -> None:
-    directory = _playbooks(tmp_path, PLAYBOOK.replace("severity: error", "severity: fatal"))
+    directory = _playbooks(tmp_path, PLAYBOOK_TEXT.replace("severity: error", "severity: fatal"))
     for _ in range(2):
         with pytest.raises(PlaybookError, match=r"p\.yaml:4: severity: Input should be"):
             load_library([directory])
@@ -162,6 +148,7 @@ def _modules_after(*argv: str, stdin: str = "") -> set[str]:
     return set(line.split()[1:])
 
 
+@pytest.mark.slow
 def test_diagnose_and_version_start_without_the_daemons_commands() -> None:
     for argv in (("diagnose", "-"), ("version",)):
         loaded = _modules_after(*argv, stdin="OOM!\n")
@@ -172,11 +159,13 @@ def test_diagnose_and_version_start_without_the_daemons_commands() -> None:
         assert not sdks & loaded, argv
 
 
+@pytest.mark.slow
 def test_the_daemons_commands_load_when_asked_for() -> None:
     assert "bot.app.commands" in _modules_after("status", "--help")
     assert "bot.app.commands" in _modules_after("--help")
 
 
+@pytest.mark.slow
 def test_a_second_classifier_of_a_library_compiles_no_hyperscan_database(
     cache_dir: Path,
 ) -> None:
