@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check lint format bench image image-test clean prometheus
+.PHONY: demo test test-fast check lint format bench image image-test clean prometheus
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,14 @@ demo: $(STAMP)
 test: check prometheus
 	$(BIN)/pitcrew playbooks test
 	$(BIN)/python -m pytest -q
+
+# The inner loop (tests/README.md): every test that needs no real service (tests/e2e/ is
+# left out) and takes under 5 s (no `slow` marker), each stopped after 20 s; its wall time
+# is the last line.
+test-fast: $(STAMP)
+	@start=$$(date +%s); \
+	$(BIN)/python -m pytest -q -m "not e2e and not slow" --timeout=20; status=$$?; \
+	echo "test-fast: $$(( $$(date +%s) - start )) s"; exit $$status
 
 check: $(STAMP)
 	$(BIN)/ruff format --check bot tests bench

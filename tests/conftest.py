@@ -10,7 +10,10 @@
   and `daemons` (real `pitcrew run` processes, stopped by pid:
   tests/support/daemon_process.py).
 
-The session's real Ray head is in tests/e2e/conftest.py, beside the tests that use it."""
+Every test under tests/e2e/ is marked `e2e` here (it runs a real service: Ray, kmock's
+emulator, the Slack emulator, Prometheus, Helm's renderer, the demo), so the fast loop
+(`make test-fast`: `-m "not e2e and not slow"`) leaves them out by folder. The session's
+real Ray head is in tests/e2e/conftest.py, beside the tests that use it."""
 
 from __future__ import annotations
 
@@ -27,6 +30,14 @@ from bot.daemon.ports import Chat
 from tests.support.daemon import RecordingChat, StartDaemon, config, engine
 
 pytest_plugins = ["tests.support.faults", "tests.support.daemon_process"]
+
+E2E = Path(__file__).resolve().parent / "e2e"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if E2E in item.path.parents:
+            item.add_marker(pytest.mark.e2e)
 
 
 @pytest.fixture

@@ -80,6 +80,7 @@ def test_no_failure_is_exit_0_and_a_null_primary() -> None:
     }
 
 
+@pytest.mark.slow
 def test_the_seed_case_json() -> None:
     result = pitcrew("diagnose", str(SEED), "--format", "json")
     assert result.returncode == 0, result.stderr
@@ -138,6 +139,7 @@ def test_the_seed_case_json() -> None:
     assert kill["params"] == {"name": "qwAKMv_register_center", "namespace": "None", "cluster": ""}
 
 
+@pytest.mark.slow
 def test_text_output_names_root_cause_and_actions() -> None:
     result = pitcrew("diagnose", str(SEED))
     text = result.stdout.decode()
@@ -149,6 +151,7 @@ def test_text_output_names_root_cause_and_actions() -> None:
     assert "offered" in text
 
 
+@pytest.mark.slow
 def test_stdin_and_a_mix_pasted_together() -> None:
     pasted = (
         (SEED / "worker-pod.describe.txt").read_bytes() + b"\n" + (SEED / "driver.log").read_bytes()
@@ -180,6 +183,7 @@ def test_a_large_log_is_streamed_not_loaded(tmp_path: Path) -> None:
     assert growth_mb < 48, f"a 96 MB log grew the process by {growth_mb:.0f} MB"
 
 
+@pytest.mark.slow
 def test_the_seed_driver_log_alone_ranks_the_death_before_the_clash() -> None:
     """TAXONOMY.md §3.3: without the pod status, the clash follows the worker death, and
     the explanation says so once, never the other way round."""
@@ -196,6 +200,7 @@ def test_the_seed_driver_log_alone_ranks_the_death_before_the_clash() -> None:
     assert kill["reason"].startswith("needs a live check that the name's live holder")
 
 
+@pytest.mark.slow
 def test_a_weak_finding_alone_is_likely_and_offers_nothing() -> None:
     result = pitcrew(
         "diagnose",

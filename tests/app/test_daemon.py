@@ -232,6 +232,7 @@ def test_a_daemon_killed_mid_flow_and_restarted_posts_nothing_twice_and_runs_onc
     assert len(refs) == 1  # one card, updated, across three daemons
 
 
+@pytest.mark.slow
 def test_sigterm_drains_the_queue_flushes_the_outbox_and_exits_0(
     tmp_path: Path, daemons: list[Daemon]
 ) -> None:

@@ -93,6 +93,7 @@ def _third_party_imports(skip: tuple[str, ...]) -> set[str]:
     return found - set(sys.stdlib_module_names) - {"bot", "__future__"}
 
 
+@pytest.mark.slow
 def test_every_package_the_runtime_imports_is_a_runtime_dependency():
     providers = metadata.packages_distributions()
     closure = _runtime_closure()
@@ -105,6 +106,7 @@ def test_every_package_the_runtime_imports_is_a_runtime_dependency():
     assert missing == {}, "imported by bot/ but not installed by pitcrew's dependencies"
 
 
+@pytest.mark.slow
 def test_every_module_outside_the_demo_imports_without_ray_or_kmock():
     code = (
         "import pkgutil, sys\n"

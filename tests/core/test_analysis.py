@@ -245,6 +245,7 @@ OOM_EVENT = (
 )
 
 
+@pytest.mark.slow
 def test_an_event_matched_by_two_signatures_counts_once() -> None:
     """A kubelet `OOMKilling` Event matches both the event reason and the cgroup text."""
     from bot.adapters.files.playbooks import load_library

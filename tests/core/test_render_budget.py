@@ -104,6 +104,7 @@ def test_a_bad_template_costs_only_its_own_finding(tmp_path: Path, template: str
     assert diagnosis.unrendered == (RenderFailure("bad-template", source, why),)
 
 
+@pytest.mark.slow
 def test_playbooks_check_renders_each_template_against_its_examples(tmp_path: Path) -> None:
     doc = playbook(
         "bad-template",
@@ -123,6 +124,7 @@ def test_playbooks_check_renders_each_template_against_its_examples(tmp_path: Pa
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("template", "why"),
     [(NESTED, "rendering took over 0.5s"), ("{{ 1 // 0 }}", "integer division or modulo by zero")],

@@ -61,6 +61,7 @@ def test_what_looks_like_a_failure(line: str, failure: bool) -> None:
     assert bool(failure_lines([line])) is failure
 
 
+@pytest.mark.slow
 def test_explain_lists_the_failure_lines_no_playbook_knows() -> None:
     result = pitcrew("diagnose", "--explain", "--format", "json", stdin=UNKNOWN)
     out = json.loads(result.stdout)

@@ -139,6 +139,7 @@ def _card(chat: RecordingChat, text: str, deadline: float) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_a_bad_playbook_costs_only_its_own_card(
     daemon: app.Daemon, case: Bad, measured: Measured, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -186,6 +187,7 @@ def test_a_bad_playbook_costs_only_its_own_card(
 MISSING = b"ModuleNotFoundError: No module named 'vllm'\n"
 
 
+@pytest.mark.slow
 def test_a_bad_playbook_in_the_same_log_costs_only_its_own_line_of_the_card(
     daemon: app.Daemon, case: Bad, measured: Measured
 ) -> None:

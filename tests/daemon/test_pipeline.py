@@ -141,6 +141,7 @@ WORKER_DIED = (
 )
 
 
+@pytest.mark.slow
 def test_a_storm_of_oom_kills_on_one_raycluster_is_a_handful_of_messages(
     db: Path, clock: Clock
 ) -> None:

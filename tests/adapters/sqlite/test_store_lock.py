@@ -61,6 +61,7 @@ def test_a_second_daemon_on_one_store_is_refused_naming_the_holder(
     assert third.exit_code() == 0
 
 
+@pytest.mark.slow
 def test_an_empty_store_file_is_refused_until_init_store(
     tmp_path: Path, daemons: list[Daemon]
 ) -> None:

@@ -57,6 +57,7 @@ def test_the_fixtures_hold_both_kinds() -> None:
     assert kinds == {"RayJob", "RayCluster"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("obj", kuberay_objects())
 def test_fixture_objects_are_valid_against_the_crd(obj: dict[str, Any]) -> None:
     assert obj["apiVersion"] == "ray.io/v1"

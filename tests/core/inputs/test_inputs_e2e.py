@@ -38,6 +38,7 @@ def offered(diagnosis: Diagnosis, action: str) -> dict[str, Any]:
     return dict(offer.params)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "target"),
     [
@@ -129,6 +130,7 @@ def test_the_cli_diagnoses_a_describe_file_as_json() -> None:
     assert "16Gi → 24Gi" in bump["preview"]
 
 
+@pytest.mark.slow
 def test_the_pod_oom_killed_playbook_example_passes() -> None:
     """`pitcrew playbooks test` runs 'kubectl describe of an OOMKilled worker' through
     these parsers; it expects k8s.bump_memory offered."""

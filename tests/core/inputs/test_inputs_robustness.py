@@ -196,6 +196,7 @@ def _filled(line: str, size: int) -> str:
     return line * (size // len(line))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("text", "seconds_per_mib"),
     [
@@ -221,6 +222,7 @@ def test_large_and_pathological_pastes_split_in_linear_time(
     assert sum(len(b"".join(p.chunks)) for p in parts if isinstance(p, LogText)) <= len(text)
 
 
+@pytest.mark.slow
 def test_a_large_kubectl_list_is_read() -> None:
     pod = json.loads(fixture("pod-oomkilled.json"))
     pods = {"apiVersion": "v1", "kind": "List", "items": [pod] * 2000}

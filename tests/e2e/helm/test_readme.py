@@ -79,6 +79,7 @@ def test_the_readme_error_message_is_helms(chart: helm.Chart):
     assert quoted.strip() in str(rejected.value)
 
 
+@pytest.mark.slow
 def test_the_readme_playbook_loads_and_passes_its_examples(tmp_path: Path):
     text = block_starting("yaml", "# my-playbooks/wandb-no-api-key.yaml\n")
     directory = tmp_path / "my-playbooks"

@@ -137,6 +137,7 @@ def last_title(chat: RecordingChat) -> str:
     return cards[-1].title if cards else ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("query", [BY_QUERY, BY_LINES], ids=["named-by-sender", "named-by-log"])
 def test_a_driver_log_naming_a_seen_rayjobs_submission_is_the_rayjobs_incident(
     kuberay: Emulator, daemon: wiring.Daemon, chat: RecordingChat, query: str

@@ -33,6 +33,7 @@ def pitcrew(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_diagnose_kube_rayjob_json(kuberay: Emulator, tmp_path: Path) -> None:
     install_seed(kuberay)
     config = kubeconfig(tmp_path, kuberay)
@@ -67,6 +68,7 @@ def invoke(*args: str) -> Any:
     return CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
 
 
+@pytest.mark.slow
 def test_diagnose_kube_pod_text(kuberay: Emulator, tmp_path: Path) -> None:
     seed = install_seed(kuberay)
     config = kubeconfig(tmp_path, kuberay)

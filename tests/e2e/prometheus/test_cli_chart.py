@@ -71,6 +71,7 @@ def test_json_carries_the_memory_line(
     assert "16Gi → 20Gi" in bump["preview"]
 
 
+@pytest.mark.slow
 def test_a_silent_prometheus_leaves_the_factor_and_no_chart(
     kuberay: Emulator, tmp_path: Path
 ) -> None:

@@ -45,6 +45,7 @@ def diagnose(kuberay: Emulator, tmp_path: Path, prometheus_url: str) -> str:
     return diagnoser(DiagnoseTarget("pod", pod, o.NS), "U0ALICE")
 
 
+@pytest.mark.slow
 def test_the_answer_says_how_the_memory_went_and_sizes_the_bump_from_it(
     kuberay: Emulator, prometheus: LocalPrometheus, tmp_path: Path
 ) -> None:

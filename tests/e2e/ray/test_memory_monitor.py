@@ -48,6 +48,7 @@ def low_memory_head() -> Iterator[LocalRayHead]:
         assert head.stop() == []
 
 
+@pytest.mark.slow
 def test_memory_monitor_kill_is_recognised(
     low_memory_head: LocalRayHead, engine: Engine, tmp_path: Path
 ) -> None:

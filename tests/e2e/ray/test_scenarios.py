@@ -87,6 +87,7 @@ def log_text(parts: Sequence[InputPart], source: SourceKind) -> bytes:
 # -- 1 -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_named_actor_conflict_kill_then_resubmit_succeeds(jobs: Jobs, engine: Engine) -> None:
     url = jobs.url
     holder = jobs.submit("holder_s1.py")
@@ -196,6 +197,7 @@ def test_named_actor_conflict_kill_then_resubmit_succeeds(jobs: Jobs, engine: En
 # -- 2, 3 --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("script", "category", "evidence"),
     [
@@ -236,6 +238,7 @@ def test_dependency_and_application_errors_offer_nothing(
 # -- 4 -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_live_register_center_is_never_killed(jobs: Jobs, engine: Engine) -> None:
     url = jobs.url
     bookmarks = MemoryBookmarks()
@@ -291,6 +294,7 @@ def test_live_register_center_is_never_killed(jobs: Jobs, engine: Engine) -> Non
 # -- 5 -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_dashboard_outage_backoff_and_recovery(jobs: Jobs) -> None:
     host, port = jobs.url.removeprefix("http://").split(":")
     proxy = TcpProxy((host, int(port)))
@@ -397,6 +401,7 @@ class ListSink:
         return True
 
 
+@pytest.mark.slow
 def test_daemon_source_and_executor_kinds(jobs: Jobs) -> None:
     settings = Settings(
         sources=SourceSettings(

@@ -59,6 +59,7 @@ def running_holder(jobs: Jobs) -> Iterator[str]:
     jobs.wait(holder)
 
 
+@pytest.mark.slow
 def test_a_finished_runs_detached_holder_in_the_init_namespace_gets_the_kill(
     jobs: Jobs, engine: Engine
 ) -> None:
@@ -103,6 +104,7 @@ def test_a_finished_runs_detached_holder_in_the_init_namespace_gets_the_kill(
     assert [a.state for a in jobs.dashboard.actors(name=NAME, namespace="grpo-h12")] == ["DEAD"]
 
 
+@pytest.mark.slow
 def test_its_twin_with_a_live_holder_is_withheld_with_the_reason(
     jobs: Jobs, engine: Engine, running_holder: str
 ) -> None:

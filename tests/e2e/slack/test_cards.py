@@ -70,6 +70,7 @@ def buttons(message_blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # -- the seed incident's card -------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_seed_incident_card_is_valid_and_complete(
     make_chat: Any, emulator: SlackEmulator, seed_report: Report
 ) -> None:

@@ -125,6 +125,7 @@ def memory_limit(kube: Emulator) -> str:
     return str(container["resources"]["limits"]["memory"])
 
 
+@pytest.mark.slow
 def test_a_stale_offer_is_refused_in_the_thread_and_offered_again_with_the_live_preview(
     emulator: SlackEmulator, kube: Emulator, daemon: wiring.Daemon
 ) -> None:

@@ -39,6 +39,7 @@ from tests.support.slack_emulator import SlackEmulator
 pytestmark = [pytest.mark.kube, pytest.mark.slack]
 
 
+@pytest.mark.slow
 def test_an_approval_whose_target_cannot_be_read_is_refused_in_the_thread_and_nothing_runs(
     emulator: SlackEmulator, kube: Emulator, daemon: wiring.Daemon
 ) -> None:

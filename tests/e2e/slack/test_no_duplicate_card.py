@@ -51,6 +51,7 @@ def test_a_post_slack_took_but_answered_too_late_is_found_not_repeated(
     assert len(emulator.calls_to("chat.postMessage")) == 1
 
 
+@pytest.mark.slow
 def test_a_daemon_killed_with_a_post_in_flight_and_its_successor_post_one_card(
     make_chat: Any, emulator: SlackEmulator, seed_report: Report, measured: Measured
 ) -> None:
