@@ -12,7 +12,7 @@
 
 Every test under tests/e2e/ is marked `e2e` here (it runs a real service: Ray, kmock's
 emulator, the Slack emulator, Prometheus, Helm's renderer, the demo), so the fast loop
-(`make test-fast`: `-m "not e2e and not slow"`) leaves them out by folder. The session's
+(`make test-fast`) leaves them out, and `-m "not e2e"` does anywhere. The session's
 real Ray head is in tests/e2e/conftest.py, beside the tests that use it."""
 
 from __future__ import annotations
