@@ -30,6 +30,7 @@ from bot.adapters.files.playbooks import (
     load_playbook,
     playbook_files,
 )
+from bot.app.diagnose_apart import diagnose_apart
 from bot.core.analysis import diagnose as analyse
 from bot.core.engine import to_json
 from bot.core.errors import PitcrewError, PlaybookError
@@ -404,6 +405,9 @@ def _diagnose_files(inputs: list[str] | None, output: str, playbooks: list[Path]
     try:
         engine = builtin_engine(playbooks or [])
         names = expand_inputs(inputs or ["-"])
+        if several := diagnose_apart(engine, names, notice):
+            _show_apart(several, output)
+            return
         show_progress = sys.stderr.isatty() and output == "text"
         with ExitStack() as stack:
             progress = None
@@ -433,6 +437,19 @@ def _diagnose_files(inputs: list[str] | None, output: str, playbooks: list[Path]
     show(diagnosis, "pitcrew diagnose " + " ".join(inputs or ["-"]))
     if not diagnosis.findings:
         sys.stdout.write(NO_FAILURE_HINT + "\n")
+
+
+def _show_apart(several: list[tuple[list[str], Diagnosis]], output: str) -> None:
+    """Inputs of unrelated workloads, each group's diagnosis on its own."""
+    notice(f"these inputs are {len(several)} unrelated workloads, diagnosed apart")
+    for group, diagnosis in several:
+        if output == "json":
+            shown = {"inputs": group} | to_json(diagnosis)
+            sys.stdout.write(json.dumps(shown, ensure_ascii=False) + "\n")
+        else:
+            if not sys.stdout.isatty():
+                sys.stdout.write(f"== {' '.join(group)}\n")
+            show(diagnosis, "pitcrew diagnose " + " ".join(group))
 
 
 def _examples(engine: Engine) -> Iterator[ExampleResult]:

@@ -182,3 +182,40 @@ def test_playbooks_check_reports_every_bad_file_with_did_you_mean(tmp_path: Path
         f"pitcrew: {tmp_path / 'b.yaml'}:4: severity: 'eror' is not one of the allowed "
         "values; did you mean 'error'?\n",
     )
+
+
+IMAGE_PULL = """\
+LAST SEEN   TYPE      REASON    OBJECT                                      MESSAGE
+2m          Warning   Failed    pod/llama-sft-raycluster-p8d2m-head-xk2lq   Error: ErrImagePull
+1m          Warning   Failed    pod/llama-sft-raycluster-p8d2m-head-xk2lq   Error: ImagePullBackOff
+"""
+
+
+def test_files_of_unrelated_workloads_in_one_directory_are_diagnosed_apart(
+    tmp_path: Path,
+) -> None:
+    for path in SEED.iterdir():
+        (tmp_path / path.name).write_bytes(path.read_bytes())
+    (tmp_path / "sft-events.txt").write_text(IMAGE_PULL)
+    result = pitcrew("diagnose", "--format", "json", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.decode() == (
+        "pitcrew: these inputs are 2 unrelated workloads, diagnosed apart\n"
+    )
+    seed, sft = (json.loads(line) for line in result.stdout.decode().splitlines())
+    assert (seed["primary"], seed["inputs"]) == (
+        "pod_oom_killed",
+        [str(tmp_path / p.name) for p in sorted(SEED.iterdir())],
+    )
+    assert "image_pull_backoff" not in seed["secondary"]
+    assert (sft["primary"], sft["secondary"], sft["inputs"]) == (
+        "image_pull_backoff",
+        [],
+        [str(tmp_path / "sft-events.txt")],
+    )
+
+
+def test_the_seeds_files_are_one_workload() -> None:
+    result = pitcrew("diagnose", "--format", "json", str(SEED))
+    assert result.stderr == b""
+    assert "inputs" not in json.loads(result.stdout)
