@@ -25,14 +25,11 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import datetime
 
 from bot.core import approvals
 from bot.core.actions.step import Step, approver_of
 from bot.core.approvals import SYSTEM_ACTOR
-from bot.core.facts import FactAnswer, awaiting, settle, to_confirm
-from bot.core.model import ActionResult, Diagnosis, LedgerEntry, Proposal, ProposalState
-from bot.daemon import live_checks
+from bot.core.model import ActionResult, LedgerEntry, Proposal, ProposalState
 from bot.daemon.executor import Executor, Registry, checked, outcome_of
 from bot.daemon.metrics import Metrics
 from bot.daemon.ports import Clock, RunnerStore
@@ -40,27 +37,6 @@ from bot.daemon.ports import Clock, RunnerStore
 log = logging.getLogger("pitcrew.actions")
 
 S = ProposalState
-
-
-def live_facts(diagnosis: Diagnosis, registry: Registry, now: datetime) -> dict[str, bool]:
-    """The live facts that the actions `diagnosis` withholds only for want of one need,
-    from each action's executor (`check` of a not yet stored proposal for the offer),
-    asked at once (`bot.daemon.live_checks.ask`; the daemon asks off the pipeline thread). A
-    fact two checks disagree on is false (the cautious reading); an action without an
-    executor, or whose check fails, stays withheld."""
-    checks = live_checks.executor_checks(registry)
-    return dict(live_checks.ask(awaiting(diagnosis), checks).answer.facts)
-
-
-def check_offers(diagnosis: Diagnosis, registry: Registry, now: datetime) -> Diagnosis:
-    """The diagnosis with every offered action whose preconditions its executor finds
-    false now shown as withheld, with the executor's reason ("no node matches the
-    template's nodeSelector ...", "RayCluster ml/x does not exist"): an offer is only
-    made when approving it could succeed. A check that cannot answer leaves the offer
-    (approval checks again). Asked at once; the daemon asks off the pipeline thread."""
-    checks = live_checks.executor_checks(registry)
-    answer = live_checks.ask(to_confirm(diagnosis), checks).answer
-    return settle(diagnosis, FactAnswer(refused=answer.refused))
 
 
 def no_executor(action: str) -> str:

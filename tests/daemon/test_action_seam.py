@@ -20,8 +20,7 @@ from bot.adapters.ray.executor_base import RayClusters
 from bot.adapters.ray.executors import build as ray_build
 from bot.adapters.sqlite.store import Store
 from bot.app.factories import EXECUTOR_KINDS
-from bot.core import approvals
-from bot.core.actions.catalog import CATALOG, ActionParams, ActionSpec
+from bot.core.actions.catalog import CATALOG, FACTS, ActionParams, ActionSpec
 from bot.core.actions.step import Step
 from bot.core.approvals import ApprovalPolicy, ApproverRule, ChatUser, LiveCheck
 from bot.core.errors import ActionRefusedError
@@ -60,7 +59,7 @@ def test_every_action_has_one_spec_and_one_executor(action: str) -> None:
     assert executor.action == action
     for method in ("plan", "check", "execute", "verify"):
         assert callable(getattr(executor, method))
-    assert all(fact in approvals.FACTS for fact in spec.preconditions)
+    assert all(fact in FACTS for fact in spec.preconditions)
 
 
 def test_each_kind_builds_exactly_the_actions_its_specs_name() -> None:

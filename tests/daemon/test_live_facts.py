@@ -14,7 +14,6 @@ import io
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +30,9 @@ from bot.core.inputs.reader import read_stream
 from bot.core.model import ObjectRef, ProposalState
 from bot.daemon.executor import Registry, Verification
 from bot.daemon.feed import Context, observe
-from bot.daemon.runner import live_facts
 from tests.support.daemon import RecordingChat, StartDaemon, engine
 from tests.support.live import JOB, KILL_FACTS, SUBMISSION, clash, clash_parts, config, offer
-
-NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
+from tests.support.live_facts import live_facts
 
 
 @dataclass
@@ -80,7 +77,7 @@ def test_live_facts_asks_each_waiting_action_once_with_its_params() -> None:
         }
     )
     registry = Registry({"ray.kill_actor": fake, "ray.resubmit_job": fake})
-    facts = live_facts(clash(), registry, NOW)
+    facts = live_facts(clash(), registry)
     assert facts == {
         **dict.fromkeys(KILL_FACTS, True),
         "ray.resubmits_below_cap": True,
@@ -102,11 +99,9 @@ def test_disagreeing_failing_and_missing_checks_are_cautious() -> None:
     diagnosis = clash()
     says_no = FakeExecutor({"ray.resubmit_job": {"ray.resubmits_below_cap": False}})
     broken = FakeExecutor({}, fail=frozenset({"ray.kill_actor"}))
-    assert live_facts(diagnosis, Registry({"ray.kill_actor": broken}), NOW) == {}
-    assert live_facts(diagnosis, Registry(), NOW) == {}
-    facts = live_facts(
-        diagnosis, Registry({"ray.kill_actor": broken, "ray.resubmit_job": says_no}), NOW
-    )
+    assert live_facts(diagnosis, Registry({"ray.kill_actor": broken})) == {}
+    assert live_facts(diagnosis, Registry()) == {}
+    facts = live_facts(diagnosis, Registry({"ray.kill_actor": broken, "ray.resubmit_job": says_no}))
     assert facts == {"ray.resubmits_below_cap": False}
 
 
@@ -123,7 +118,7 @@ def test_namespace_none_is_resolved_live_not_read_as_anonymous() -> None:
     anonymous = FakeExecutor(
         {"ray.kill_actor": {**dict.fromkeys(KILL_FACTS, True), "ray.holder_explicit": False}}
     )
-    facts = live_facts(diagnosis, Registry({"ray.kill_actor": anonymous}), NOW)
+    facts = live_facts(diagnosis, Registry({"ray.kill_actor": anonymous}))
     assert [a for a, _ in anonymous.asked] == ["ray.kill_actor"]
     again = engine().diagnose(parts, facts)
     assert offer(again, "ray.kill_actor").reason == (
@@ -138,7 +133,7 @@ def test_offered_and_otherwise_withheld_actions_are_not_checked() -> None:
     diagnosis = engine().diagnose(parts, dict.fromkeys(KILL_FACTS, True))
     kill = offer(diagnosis, "ray.kill_actor")
     assert kill.offered
-    live_facts(diagnosis, Registry({"ray.kill_actor": fake}), NOW)
+    live_facts(diagnosis, Registry({"ray.kill_actor": fake}))
     assert [a for a, _ in fake.asked] == []
 
 

@@ -23,7 +23,6 @@ from bot.adapters.ray.jobs import job_parts
 from bot.core.analysis import diagnose as analyse
 from bot.core.engine import Engine
 from bot.core.errors import PitcrewError
-from bot.core.facts import awaiting
 from bot.core.inputs import InputPart
 from bot.core.model import Diagnosis
 from bot.daemon import live_checks
@@ -113,9 +112,3 @@ def ray_checks(executors: Mapping[str, RayExecutor]) -> dict[str, live_checks.Ch
     """Each Ray executor's live check of an offer (`bot.daemon.executor.checked`, as
     the daemon's offers and approvals make it), for `bot.daemon.live_checks`."""
     return live_checks.executor_checks(Registry(executors))
-
-
-def live_facts(diagnosis: Diagnosis, executors: Mapping[str, RayExecutor]) -> dict[str, bool]:
-    """The facts of the Ray actions withheld only for want of a live check, from each
-    executor's `check`; a fact two actions disagree on is false (the cautious reading)."""
-    return dict(live_checks.ask(awaiting(diagnosis), ray_checks(executors)).answer.facts)

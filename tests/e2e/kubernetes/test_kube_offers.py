@@ -4,28 +4,26 @@ the daemon (`check_offers`) and in `pitcrew diagnose --kube` alike."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from bot.adapters.kubernetes.api import RAY_CLUSTERS
-from bot.adapters.kubernetes.executors import BumpMemoryExecutor, executors
+from bot.adapters.kubernetes.bump import BumpMemoryExecutor
+from bot.adapters.kubernetes.executors import executors
 from bot.adapters.kubernetes.on_demand import diagnose_parts
 from bot.core.engine import Engine
 from bot.core.inputs import InputPart
 from bot.core.model import Diagnosis
 from bot.daemon.executor import Registry
-from bot.daemon.runner import check_offers
 from tests.e2e.kubernetes.conftest import Emulator, of_workload
 from tests.e2e.kubernetes.test_kube_seed import CLUSTER, RAYJOB, seeded, watched
 from tests.support import kube_objects as o
+from tests.support.live_facts import check_offers
 
 __all__ = ["seeded", "watched"]
 
 pytestmark = pytest.mark.kube
-
-NOW = datetime(2026, 11, 3, 10, 0, tzinfo=UTC)
 
 
 def bump_of(diagnosis: Diagnosis) -> Any:
@@ -50,7 +48,7 @@ def test_a_bump_no_node_can_take_is_withheld_with_the_reason_when_offered(
     assert bump_of(offline).offered  # the evidence alone would offer it
 
     registry = Registry({"k8s.bump_memory": BumpMemoryExecutor(emulator.api)})
-    bump = bump_of(check_offers(offline, registry, NOW))
+    bump = bump_of(check_offers(offline, registry))
     assert not bump.offered
     assert bump.reason == "no node matches the template's nodeSelector pool=h200"
 
@@ -66,7 +64,7 @@ def test_a_bump_of_a_deleted_raycluster_says_it_is_gone(
     emulator.api.delete(RAY_CLUSTERS, o.NS, CLUSTER)
     offline = engine.diagnose(of_workload(items, RAYJOB))
     registry = Registry({"k8s.bump_memory": BumpMemoryExecutor(emulator.api)})
-    bump = bump_of(check_offers(offline, registry, NOW))
+    bump = bump_of(check_offers(offline, registry))
     assert not bump.offered
     assert bump.reason == f"RayCluster ml-train/{CLUSTER} does not exist"
 
@@ -77,4 +75,4 @@ def test_a_bump_that_fits_stays_offered(
     emulator, _, items = seeded
     offline = engine.diagnose(of_workload(items, RAYJOB))
     registry = Registry({"k8s.bump_memory": BumpMemoryExecutor(emulator.api)})
-    assert check_offers(offline, registry, NOW) == offline
+    assert check_offers(offline, registry) == offline

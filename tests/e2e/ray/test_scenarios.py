@@ -15,7 +15,7 @@ from bot.adapters.ray.client import RayClusterConfig
 from bot.adapters.ray.executor_base import RayClusters
 from bot.adapters.ray.executors import StopJobExecutor, ray_executors
 from bot.adapters.ray.kill import KillActorExecutor
-from bot.adapters.ray.on_demand import diagnose_ray_job, live_facts
+from bot.adapters.ray.on_demand import diagnose_ray_job
 from bot.adapters.ray.resubmit import ResubmitJobExecutor, entrypoint_resources
 from bot.adapters.ray.source import RayBatch, RaySource, RaySourceOptions
 from bot.adapters.sqlite.store import Store
@@ -34,6 +34,7 @@ from bot.daemon.feed import Observation
 from bot.daemon.ports import CallableBookmarks
 from tests.e2e.ray.conftest import Jobs
 from tests.support.executors import look, run, verified
+from tests.support.live_facts import ray_facts
 from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.ray
@@ -68,7 +69,7 @@ def diagnose_with_facts(
     facts live, diagnose again with them."""
     hits = engine.hits(parts)
     first = analyse(hits, engine.library)
-    facts = live_facts(
+    facts = ray_facts(
         first, ray_executors([RayClusterConfig("test", url)], categorize=engine.categories)
     )
     return analyse(hits, engine.library, facts), facts

@@ -15,13 +15,14 @@ from bot.adapters.ray.client import RayClusterConfig
 from bot.adapters.ray.executor_base import RayClusters
 from bot.adapters.ray.executors import ray_executors
 from bot.adapters.ray.kill import KillActorExecutor
-from bot.adapters.ray.on_demand import diagnose_ray_job, live_facts
+from bot.adapters.ray.on_demand import diagnose_ray_job
 from bot.core.analysis import diagnose as analyse
 from bot.core.engine import Engine
 from bot.core.inputs.reader import read_stream
 from bot.core.model import Diagnosis
 from tests.e2e.ray.conftest import Jobs
 from tests.support.executors import look, run, verified
+from tests.support.live_facts import ray_facts
 
 pytestmark = pytest.mark.ray
 
@@ -43,7 +44,7 @@ def from_the_log(engine: Engine, jobs: Jobs, text: str) -> tuple[Diagnosis, dict
     diagnose again with the facts."""
     hits = engine.hits(read_stream(BytesIO(text.encode()), "driver.log"))
     first = analyse(hits, engine.library)
-    facts = live_facts(
+    facts = ray_facts(
         first, ray_executors([RayClusterConfig("test", jobs.url)], categorize=engine.categories)
     )
     return analyse(hits, engine.library, facts), facts
