@@ -263,6 +263,9 @@ def summary(found: Found, queued: bool | None) -> str:
         lines.append(f"Offered: {action.action}" + (f" ({preview})" if preview else ""))
     for action in withheld[: max(MAX_LISTED - len(offered), 0)]:
         lines.append(f"Not offered: {action.action}: {_first_line(action.reason, 200)}")
+    if primary is not None and not offered and diagnosis.remediation:
+        lines.append(f"What to do: {_first_line(diagnosis.remediation[0], 300)}")
+        lines.extend(f"Runbook: {url}" for url in diagnosis.runbook[:1])
     if queued is True:
         approve = " Approve actions there." if offered else ""
         lines.append(
