@@ -1,9 +1,10 @@
 """`pitcrew render`: the card of any diagnosis without a Slack workspace, as the Block
 Kit JSON chat.postMessage would receive, as console text, and as an HTML preview;
-the JSON is checked against Block Kit's documented limits (50 blocks, header 150,
-section text 3,000, button text 75, confirm title 100 and text 300 characters;
-https://docs.slack.dev/reference/block-kit/blocks, reference/slack-platform.md §4.1),
-by the Slack emulator's own reading of them."""
+the JSON is checked against Block Kit's limits (50 blocks a message, header 150,
+section text 3,000, fields 10 of 2,000, button text 75, value 2,000, action_id and
+block_id 255, confirm title 100 and text 300 characters: Slack's Block Kit reference
+and slack_sdk.models' validators, as reference/slack-platform.md §4.1 lists them) by
+the Slack emulator's own reading of them, not the bot's constants."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ import json
 import re
 from pathlib import Path
 
+from bot.adapters.sqlite.store import Store
+from bot.core.approvals import reconcile
 from tests.app.test_cli_diagnose import SEED, pitcrew
+from tests.e2e.slack.conftest import T0, diagnose_seed
 from tests.support.slack_emulator import block_kit_errors
 
 
@@ -50,4 +54,19 @@ def test_render_an_incident_the_store_does_not_hold(tmp_path: Path) -> None:
     assert (result.returncode, result.stderr.decode()) == (
         2,
         f"pitcrew: {tmp_path / 'pitcrew.db'}: no pitcrew state here; give --store or --config\n",
+    )
+
+
+def test_render_an_incident_of_the_store(tmp_path: Path) -> None:
+    incident = diagnose_seed()
+    with Store(tmp_path / "pitcrew.db") as store:
+        store.upsert_incident(incident)
+        for proposal in reconcile(incident, (), T0):
+            store.create_proposal(proposal)
+    result = pitcrew("render", incident.id, "--store", str(tmp_path / "pitcrew.db"))
+    assert result.returncode == 0, result.stderr
+    message = json.loads(result.stdout)
+    assert block_kit_errors(message["blocks"]) == []
+    assert message["text"] == (
+        "[CRITICAL] Pod OOMKilled at its memory limit: RayJob ml-train/verl-ppo-qwen (open)"
     )
