@@ -25,8 +25,8 @@ from bot.core.actions.catalog import CATALOG
 from bot.core.engine import Engine
 from bot.core.errors import PitcrewError
 from bot.core.playbooks import Library
-from bot.daemon.executor import Executor, Registry
-from bot.daemon.ports import Bookmarks, Sink, Source
+from bot.daemon.executor import Registry
+from bot.daemon.ports import Bookmarks, Executor, Sink, Source
 
 if TYPE_CHECKING:
     from bot.adapters.kubernetes.api import KubeApi

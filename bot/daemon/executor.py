@@ -1,4 +1,4 @@
-"""The one seam for actions: what an executor is, which executor runs which action,
+"""The one seam for actions: which executor (`bot.daemon.ports.Executor`) runs which action,
 and the one live check an offer, an approval and a run all make.
 
 Why this exists: every action, whatever it touches, is run through four calls, each
@@ -25,40 +25,14 @@ from __future__ import annotations
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from bot.core.actions.catalog import CATALOG, ActionSpec
 from bot.core.actions.step import Step
 from bot.core.approvals import LiveCheck
 from bot.core.errors import ActionFailedError, ActionRefusedError, PitcrewError
 from bot.core.model import ActionResult
-
-
-@dataclass(frozen=True, slots=True)
-class Verification:
-    ok: bool
-    detail: str = ""
-
-
-class Executor(Protocol):
-    """Runs one action (an object may serve several: it is registered for each)."""
-
-    def plan(self, step: Step) -> Any:
-        """What would be done, read from live state (read-only)."""
-        ...
-
-    def check(self, step: Step, plan: Any) -> LiveCheck:
-        """The spec's preconditions as facts, the preview recomputed, the parameters
-        as offered now and the live diff, all from `plan`."""
-        ...
-
-    def execute(self, step: Step, plan: Any) -> str:
-        """Carry out `plan`; returns what was done."""
-        ...
-
-    def verify(self, step: Step) -> Verification:
-        """Whether the change took effect."""
-        ...
+from bot.daemon.ports import Executor
 
 
 class Registry:

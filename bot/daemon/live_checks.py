@@ -27,10 +27,10 @@ from bot.core.analysis import Facts
 from bot.core.approvals import LiveCheck
 from bot.core.facts import FactAnswer, awaiting, merged, offer_key, refusal, settle, to_confirm
 from bot.core.model import ActionOffer, Diagnosis
-from bot.daemon.executor import Executor, Registry, checked
+from bot.daemon.executor import Registry, checked
 from bot.daemon.feed import LiveFacts
 from bot.daemon.offthread import OffThread
-from bot.daemon.ports import Sink
+from bot.daemon.ports import Executor, Sink
 
 log = logging.getLogger("pitcrew.live")
 

@@ -2,15 +2,16 @@
 so the daemon never imports an adapter.
 
 Why this exists: the pipeline, the outbox worker, the service and the action runner
-need durable state, a chat, sources and a queue to put things on, but only the adapters
-talk to the world. They name what they need here, as Protocols the adapters satisfy
-structurally (`bot.adapters.sqlite.store.Store` the stores, `bot.adapters.slack.chat` and
-`bot.adapters.console` the `Chat`, the Kubernetes, Ray and KubeRay sources the
-`Source`); tests and benchmarks may pass anything that does too. A source puts what it
-sees into a `Sink` (the pipeline's queue); which kinds of source exist and how each is
-built is `bot.app.factories`, what they put on the queue `bot.daemon.feed`.
-The clock is a port as well: every worker asks it for `now`, so tests can drive
-time by hand. Pure: values and Protocols only.
+need durable state, a chat, sources, a queue to put things on and executors, but only
+the adapters talk to the world. They name what they need here, as Protocols the
+adapters satisfy structurally (`bot.adapters.sqlite.store.Store` the stores,
+`bot.adapters.slack.chat` and `bot.adapters.console` the `Chat`, the Kubernetes, Ray and
+KubeRay sources the `Source`, the Kubernetes, Ray and echo executors the `Executor`,
+which `bot.daemon.executor` dispatches to); tests and benchmarks may pass anything that
+does too. A source puts what it sees into a `Sink` (the pipeline's queue); which kinds of
+source exist and how each is built is `bot.app.factories`, what they put on the queue
+`bot.daemon.feed`. The clock is a port as well: every worker asks it for `now`, so tests
+can drive time by hand. Pure: values and Protocols only.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
+from bot.core.actions.step import Step
+from bot.core.approvals import LiveCheck
 from bot.core.model import (
     ActionResult,
     Finding,
@@ -363,4 +366,34 @@ class Sink(Protocol):
 
     def submit(self, item: Item) -> bool:
         """Queue `item`; False when the queue stayed full (the caller may retry or drop)."""
+        ...
+
+
+# -- actions: what the runner, the live checks and the service call ------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Verification:
+    ok: bool
+    detail: str = ""
+
+
+class Executor(Protocol):
+    """Runs one action (an object may serve several: it is registered for each)."""
+
+    def plan(self, step: Step) -> Any:
+        """What would be done, read from live state (read-only)."""
+        ...
+
+    def check(self, step: Step, plan: Any) -> LiveCheck:
+        """The spec's preconditions as facts, the preview recomputed, the parameters
+        as offered now and the live diff, all from `plan`."""
+        ...
+
+    def execute(self, step: Step, plan: Any) -> str:
+        """Carry out `plan`; returns what was done."""
+        ...
+
+    def verify(self, step: Step) -> Verification:
+        """Whether the change took effect."""
         ...

@@ -30,9 +30,9 @@ from bot.core import approvals
 from bot.core.actions.step import Step, approver_of
 from bot.core.approvals import SYSTEM_ACTOR
 from bot.core.model import ActionResult, LedgerEntry, Proposal, ProposalState
-from bot.daemon.executor import Executor, Registry, checked, outcome_of
+from bot.daemon.executor import Registry, checked, outcome_of
 from bot.daemon.metrics import Metrics
-from bot.daemon.ports import Clock, RunnerStore
+from bot.daemon.ports import Clock, Executor, RunnerStore
 
 log = logging.getLogger("pitcrew.actions")
 

@@ -27,7 +27,8 @@ from bot.core.errors import ActionRefusedError
 from bot.core.model import ActionOffer, ActionResult, ProposalState
 from bot.daemon import executor as seam
 from bot.daemon import live_checks, runner, service
-from bot.daemon.executor import Checked, Executor, Registry, Verification
+from bot.daemon.executor import Checked, Registry
+from bot.daemon.ports import Executor, Verification
 from bot.daemon.runner import Runner
 from bot.daemon.service import Outcome, Service
 from tests.adapters.sqlite.test_store import T0, incident, proposal

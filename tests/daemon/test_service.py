@@ -17,8 +17,9 @@ from bot.core.approvals import ApprovalPolicy, ApproverRule, ChatUser, LiveCheck
 from bot.core.errors import ActionFailedError, ActionRefusedError
 from bot.core.model import ActionResult, ProposalState
 from bot.core.reports import build_report
-from bot.daemon.executor import Registry, Verification
+from bot.daemon.executor import Registry
 from bot.daemon.metrics import Metrics
+from bot.daemon.ports import Verification
 from bot.daemon.runner import Runner
 from bot.daemon.service import Outcome, Service, console_user
 from tests.adapters.sqlite.test_store import T0, incident, move, proposal

@@ -8,7 +8,8 @@ from typing import Any
 
 from bot.core.actions.catalog import preconditions_of
 from bot.core.actions.step import Step
-from bot.daemon.executor import Executor, checked
+from bot.daemon.executor import checked
+from bot.daemon.ports import Executor
 
 
 def step(executor: Any, params: Any, proposal_id: str = "", approver: str = "") -> Step:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from bot.core.actions.step import Step
 from bot.core.approvals import LiveCheck
-from bot.daemon.executor import Verification
+from bot.daemon.ports import Verification
 
 
 class EchoExecutor:

@@ -47,7 +47,7 @@ from bot.core.actions.step import Step
 from bot.core.approvals import LiveCheck
 from bot.core.errors import ActionFailedError, ActionRefusedError
 from bot.core.inputs.values import as_list, as_map, text_at
-from bot.daemon.executor import Verification
+from bot.daemon.ports import Verification
 
 log = logging.getLogger("pitcrew.actions.kubernetes")
 
@@ -101,7 +101,7 @@ def now_text() -> str:
 
 class KubeExecutor(ABC):
     """What every Kubernetes executor shares: the API, the limits, dry-run detection,
-    guarded patches and the remediation Event. Each is a `bot.daemon.executor.Executor`
+    guarded patches and the remediation Event. Each is a `bot.daemon.ports.Executor`
     of its one action: an executor with no plan of its own plans by `look` (the facts
     and the live diff); one with a plan (`BumpPlan`, `Rerun`) overrides `plan` and
     `check`."""

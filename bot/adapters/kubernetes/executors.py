@@ -1,7 +1,7 @@
 """The Kubernetes executors: which actions there are, and k8s.delete_pod.
 
 Why this exists: the executor kind `kubernetes` (`bot.app.factories`) runs one
-executor per Kubernetes action, each a `bot.daemon.executor.Executor`:
+executor per Kubernetes action, each a `bot.daemon.ports.Executor`:
 
 - `plan(step)` / `check(step, plan)`: read live state; the facts the action's spec
   names as preconditions (`k8s.within_quota`, `k8s.gpu_pool_has_capacity`,

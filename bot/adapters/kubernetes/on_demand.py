@@ -46,7 +46,8 @@ from bot.core.inputs.object_refs import object_ref
 from bot.core.inputs.values import as_map, text_at
 from bot.core.model import ActionOffer, Diagnosis, ObjectRef, Signal, SourceKind
 from bot.daemon import live_checks
-from bot.daemon.executor import Executor, Registry
+from bot.daemon.executor import Registry
+from bot.daemon.ports import Executor
 
 log = logging.getLogger(__name__)
 

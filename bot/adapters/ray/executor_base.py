@@ -23,7 +23,7 @@ from bot.core.actions.catalog import ActionParams
 from bot.core.actions.step import Step
 from bot.core.approvals import LiveCheck
 from bot.core.errors import ActionRefusedError
-from bot.daemon.executor import Verification
+from bot.daemon.ports import Verification
 
 PROTECTED = re.compile(r"_register_center$|WorkerDict")
 """verl's register center and WorkerDict workers: killed only once their job has finished."""
@@ -121,7 +121,7 @@ def live_status(client: RayDashboard, submission_id: str) -> str:
 
 class RayExecutor(ABC):
     """What every Ray executor shares: the clusters, its parameters validated, and the
-    `bot.daemon.executor.Executor` calls. A Ray executor plans by `look` (the live
+    `bot.daemon.ports.Executor` calls. A Ray executor plans by `look` (the live
     facts and what the cluster shows) and re-checks inside `execute` what the
     playbooks already guard (defence in depth)."""
 
