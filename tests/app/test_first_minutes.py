@@ -83,6 +83,7 @@ def test_a_log_within_the_limit_is_sent_whole() -> None:
     assert log_tail(OOM_LINE, 100) == (OOM_LINE, "")
 
 
+@pytest.mark.slow
 def test_client_commands_need_no_chat_tokens(tmp_path: Path) -> None:
     config = tmp_path / "pitcrew.yaml"
     config.write_text("chat:\n  kind: slack\n")
@@ -100,6 +101,7 @@ def test_client_commands_need_no_chat_tokens(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag", ["-h", "--help"])
 def test_help_answers_to_h(flag: str) -> None:
     result = pitcrew(flag)
@@ -112,6 +114,7 @@ def test_version() -> None:
     assert (result.returncode, result.stdout.decode()) == (0, f"pitcrew {__version__}\n")
 
 
+@pytest.mark.slow
 def test_help_shows_what_to_type_not_python_types() -> None:
     shown = pitcrew("diagnose", "-h").stdout.decode() + pitcrew("silence", "-h").stdout.decode()
     assert "<bool>" not in shown
@@ -121,6 +124,7 @@ def test_help_shows_what_to_type_not_python_types() -> None:
     assert "=VA…" not in shown
 
 
+@pytest.mark.slow
 def test_output_in_a_pipe_keeps_whole_lines() -> None:
     result = pitcrew("diagnose", str(SEED))
     lines = result.stdout.decode().splitlines()
@@ -132,6 +136,7 @@ def test_output_in_a_pipe_keeps_whole_lines() -> None:
     assert "…" not in "\n".join(lines[:4])
 
 
+@pytest.mark.slow
 def test_no_failure_found_points_to_explain() -> None:
     result = pitcrew("diagnose", stdin=b"Job 'raysubmit_x' submitted successfully\n")
     assert (result.returncode, result.stdout.decode()) == (
@@ -142,6 +147,7 @@ def test_no_failure_found_points_to_explain() -> None:
     )
 
 
+@pytest.mark.slow
 def test_an_empty_input_says_it_is_empty(tmp_path: Path) -> None:
     empty = tmp_path / "driver.log"
     empty.write_bytes(b"")

@@ -52,6 +52,7 @@ def test_every_carrier_recognizes_at_least_97_percent_of_the_catalogue() -> None
     assert short == [], "\n".join([*short, *report_lines(coverage)])
 
 
+@pytest.mark.slow
 def test_the_command_prints_each_class_and_carrier_and_lists_every_miss(tmp_path: Path) -> None:
     (tmp_path / "ray.yaml").write_text(CATALOGUE)
     result = pitcrew("playbooks", "coverage", "--catalogue", str(tmp_path), "--fail-under", "97")

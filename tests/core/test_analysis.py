@@ -299,6 +299,7 @@ def test_a_stale_holder_found_live_keeps_the_clash_first_and_the_death_separate(
     assert {a.action: a.offered for a in live.actions}["ray.kill_actor"] is True
 
 
+@pytest.mark.slow
 def test_a_resubmission_offers_the_playbooks_named_override_in_its_preview() -> None:
     from bot.adapters.files.playbooks import load_library
     from bot.core.actions.catalog import CATALOG, ResubmitJob

@@ -156,6 +156,7 @@ def test_a_root_cause_arriving_later_updates_the_card_not_a_second_post() -> Non
     )
 
 
+@pytest.mark.slow
 def test_a_storm_of_10000_signals_on_1000_pods_is_one_card_and_one_update() -> None:
     """The benchmark's shape: 10,000 findings in 60 s, 9,000 across 1,000 pods of one
     RayCluster and 1,000 of background noise from 20 other workloads; decisions after

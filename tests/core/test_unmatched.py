@@ -77,6 +77,7 @@ def test_explain_lists_the_failure_lines_no_playbook_knows() -> None:
     assert "<stdin>:5  QuuxError: the widget is gone" in text
 
 
+@pytest.mark.slow
 def test_explain_shows_which_line_matched_which_signature() -> None:
     root = Path(__file__).resolve().parents[2]
     log = root / "examples" / "seed" / "driver.log"

@@ -218,6 +218,7 @@ def test_an_item_begun_at_two_starts_and_never_finished_is_quarantined(tmp_path:
     assert 'pitcrew_quarantined_total{stage="start"} 1.0' in exposition
 
 
+@pytest.mark.slow
 def test_a_step_over_its_budget_is_quarantined_while_it_runs(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

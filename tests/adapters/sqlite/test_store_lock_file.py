@@ -62,6 +62,7 @@ def test_a_second_daemon_through_a_symlink_or_after_the_lock_file_went_is_refuse
     assert first.signal(signal.SIGTERM) == 0
 
 
+@pytest.mark.slow
 def test_a_full_disk_at_start_is_one_line_naming_the_path_and_the_free_space(
     tmp_path: Path, daemons: list[Daemon]
 ) -> None:

@@ -87,6 +87,7 @@ def test_an_oomkilled_pod_is_the_root_cause_and_its_group_gets_more_memory(
     assert {key: params[key] for key in target} == target
 
 
+@pytest.mark.slow
 def test_in_the_motivating_paste_the_actor_clash_is_secondary() -> None:
     diagnosis = diagnose("mixed-paste.txt")
     assert "named_actor_conflict" in {f.category for f in diagnosis.secondary}
@@ -107,6 +108,7 @@ def test_the_pending_worker_of_the_same_cluster_can_be_rescheduled_by_name() -> 
     }
 
 
+@pytest.mark.slow
 def test_the_cli_diagnoses_a_describe_file_as_json() -> None:
     result = subprocess.run(
         [
