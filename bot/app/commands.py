@@ -462,6 +462,32 @@ def unmatched_command(
         typer.echo(f"{'':>6}  {'':<19}  {'':<19}  e.g. {item.origin}: {item.example}")
 
 
+def bundle_command(
+    incident: Annotated[str, typer.Argument(help="the incident id (pitcrew incidents)")],
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="where to write; default INCIDENT.tar.gz")
+    ] = None,
+    file: ConfigOption = None,
+    store: StoreOption = None,
+) -> None:
+    """Write the evidence bundles captured for an incident (driver log, dead actors, pods'
+    last logs and states, the RayJob's and RayCluster's status, events) as one tar.gz,
+    one folder per KubeRay attempt, and print its size."""
+    from bot.app.bundles import merged_bundles
+
+    settings = load_settings(file, store, client=True)
+    if not settings.store.path.exists():
+        raise fail(f"{settings.store.path}: no pitcrew state here; point at the daemon's")
+    with Store(settings.store.path) as opened:
+        kept = opened.bundles(incident)
+    if not kept:
+        raise fail(f"{incident}: no evidence bundle kept for this incident")
+    target = out or Path(f"{incident}.tar.gz")
+    body = merged_bundles([(b.name.removesuffix(".tar.gz"), b.body) for b in kept])
+    target.write_bytes(body)
+    typer.echo(f"{target}: {len(body)} bytes ({len(kept)} bundle(s) of {incident})")
+
+
 def register(app: typer.Typer) -> None:
     app.command("run")(run_command)
     app.command("demo")(demo_command)
@@ -476,6 +502,7 @@ def register(app: typer.Typer) -> None:
     app.command("status")(status_command)
     app.command("requeue")(requeue_command)
     app.command("unmatched")(unmatched_command)
+    app.command("bundle")(bundle_command)
     from bot.app.render import render_command  # the card's layout: jinja2, Block Kit
 
     app.command("render")(render_command)

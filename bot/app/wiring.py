@@ -30,6 +30,7 @@ from bot.adapters.http.server import HealthServer
 from bot.adapters.scheduler import Intervals, Jobs, Scheduler
 from bot.adapters.sqlite.lock import StoreLock
 from bot.adapters.sqlite.store import Store
+from bot.app.capture_wiring import bundles_dir, capture_worker, prune_bundles
 from bot.app.factories import build_registry, build_sources, categorizer
 from bot.app.memory_wiring import charts_dir, memory_worker, prune_charts
 from bot.app.on_demand import Diagnoser
@@ -40,6 +41,7 @@ from bot.core.errors import PitcrewError, StoreError
 from bot.core.incidents import Assess, Correlator, adjusted, assessor
 from bot.core.playbooks import Library
 from bot.daemon import live_checks
+from bot.daemon.capture import CaptureWorker
 from bot.daemon.executor import Registry
 from bot.daemon.feed import Item, Refresh, Tick
 from bot.daemon.intake import Intake
@@ -74,6 +76,7 @@ class Daemon:
     live: LiveChecks
     intake: Intake
     memory: MemoryWorker | None = None  # memory evidence from sources.prometheus
+    capture: CaptureWorker | None = None  # evidence bundles of failing RayJobs and RayClusters
     lock: StoreLock | None = None
 
     def start(self) -> None:
@@ -106,6 +109,8 @@ class Daemon:
         _quietly("stop the HTTP server", self.http.stop)
         if self.memory is not None:
             self.memory.close(wait=False)
+        if self.capture is not None:
+            self.capture.close(wait=False)
         if not self.pipeline.stop(timeouts.drain_timeout.total_seconds()):
             kept = self.intake.keep(self.pipeline.left_over())
             log.warning("the queue was not drained in time; %d items kept for the next start", kept)
@@ -159,9 +164,11 @@ def build(
     registry = build_registry(settings, bookmarks, categorizer(engine.library))
     outbox = Outbox(store, chat, clock=clock, metrics=metrics)
     memory = memory_worker(settings, lambda item: pipeline.submit(item))
+    capture = capture_worker(settings, store.save_bundle, lambda item: pipeline.submit(item))
     pipeline = _pipeline(
         settings, engine, store, outbox, clock, metrics, memory, lambda: checks, lambda: intake
     )
+    pipeline.capture_with(capture)
     intake = Intake(store, pipeline, clock, metrics)
     checks = _live_checks(settings, registry, pipeline, clock)
     runner, service = _approvals(settings, store, registry, pipeline, clock, metrics)
@@ -182,6 +189,7 @@ def build(
         live=checks,
         intake=intake,
         memory=memory,
+        capture=capture,
         lock=lock,
     )
     _serve(daemon, engine.library)
@@ -344,8 +352,9 @@ def clean_up(settings: Settings, store: Store, now: datetime) -> None:
     cutoff = now - settings.store.retention
     removed = store.cleanup(now, settings.store.retention)
     charts = prune_charts(charts_dir(settings), cutoff)
+    charts += prune_bundles(bundles_dir(settings), cutoff.timestamp())
     log.info(
-        "cleaned up %d incidents, %d notifications, %d silences and %d charts",
+        "cleaned up %d incidents, %d notifications, %d silences and %d charts and bundles",
         removed.incidents,
         removed.notifications,
         removed.silences,

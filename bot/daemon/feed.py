@@ -109,6 +109,18 @@ class Measured:
 
 
 @dataclass(frozen=True, slots=True)
+class Captured:
+    """An evidence bundle captured for an incident off the pipeline thread
+    (`bot.daemon.capture`), stored, and written to `path` for the card's thread; or why
+    there is none (`problem`)."""
+
+    incident_id: str
+    path: str = ""
+    text: str = ""
+    problem: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class LiveFacts:
     """What the live checks of an incident's waiting offers found (`bot.daemon.live_checks`),
     or why they gave no answer: one more observation, for its next assessment."""
@@ -117,7 +129,7 @@ class LiveFacts:
     answer: FactAnswer
 
 
-Item = Observation | Healthy | Tick | Refresh | Measured | LiveFacts
+Item = Observation | Healthy | Tick | Refresh | Measured | LiveFacts | Captured
 
 
 def text_size(item: Item) -> int:

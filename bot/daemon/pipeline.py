@@ -60,7 +60,9 @@ from bot.core.rayjob_owners import owners_named
 from bot.core.reports import build_report
 from bot.core.unmatched import part_lines
 from bot.daemon.budget import BudgetedClassifier
+from bot.daemon.capture import CaptureWorker
 from bot.daemon.feed import (
+    Captured,
     Healthy,
     Item,
     LiveFacts,
@@ -109,6 +111,7 @@ class Pipeline(Taking):
         queue_size: int = 10000,
         queued: Callable[[], None] = _nothing,
         memory: MemoryWorker | None = None,
+        capture: CaptureWorker | None = None,
         check_live: Callable[[str, Sequence[ActionOffer]], bool] = _unchecked,
         live_hold: timedelta = timedelta(seconds=30),
         queue_bytes: int = 256 << 20,
@@ -150,6 +153,12 @@ class Pipeline(Taking):
         self._memory = memory  # memory evidence for memory incidents, fetched off this thread
         self._measured: dict[str, Measured] = {}
         self._charts: dict[str, Measured] = {}  # charts waiting for their card to be posted
+        self._capture = capture  # evidence bundles of RayJobs and RayClusters, off this thread
+        self._bundles: dict[str, list[Captured]] = {}  # waiting for their card to be posted
+
+    def capture_with(self, capture: CaptureWorker | None) -> None:
+        """Capture evidence bundles with `capture` (set before `start`)."""
+        self._capture = capture
 
     # -- after a restart -----------------------------------------------------------------
 
@@ -211,6 +220,8 @@ class Pipeline(Taking):
             self._on_measured(item, now)
         elif isinstance(item, LiveFacts):
             self._learn(item, now)
+        elif isinstance(item, Captured):
+            self._on_captured(item, now)
 
     def _observe(self, observation: Observation, now: datetime) -> None:
         """All findings of one observation first, then one decision per incident touched:
@@ -235,6 +246,8 @@ class Pipeline(Taking):
             self._follow_up(incident, incident_id in reshaped, now)
             if self._memory is not None and incident.state is IncidentState.OPEN:
                 self._memory.ask(incident)
+            if self._capture is not None and incident.state is IncidentState.OPEN:
+                self._capture.ask(incident)
         self._metrics.open_incidents.set(len(self._correlator))
 
     def _keep_unmatched(self, observation: Observation, now: datetime) -> None:
@@ -412,24 +425,47 @@ class Pipeline(Taking):
                 self._due[incident.id] = decision.next_at
         if decision.delivery.posted and incident.id in self._charts:
             self._post_chart(self._charts.pop(incident.id), decision.delivery, now)
+        if decision.delivery.posted and incident.id in self._bundles:
+            for captured in self._bundles.pop(incident.id):
+                self._post_file(
+                    captured.incident_id, captured.text, captured.path, decision.delivery, now
+                )
         if decision.notifications:
             self._queued()
 
     def _post_chart(self, measured: Measured, delivery: Delivery, now: datetime) -> None:
         """The memory chart in the card's thread (queued after the post it answers)."""
-        text = thread_text(measured)
+        self._post_file(measured.incident_id, thread_text(measured), measured.chart, delivery, now)
+
+    def _post_file(
+        self, incident_id: str, text: str, path: str, delivery: Delivery, now: datetime
+    ) -> None:
+        """A file in the card's thread (queued after the post it answers)."""
         self._store.enqueue(
             Notification(
-                measured.incident_id,
+                incident_id,
                 NotificationKind.REPLY,
                 delivery.channel,
                 None,
                 text,
                 now,
-                attachment=measured.chart,
+                attachment=path,
             )
         )
         self._queued()
+
+    def _on_captured(self, captured: Captured, now: datetime) -> None:
+        """An evidence bundle was kept: into the card's thread, now or once it is posted."""
+        if not captured.path:
+            log.warning("%s: %s", captured.incident_id, captured.problem)
+            return
+        delivery = self._deliveries.get(captured.incident_id) or self._store.delivery(
+            captured.incident_id
+        )
+        if delivery is not None and delivery.posted:
+            self._post_file(captured.incident_id, captured.text, captured.path, delivery, now)
+        else:
+            self._bundles.setdefault(captured.incident_id, []).append(captured)
 
     def _refresh(self, incident_id: str, now: datetime, *, urgent: bool) -> None:
         incident = (

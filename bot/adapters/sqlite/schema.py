@@ -179,6 +179,20 @@ MIGRATIONS: tuple[Migration, ...] = (
             "ALTER TABLE intake ADD COLUMN stopped_at TEXT",
         ),
     ),
+    Migration(
+        8,
+        "evidence bundles captured at a RayJob's or RayCluster's first failure signal, kept "
+        "with the incident after the cluster is deleted (pitcrew bundle)",
+        (
+            """CREATE TABLE bundles (
+                incident_id TEXT NOT NULL,
+                name TEXT NOT NULL,
+                captured_at TEXT NOT NULL,
+                size INTEGER NOT NULL,
+                body BLOB NOT NULL,
+                PRIMARY KEY (incident_id, name))""",
+        ),
+    ),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from bot.adapters.sqlite.bookmarks import BookmarkRecords
+from bot.adapters.sqlite.bundles import BundleRecords
 from bot.adapters.sqlite.connection import (
     DEFAULT_BUSY_TIMEOUT,
 )
@@ -70,6 +71,7 @@ class Store(
     ReplayRecords,
     UnmatchedRecords,
     IntakeRecords,
+    BundleRecords,
 ):
     """pitcrew's state in one SQLite file, safe to share between threads and processes."""
 
@@ -103,6 +105,7 @@ class Store(
                 )
             ]
             conn.executemany("DELETE FROM chat_refs WHERE incident_id = ?", [(i,) for i in old])
+            conn.executemany("DELETE FROM bundles WHERE incident_id = ?", [(i,) for i in old])
             conn.executemany("DELETE FROM incidents WHERE id = ?", [(i,) for i in old])
             notifications = conn.execute(
                 "DELETE FROM outbox WHERE status <> ? AND settled_at < ?",
