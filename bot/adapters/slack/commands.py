@@ -254,6 +254,10 @@ class StatusLike(Protocol):
     def active_silences(self) -> int: ...
     @property
     def executors(self) -> Sequence[str]: ...
+    @property
+    def set_aside(self) -> Sequence[object]: ...
+    @property
+    def dead_letters(self) -> Sequence[object]: ...
 
 
 TIME = "%Y-%m-%d %H:%M"
@@ -334,8 +338,19 @@ def explain_status(status: StatusLike) -> str:
             f"*Undelivered notifications:* {status.pending_notifications}",
             f"*Active silences:* {status.active_silences}",
             f"*Actions that can run:* {executors}",
+            *_stopped(status),
         ]
     )
+
+
+def _stopped(status: StatusLike) -> list[str]:
+    """What a bug or a budget set aside, when anything was (`pitcrew status` lists it)."""
+    lines = []
+    if status.set_aside:
+        lines.append(f"*Evidence set aside:* {len(status.set_aside)} (see `pitcrew status`)")
+    if status.dead_letters:
+        lines.append(f"*Notifications given up:* {len(status.dead_letters)}")
+    return lines
 
 
 def explain_silence(
