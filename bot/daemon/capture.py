@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from bot.core.model import Incident
+from bot.core.model import Finding, Incident, SourceKind
 from bot.daemon.feed import Captured
 from bot.daemon.offthread import OffThread
 
@@ -36,11 +36,26 @@ Write = Callable[[str, str, bytes], str]
 """(incident id, bundle name, body) -> the path of a file the chat can upload."""
 
 
+_FAILED = frozenset({"Failed", "Retrying", "ValidationFailed"})
+
+
 def bundle_name(incident: Incident) -> str:
-    """One bundle per KubeRay attempt: named after the attempt's RayCluster when known."""
-    failed = [a for a in incident.attempts if a.number > 0]
-    latest = max(failed, key=lambda a: a.number).cluster if failed else ""
-    return f"{latest or 'first'}.tar.gz"
+    """One bundle at the first failure signal (`first`), one when the RayJob itself is
+    failed (`failed`: the moment before KubeRay deletes its cluster), and one per KubeRay
+    attempt after that, named after the attempt's RayCluster."""
+    counted = [a for a in incident.attempts if a.number > 0]
+    if counted:
+        return f"{max(counted, key=lambda a: a.number).cluster}.tar.gz"
+    if any(_failed_rayjob(r.finding) for r in incident.diagnosis.findings):
+        return "failed.tar.gz"
+    return "first.tar.gz"
+
+
+def _failed_rayjob(finding: Finding) -> bool:
+    fields = finding.fields
+    return finding.source is SourceKind.RAY_JOB and (
+        fields.get("job_deployment_status") in _FAILED or fields.get("job_status") == "FAILED"
+    )
 
 
 class CaptureWorker:

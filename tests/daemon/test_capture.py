@@ -84,7 +84,7 @@ def test_a_hung_capture_does_not_delay_another_workloads_card(tmp_path: Path) ->
         assert attached.text.endswith(f"`pitcrew bundle {captured.incident_id}`")
         [kept] = setup.store.bundles(captured.incident_id)
         assert kept.body == b"bundle of verl-ppo-qwen"
-        assert kept.name == "first.tar.gz"
+        assert kept.name == "failed.tar.gz"  # captured as the RayJob failed
         # asked once per incident and attempt: a second finding asks nothing more
         setup.feed(failed(OTHER))
         assert asked.count(("RayJob", NS, OTHER.name)) == 1

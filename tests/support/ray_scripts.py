@@ -82,6 +82,22 @@ print("giving up on purpose")
 sys.exit(3)
 """
 
+# Evidence bundles (tests/e2e/kubernetes): an actor's process dies, so does the driver.
+ACTOR_DIES = """
+import os
+import ray
+ray.init()
+
+@ray.remote(num_cpus=0, max_restarts=0)
+class Trainer:
+    def step(self):
+        os._exit(1)
+
+trainer = Trainer.remote()
+print("training step 1", flush=True)
+ray.get(trainer.step.remote())
+"""
+
 SLEEP = """
 import time
 print("training", flush=True)
@@ -149,6 +165,7 @@ SCRIPTS = {
     "verl_s4.py": VERL_S4,
     "clash_s4.py": CLASH_S4,
     "exit_3.py": EXIT_3,
+    "actor_dies.py": ACTOR_DIES,
     "holder_slack.py": HOLDER_SLACK,
     "clash_slack.py": CLASH_SLACK,
     "holder_ns.py": HOLDER_NS,
