@@ -111,7 +111,8 @@ def test_the_bundle_keeps_the_driver_log_and_the_actors_death_after_the_cluster_
         assert actor["class_name"] == "Trainer"
         assert actor["state"] == "DEAD"
         assert actor["death_cause"]["message"]  # Ray's own words for why it died
-        assert "raycluster.yaml" in files and "rayjob.yaml" in files
+        assert "raycluster.yaml" in files
+        assert "rayjob.yaml" in files
         assert any(name.startswith("pods/") for name in files)
         assert len(bundle.body) < 1024 * 1024
         attached = wait_for(
