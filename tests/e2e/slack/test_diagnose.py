@@ -194,6 +194,7 @@ def test_an_unknown_cluster_and_an_unreachable_dashboard_are_named() -> None:
 # -- a real failed Ray job --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_a_failed_ray_job_is_diagnosed_and_queued(jobs: Jobs, bind: Any) -> None:
     failed = jobs.submit("missing_s2.py")
@@ -260,6 +261,7 @@ def test_a_full_pipeline_is_said(jobs: Jobs) -> None:
 # -- KubeRay objects in the Kubernetes emulator ------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.kube
 def test_kuberay_objects_are_diagnosed_live_and_queued(tmp_path: Path, bind: Any) -> None:
     from tests.e2e.kubernetes.conftest import Emulator, install_seed, kubeconfig
