@@ -260,6 +260,11 @@ class Demo:
             raise ScenarioFailedError("ray.kill_actor was offered for the live register center")
         self.screen.done(f"ray.kill_actor not offered: {kill.reason}")
         memory_step.show(self.screen, incident, cluster_name)  # with Prometheus, if installed
+        try:  # captured while the RayCluster exists, kept after KubeRay deletes it
+            path, text = self.chat.wait_for_file(card.ref, "Evidence bundle", CARD_TIMEOUT)
+        except TimeoutError as error:
+            raise ScenarioFailedError(f"no evidence bundle in the card's thread: {error}") from None
+        self.screen.done(f"{text} ({path})")
         posts = [
             c
             for c in self.chat.cards()

@@ -21,6 +21,7 @@ from rich.text import Text
 
 from bot.adapters.console.chat import ConsoleChat, report_panel
 from bot.core.model import Report
+from bot.daemon.ports import Attempt
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class DemoChat(ConsoleChat):
         self._cards: dict[str, Card] = {}
         self._seen: dict[str, set[str]] = {}
         self._changed = threading.Condition()
+        self._files: list[tuple[str, str, str]] = []  # (card ref, path, text) in threads
 
     def post(self, channel: str, report: Report) -> str:
         ref = super().post(channel, report)
@@ -67,6 +69,26 @@ class DemoChat(ConsoleChat):
             lines.extend(Text(f"      · {line}", style="dim") for line in fresh)
             for line in lines:
                 self.console.print(line, overflow="fold")
+
+    def attach(self, ref: str, path: str, text: str, attempt: Attempt | None = None) -> None:
+        super().attach(ref, path, text, attempt)
+        with self._changed:
+            self._files.append((ref, path, text))
+            self._changed.notify_all()
+
+    def wait_for_file(self, ref: str, starts: str, timeout: float) -> tuple[str, str]:
+        """(path, text) of the first file in card `ref`'s thread whose text starts with
+        `starts`; TimeoutError after `timeout`."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                for at, path, text in self._files:
+                    if at == ref and text.startswith(starts):
+                        return path, text
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"timed out after {timeout:g}s waiting for {starts!r}")
+                self._changed.wait(min(left, 0.5))
 
     def card(self, ref: str) -> Card | None:
         with self._changed:

@@ -112,6 +112,8 @@ def test_pitcrew_demo_yes_reaches_every_scenarios_end_and_leaves_nothing_running
     assert "No module named 'flash_attn'" in flat
     assert "EMULATED Kubernetes API" in flat
     assert "16Gi → 24Gi" in flat
+    # the seed's evidence bundle, in its card's thread (kept after the cluster is gone)
+    assert re.search(r"Evidence bundle of RayJob ml-train/verl-ppo-qwen \(\d+\.\d KiB", flat)
     assert "memory limit 24Gi" in flat
     assert "Named actor already taken (RayJob and 1 pod)" in flat
     assert re.search(
