@@ -34,8 +34,8 @@ from bot.core.inputs.reader import read_stream
 from bot.core.model import ActionOffer, ObjectRef
 from bot.daemon.feed import Context, LiveFacts, observe
 from bot.daemon.live_checks import LiveChecks, ask
+from tests.support.clash_job import JOB, KILL_FACTS, SUBMISSION, clash, clash_parts, config, offer
 from tests.support.daemon import DESCRIBE, RecordingChat, engine, seed
-from tests.support.live import JOB, KILL_FACTS, SUBMISSION, clash, clash_parts, config, offer
 
 T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 KILL_WAITS = (

@@ -31,8 +31,8 @@ from bot.core.model import ObjectRef, ProposalState
 from bot.daemon.executor import Registry
 from bot.daemon.feed import Context, observe
 from bot.daemon.ports import Verification
+from tests.support.clash_job import JOB, KILL_FACTS, SUBMISSION, clash, clash_parts, config, offer
 from tests.support.daemon import RecordingChat, StartDaemon, engine
-from tests.support.live import JOB, KILL_FACTS, SUBMISSION, clash, clash_parts, config, offer
 from tests.support.live_facts import live_facts
 
 

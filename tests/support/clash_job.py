@@ -1,7 +1,7 @@
-"""What the live-fact tests share (tests/daemon/test_live_facts.py, test_live_checks.py):
-a Ray job whose driver hit verl's register-center clash, its diagnosis (whose kill and
-resubmit wait on live facts), and a daemon config whose `ray.*` actions run an executor
-kind the test registers."""
+"""The Ray job the live-fact tests share (tests/daemon/test_live_facts.py and
+test_live_checks.py): a job whose driver hit verl's register-center clash, its diagnosis
+(whose kill and resubmit wait on live facts), and a daemon config whose `ray.*` actions
+run an executor kind the test registers."""
 
 from __future__ import annotations
 
