@@ -266,6 +266,10 @@ class Service:
     def history(self, n: int = 10) -> History:
         return History(self._store.recent_incidents(n), self._store.recent_actions(n))
 
+    def bundles(self, incident_id: str) -> list[tuple[str, int, datetime]]:
+        """The evidence bundles kept for an incident: (name, bytes, captured at)."""
+        return self._store.bundle_sizes(incident_id)
+
     def unmatched(self, n: int = 10) -> tuple[UnmatchedShape, ...]:
         """Failure shapes no playbook matched, most frequent first."""
         return self._store.unmatched(n)

@@ -44,6 +44,7 @@ from bot.adapters.slack import blocks
 from bot.adapters.slack.commands import (
     COMMAND,
     USAGE,
+    BundleCommand,
     Command,
     Diagnose,
     DiagnoseTarget,
@@ -59,6 +60,7 @@ from bot.adapters.slack.commands import (
     UnmatchedLike,
     Unsilence,
     Usage,
+    explain_bundles,
     explain_history,
     explain_incidents,
     explain_silence,
@@ -124,6 +126,8 @@ class SlackService(Protocol):
     def history(self, n: int = 10) -> HistoryLike: ...
 
     def unmatched(self, n: int = 10) -> Sequence[UnmatchedLike]: ...
+
+    def bundles(self, incident_id: str) -> Sequence[tuple[str, int, datetime]]: ...
 
     def status(self, now: datetime) -> StatusLike: ...
 
@@ -403,6 +407,8 @@ class SlackApp:
             return explain_history(service.history(command.n))
         if isinstance(command, UnmatchedCommand):
             return explain_unmatched(service.unmatched(command.n))
+        if isinstance(command, BundleCommand):
+            return explain_bundles(command.incident_id, service.bundles(command.incident_id))
         if isinstance(command, SilenceCommand):
             reason = command.reason or f"silenced by {user} from Slack"
             who = self._chat_user(user, team)

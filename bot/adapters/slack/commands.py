@@ -48,7 +48,8 @@ USAGE = f"""Usage:
 `{COMMAND} silence &lt;playbook | incident-id&gt; &lt;duration, e.g. 2h&gt; [reason]`
 `{COMMAND} unsilence &lt;silence-id&gt;`
 `{COMMAND} history [n]` — recent incidents and actions
-`{COMMAND} unmatched [n]` — failures no playbook knows, by shape"""
+`{COMMAND} unmatched [n]` — failures no playbook knows, by shape
+`{COMMAND} bundle &lt;incident-id&gt;` — the evidence bundles kept for an incident"""
 
 
 # -- commands ----------------------------------------------------------------------------
@@ -121,6 +122,11 @@ class UnmatchedCommand:
 
 
 @dataclass(frozen=True, slots=True)
+class BundleCommand:
+    incident_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class Usage:
     """Input that is not a command; `problem` says what was wrong."""
 
@@ -141,6 +147,7 @@ Command = (
     | Unsilence
     | HistoryCommand
     | UnmatchedCommand
+    | BundleCommand
     | Usage
 )
 
@@ -223,6 +230,10 @@ def parse(text: str) -> Command:
         if len(args) == 1 and args[0].isdigit() and 1 <= int(args[0]) <= MAX_HISTORY:
             return UnmatchedCommand(int(args[0]))
         return Usage(f"`unmatched` takes a number from 1 to {MAX_HISTORY}.")
+    if name == "bundle":
+        if len(args) == 1 and _ID.fullmatch(args[0]):
+            return BundleCommand(args[0])
+        return Usage("`bundle` takes one incident id.")
     return Usage(f"Unknown command {_quote(name)}.")
 
 
@@ -295,6 +306,19 @@ class UnmatchedLike(Protocol):
     def first_seen(self) -> datetime: ...
     @property
     def last_seen(self) -> datetime: ...
+
+
+def explain_bundles(incident_id: str, bundles: Sequence[tuple[str, int, datetime]]) -> str:
+    """`/pitcrew bundle`: the incident's bundles, and how to write them out."""
+    if not bundles:
+        return f"No evidence bundle is kept for `{md(incident_id, 130)}`."
+    lines = [f"*Evidence bundles of `{md(incident_id, 130)}`* (kept after the cluster is gone):"]
+    for name, size, at in bundles:
+        lines.append(
+            f"• `{md(name, 120)}`: {size / 1024:.1f} KiB, captured {at:%Y-%m-%d %H:%M:%S} UTC"
+        )
+    lines.append(f"Write them out: `pitcrew bundle {md(incident_id, 130)}` (one tar.gz).")
+    return "\n".join(lines)
 
 
 def explain_unmatched(shapes: Sequence[UnmatchedLike]) -> str:

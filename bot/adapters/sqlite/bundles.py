@@ -36,6 +36,16 @@ class BundleRecords(SharedConnection):
                 (incident_id, name, encode_time(now), len(body), body),
             )
 
+    def bundle_sizes(self, incident_id: str) -> list[tuple[str, int, datetime]]:
+        """(name, bytes, captured at) of the incident's bundles, oldest first."""
+        with self._reading("list evidence bundles") as conn:
+            rows = conn.execute(
+                """SELECT name, size, captured_at FROM bundles WHERE incident_id = ?
+                   ORDER BY captured_at, name""",
+                (incident_id,),
+            ).fetchall()
+        return [(str(r["name"]), int(r["size"]), decode_time(r["captured_at"])) for r in rows]
+
     def bundles(self, incident_id: str) -> list[StoredBundle]:
         """The incident's bundles, oldest first."""
         with self._reading("read evidence bundles") as conn:
