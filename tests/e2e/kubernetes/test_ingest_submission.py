@@ -167,6 +167,7 @@ def last_findings(daemon: wiring.Daemon) -> list[str]:
     return [r.finding.playbook for r in view.incident.diagnosis.findings]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("query", [BY_QUERY, BY_LINES], ids=["named-by-sender", "named-by-log"])
 def test_an_incident_on_the_submission_becomes_the_rayjobs_when_the_watch_sees_it(
     kuberay: Emulator, daemon: wiring.Daemon, chat: RecordingChat, query: str

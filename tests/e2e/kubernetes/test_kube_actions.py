@@ -136,6 +136,7 @@ def test_a_job_is_recreated_with_the_new_memory(emulator: Emulator) -> None:
     assert [e["involvedObject"]["kind"] for e in events(emulator)] == ["Job"]
 
 
+@pytest.mark.slow
 def test_the_head_group_and_a_rayjob_template_are_found(kuberay: Emulator) -> None:
     install_seed(kuberay)
     executor = BumpMemoryExecutor(kuberay.api)
