@@ -7,9 +7,9 @@ the signal, so every `poll_interval` this source lists the RayJobs, asks
 `bot.core.stuck` whether one has been stuck past its threshold and, when it has, hands
 the pipeline one observation: the `ray_job` signal saying how it is stuck, with the
 head pod's signals (`PodScheduled=False` Unschedulable, an image pull waiting …), the
-RayCluster's (a `ReplicaFailure` on a refused quota) and the recent Warning events about
-them, all carrying the RayJob as their workload. The playbooks classify the cause, which
-outranks "stuck" on the card.
+RayCluster's (a `ReplicaFailure` on a refused quota), the submitter pods' (a submitter
+crash-looping) and the recent Warning events about them, all carrying the RayJob as
+their workload. The playbooks classify the cause, which outranks "stuck" on the card.
 
 Each stuck state is reported once per RayJob attempt (`status.startTime`) and reason,
 remembered in a bounded map. A RayJob's head pod found absent is timed from the poll
@@ -180,8 +180,21 @@ class StuckRayJobSource:
                     for p in raycluster_parts(cluster, "stuck RayJob: RayCluster")
                     if isinstance(p, Signal) and p.reason.lower() != "ready"
                 )
+        for pod in self._submitters(namespace, signal.fields.get("rayjob", "")):
+            found.extend(pod_signals(pod, origin="stuck RayJob: submitter pod"))
+            names.add(text_at(pod, "metadata", "name"))
         found.extend(self._events(namespace, names))
         return [_owned(s, signal, self.k8s_cluster) for s in found]
+
+    def _submitters(self, namespace: str, rayjob: str) -> Sequence[Mapping[str, Any]]:
+        """The RayJob's submitter pods (K8sJobMode: its Kubernetes Job has its name)."""
+        if not rayjob:
+            return []
+        selector = f"batch.kubernetes.io/job-name={rayjob}"
+        try:
+            return list(self.api.list_all(PODS, namespace, label_selector=selector))[:3]
+        except KubeApiError:
+            return []
 
     def _events(self, namespace: str, names: set[str]) -> Iterable[Signal]:
         if not names:
