@@ -1,5 +1,5 @@
 """kubectl's printers, one shape each, as their source prints them: `kubectl get pods`
-(plain, `-o wide`, `-A`, `--show-kind`), `kubectl get all`'s kind/name rows, `kubectl get
+(plain, `-o wide`, `-A`, `--show-kind`, `-o custom-columns`), `kubectl get all`'s kind/name rows, `kubectl get
 events` and `kubectl events`, `kubectl describe` of a Pod (Last State) and a Node
 (Conditions), and status fragments in YAML and JSON. Each must reach its class.
 
@@ -52,6 +52,15 @@ SHAPES = [
         ml          pod/raycluster-kuberay-worker-gpu-7xk2p   0/1     ImagePullBackOff   0          4m
         """,
         "image_pull_backoff",
+    ),
+    (
+        "get pods -o custom-columns",
+        """\
+        NAME                                  STATUS    LAST-REASON   EXIT
+        raycluster-kuberay-head-x2k9p         Running   <none>        <none>
+        raycluster-kuberay-worker-gpu-7xk2p   Running   OOMKilled     137
+        """,
+        "pod_oom_killed",
     ),
     (
         "get all",
