@@ -6,8 +6,8 @@ print; this is where the playbooks are held to it. Each entry is filled,
 carried the ways its `kind` reaches a user (`bot.core.carriers`) and diagnosed
 exactly as `pitcrew diagnose` would. It is recognized when its class is the
 primary; when the entry's class is found but a class that precedes it in
-TAXONOMY §3.2 is primary (a symptom whose cause the same text names), it is
-accepted as a finding and counted apart. Everything else is a miss, listed with
+TAXONOMY §3.2 (or shares its rung) is primary (a symptom whose cause the same text
+names), it is accepted as a finding and counted apart. Everything else is a miss, listed with
 what pitcrew answered. Pure: entries and an engine in, a report out.
 """
 
@@ -131,7 +131,7 @@ def check(engine: Engine, item: CatalogueEntry, carrier: Carrier) -> Outcome | N
     answered = str(primary.category) if primary else "none"
     if answered == want:
         verdict = Verdict.RECOGNIZED
-    elif want in result.categories and _rank(answered) < _rank(want):
+    elif want in result.categories and _rank(answered) <= _rank(want):
         verdict = Verdict.AS_FINDING
     else:
         verdict = Verdict.MISS
@@ -183,7 +183,7 @@ def report_lines(coverage: Coverage, verbose: bool = False) -> list[str]:
     lines.extend(_listing("misses", coverage.misses, show_text=verbose))
     lines.extend(
         _listing(
-            "accepted as a finding (a class that precedes it in TAXONOMY §3.2 is primary)",
+            "accepted as a finding (a class at or above it in TAXONOMY §3.2 is primary)",
             coverage.accepted,
         )
     )
