@@ -40,7 +40,7 @@ def test_the_cleanup_job_deletes_charts_past_the_retention(
         app.clean_up(settings, daemon.store, now)
 
         assert sorted(p.name for p in charts.iterdir()) == ["memory-inc-new.png", "notes.txt"]
-        assert "cleaned up 0 incidents, 0 notifications, 0 silences and 1 charts" in [
+        assert "cleaned up 0 incidents, 0 notifications, 0 silences and 1 charts and bundles" in [
             r.getMessage() for r in caplog.records
         ]
         app.clean_up(settings, daemon.store, now)  # nothing left to do, and no error

@@ -123,6 +123,16 @@ class FakeSource:
         return self.up
 
 
+KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+clusters: [{name: nowhere, cluster: {server: "https://127.0.0.1:9"}}]
+users: [{name: nobody, user: {token: none}}]
+contexts: [{name: nowhere, context: {cluster: nowhere, user: nobody}}]
+current-context: nowhere
+"""
+
+
 def test_readyz_waits_for_every_enabled_source(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -130,7 +140,13 @@ def test_readyz_waits_for_every_enabled_source(
     monkeypatch.setitem(
         factories.SOURCE_KINDS, "kubernetes", lambda settings, sink, marks: [source]
     )
-    path = config(tmp_path, kube="sources: {kubernetes: {enabled: true}}\n")
+    # The evidence capture beside the source reads this kubeconfig at start and connects
+    # only when an incident opens: nothing listens at its server.
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(KUBECONFIG)
+    path = config(
+        tmp_path, kube=f"sources: {{kubernetes: {{enabled: true, kubeconfig: {kubeconfig}}}}}\n"
+    )
     running = app.build(load(path, {}), chat=RecordingChat(), engine=engine())
     running.start()
     try:
