@@ -78,7 +78,8 @@ def test_diagnose_kube_pod_text(kuberay: Emulator, tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     assert "ROOT CAUSE: pod_oom_killed" in result.stdout
-    assert f"pitcrew diagnose --kube {o.NS}/pod/{pod}" in result.stdout
+    # Not a terminal: whole lines, no panel, and the evidence names the pod it was read from.
+    assert f"    {o.NS}/pod/{pod}" in result.stdout
 
 
 @pytest.mark.parametrize(
