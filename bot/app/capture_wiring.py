@@ -46,7 +46,13 @@ def capture_worker(
         found = discover(cluster, template)
         return RayDashboard(found.url, headers, 10.0) if found is not None else None
 
-    collector = EvidenceCollector(kube_api(settings), dashboard)
+    collectors: list[EvidenceCollector] = []  # the Kubernetes client, made at the first capture
+
+    def collect(kind: str, namespace: str, name: str) -> bytes:
+        if not collectors:
+            collectors.append(EvidenceCollector(kube_api(settings), dashboard))
+        return collectors[0].collect(kind, namespace, name)
+
     directory = bundles_dir(settings)
 
     def write(incident_id: str, name: str, body: bytes) -> str:
@@ -55,7 +61,7 @@ def capture_worker(
         path.write_bytes(body)
         return str(path)
 
-    return CaptureWorker(collector.collect, save, write, submit, timeout=TIMEOUT)
+    return CaptureWorker(collect, save, write, submit, timeout=TIMEOUT)
 
 
 def prune_bundles(directory: Path, older_than: float) -> int:
