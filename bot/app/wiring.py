@@ -305,6 +305,9 @@ def _approvals(
     def refresh(incident_id: str) -> None:
         pipeline.submit(Refresh(incident_id, urgent=True))
 
+    def tell(incident_id: str, text: str) -> None:
+        pipeline.submit(Refresh(incident_id, urgent=True, say=text))
+
     runner = Runner(
         store,
         registry,
@@ -312,10 +315,8 @@ def _approvals(
         enabled=settings.actions.enabled,
         metrics=metrics,
         changed=refresh,
+        tell=tell,
     )
-
-    def tell(incident_id: str, text: str) -> None:
-        pipeline.submit(Refresh(incident_id, urgent=True, say=text))
 
     service = Service(
         store,

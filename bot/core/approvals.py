@@ -36,13 +36,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from bot.core.actions.catalog import FACTS, preconditions_of
-from bot.core.actions.order import ordered
+from bot.core.actions.order import grouped
 from bot.core.errors import PitcrewError
 from bot.core.model import (
     ActionOffer,
     ActionResult,
     Incident,
     ObjectRef,
+    PlanStep,
     Proposal,
     ProposalState,
     Transition,
@@ -156,10 +157,28 @@ def transition(
 # -- proposals from offers ---------------------------------------------------------
 
 
-def proposal_id(incident_id: str, action: str, params: Mapping[str, Any]) -> str:
-    """Stable: the same action with the same parameters on one incident is one proposal."""
-    text = "\x1f".join((incident_id, action, repr(sorted(params.items()))))
+def proposal_id(
+    incident_id: str, action: str, params: Mapping[str, Any], then: Sequence[PlanStep] = ()
+) -> str:
+    """Stable: the same action with the same parameters (and, for a plan, the same
+    further steps) on one incident is one proposal."""
+    parts = [incident_id, action, repr(sorted(params.items()))]
+    parts += [f"{step.action}{sorted(step.params.items())!r}" for step in then]
+    text = "\x1f".join(parts)
     return f"p-{hashlib.sha1(text.encode()).hexdigest()[:10]}"
+
+
+def plan_steps(offers: Sequence[ActionOffer]) -> tuple[PlanStep, ...]:
+    """A plan's further steps, from the offers after its first."""
+    return tuple(
+        PlanStep(o.action, frozen_map(o.params), o.preview, preconditions_of(o.action))
+        for o in offers
+    )
+
+
+def actions_of(proposal: Proposal) -> tuple[str, ...]:
+    """Every action a proposal runs: its own, then a plan's further steps'."""
+    return (proposal.action, *(step.action for step in proposal.then))
 
 
 def target_of(action: str, params: Mapping[str, Any]) -> ObjectRef | None:
@@ -182,14 +201,17 @@ def propose(
     now: datetime,
     ttl: timedelta = DEFAULT_TTL,
     rank: int = 0,
+    then: Sequence[ActionOffer] = (),
 ) -> Proposal:
     """An OFFERED proposal for an action the diagnosis offers, at `rank` among the
-    incident's offers (`bot.core.actions.order`); raises ValueError for a withheld one
-    (its reason says why it may not be offered)."""
+    incident's offers (`bot.core.actions.order`), a plan when `then` names the offers
+    to run after it; raises ValueError for a withheld one (its reason says why it may
+    not be offered)."""
     if not offer.offered:
         raise ValueError(f"{offer.action} is withheld: {offer.reason}")
+    steps = plan_steps(then)
     return Proposal(
-        id=proposal_id(incident.id, offer.action, offer.params),
+        id=proposal_id(incident.id, offer.action, offer.params, steps),
         incident_id=incident.id,
         action=offer.action,
         params=frozen_map(offer.params),
@@ -204,6 +226,7 @@ def propose(
         playbook=offer.playbook,
         reason=offer.reason,
         rank=rank,
+        then=steps,
     )
 
 
@@ -220,7 +243,7 @@ def supersede(
     holds = all(live.facts.get(fact) for fact in proposal.preconditions)
     if live.params is None or live.preview is None or not holds:
         return withdrawn, None
-    fresh_id = proposal_id(proposal.incident_id, proposal.action, live.params)
+    fresh_id = proposal_id(proposal.incident_id, proposal.action, live.params, proposal.then)
     if fresh_id == proposal.id:
         return withdrawn, None
     fresh = dataclasses.replace(
@@ -251,13 +274,15 @@ def reconcile(
     OFFERED ones the diagnosis no longer offers, expired as superseded (with the reason
     it now gives). Only new or changed proposals are returned."""
     existing = {p.id: p for p in proposals if p.incident_id == incident.id}
-    offers = {
-        proposal_id(incident.id, o.action, o.params): o for o in ordered(incident.diagnosis.actions)
+    groups = {
+        proposal_id(incident.id, g[0].action, g[0].params, plan_steps(g[1:])): g
+        for g in grouped(incident.diagnosis.actions)
     }
+    offers = {pid: group[0] for pid, group in groups.items()}
     changed: list[Proposal] = []
-    for rank, (pid, offer) in enumerate(offers.items()):
-        if offer.offered and pid not in existing:
-            changed.append(propose(incident, offer, now, ttl, rank))
+    for rank, (pid, group) in enumerate(groups.items()):
+        if group[0].offered and pid not in existing:
+            changed.append(propose(incident, group[0], now, ttl, rank, group[1:]))
     for pid, proposal in existing.items():
         if proposal.state is not S.OFFERED:
             continue
@@ -338,6 +363,15 @@ def may_approve(policy: ApprovalPolicy, user: ChatUser, namespace: str, action: 
     return f"{user.id} is not an approver for {action}{where}"
 
 
+def _may_approve_all(policy: ApprovalPolicy, user: ChatUser, proposal: Proposal) -> str:
+    """Why `user` may not approve every step of the proposal, or "" when they may."""
+    for action in actions_of(proposal):
+        problem = may_approve(policy, user, proposal.namespace, action)
+        if problem:
+            return problem
+    return ""
+
+
 def approvals_needed(policy: ApprovalPolicy, namespace: str, action: str) -> int:
     return 2 if any(s.covers(namespace, action) for s in policy.two_approvers) else 1
 
@@ -395,8 +429,9 @@ class Refused:
 Decision = Approved | NeedsSecondApprover | Rejected | Refused
 
 
-def revalidate(proposal: Proposal, live: LiveCheck) -> str:
-    """Why the proposal is stale given fresh live facts, or "" when it still holds."""
+def revalidate(proposal: Proposal | PlanStep, live: LiveCheck) -> str:
+    """Why the proposal (or a plan's further step) is stale given fresh live facts, or
+    "" when it still holds."""
     for fact in proposal.preconditions:
         holds = live.facts.get(fact)
         text = FACTS.get(fact, fact)
@@ -448,13 +483,13 @@ def approve(
     late = _expired(proposal, now)
     if late is not None:
         return late
-    problem = may_approve(policy, user, proposal.namespace, proposal.action)
+    problem = _may_approve_all(policy, user, proposal)
     if problem:
         return Refused(problem, proposal)
     stale = revalidate(proposal, live)
     if stale:
         return Refused(f"stale: {stale}", proposal, stale=stale)
-    needed = approvals_needed(policy, proposal.namespace, proposal.action)
+    needed = max(approvals_needed(policy, proposal.namespace, a) for a in actions_of(proposal))
     if user.id in proposal.approvals:
         return Refused(
             f"{user.id} already approved; a second, different approver is needed", proposal
@@ -493,7 +528,7 @@ def reject(
     late = _expired(proposal, now)
     if late is not None:
         return late
-    problem = may_approve(policy, user, proposal.namespace, proposal.action)
+    problem = _may_approve_all(policy, user, proposal)
     if problem:
         return Refused(problem.replace("an approver for", "allowed to reject"), proposal)
     return Rejected(transition(proposal, S.REJECTED, user.id, now, reason or "rejected"))

@@ -292,8 +292,19 @@ class Transition:
 
 
 @dataclass(frozen=True, slots=True)
+class PlanStep:
+    """A further step of a plan: run, checked and verified after the steps before it."""
+
+    action: str
+    params: Mapping[str, Any]
+    preview: str
+    preconditions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Proposal:
-    """An offered action with its concrete target, parameters, preview and history."""
+    """An offered action with its concrete target, parameters, preview and history; a
+    plan when `then` names further steps (one Approve runs them all, in order)."""
 
     id: str
     incident_id: str
@@ -314,6 +325,7 @@ class Proposal:
     version: int = 0
     supersedes: str = ""  # the offer this one replaced when its preview went stale
     rank: int = 0  # its place among the incident's offers (`bot.core.actions.order`)
+    then: tuple[PlanStep, ...] = ()  # a plan's steps after this action, in order
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,6 +335,7 @@ class ReportAction:
     preview: str
     state: ProposalState
     impact: str = ""
+    steps: tuple[str, ...] = ()  # a plan's steps in order, one line each: `action: preview`
 
 
 @dataclass(frozen=True, slots=True)

@@ -305,6 +305,16 @@ def details_text(report: Report) -> str:
     return "\n".join(lines)
 
 
+def _plan_lines(proposal: Proposal) -> tuple[str, ...]:
+    """A plan's steps in order, `action: the first line of its preview`; none for one."""
+    if not proposal.then:
+        return ()
+    steps = [(proposal.action, proposal.preview), *((s.action, s.preview) for s in proposal.then)]
+    return tuple(
+        f"{action}: {preview.splitlines()[0] if preview else ''}" for action, preview in steps
+    )
+
+
 def build_report(
     incident: Incident,
     proposals: Sequence[Proposal] = (),
@@ -340,6 +350,7 @@ def build_report(
                 preview=p.preview,
                 state=p.state,
                 impact=CATALOG[p.action].impact if p.action in CATALOG else "",
+                steps=_plan_lines(p),
             )
             for p in mine
         ),

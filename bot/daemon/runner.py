@@ -29,10 +29,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from bot.core import approvals
 from bot.core.actions.step import Step, approver_of
 from bot.core.approvals import SYSTEM_ACTOR
-from bot.core.model import ActionResult, LedgerEntry, Proposal, ProposalState
+from bot.core.model import ActionResult, LedgerEntry, PlanStep, Proposal, ProposalState
 from bot.daemon.executor import Registry, checked, outcome_of
 from bot.daemon.metrics import Metrics
-from bot.daemon.ports import Clock, Executor, RunnerStore
+from bot.daemon.ports import Clock, RunnerStore
 
 log = logging.getLogger("pitcrew.actions")
 
@@ -44,6 +44,10 @@ def no_executor(action: str) -> str:
 
 
 def _ignore(incident_id: str) -> None:
+    return None
+
+
+def _say_nothing(incident_id: str, text: str) -> None:
     return None
 
 
@@ -59,8 +63,10 @@ class Runner:
         enabled: bool = True,
         metrics: Metrics | None = None,
         changed: Callable[[str], None] = _ignore,
+        tell: Callable[[str, str], None] = _say_nothing,
     ) -> None:
         self._store = store
+        self._tell = tell  # says in the card's thread where a plan stopped
         self._registry = registry
         self._clock = clock
         self._enabled = enabled
@@ -137,11 +143,9 @@ class Runner:
             return "actions are disabled in this pitcrew's config (actions.enabled: false)"
         if self._registry.get(proposal.action) is None:
             return no_executor(proposal.action)
-        return ""
+        return ""  # a plan's later step without an executor stops the plan there
 
     def _execute(self, proposal: Proposal) -> Proposal | None:
-        executor = self._registry.get(proposal.action)
-        assert executor is not None
         started = self._clock()
         self._store.start_action(
             LedgerEntry(
@@ -154,7 +158,10 @@ class Runner:
             )
         )
         log.info("running %s for proposal %s: %s", proposal.action, proposal.id, proposal.preview)
-        result, detail = self._apply(executor, proposal)
+        if proposal.then:
+            result, detail = self._plan(proposal)
+        else:
+            result, detail = self._apply(proposal, Step.of_proposal(proposal), proposal)
         finished_at = self._clock()
         self._store.finish_action(proposal.id, result, finished_at, detail)
         final = self._store.record_decision(
@@ -165,14 +172,52 @@ class Runner:
         self._changed(proposal.incident_id)
         return final
 
-    def _apply(self, executor: Executor, proposal: Proposal) -> tuple[ActionResult, str]:
+    def _plan(self, proposal: Proposal) -> tuple[ActionResult, str]:
+        """A plan's steps in order, each checked, executed and verified before the next;
+        the first that does not succeed stops the plan, and the card's thread is told
+        where."""
+        first = Step.of_proposal(proposal)
+        steps: list[tuple[Step, Proposal | PlanStep]] = [(first, proposal)]
+        for number, then in enumerate(proposal.then, 2):
+            step = Step(
+                then.action,
+                then.params,
+                then.preview,
+                f"{proposal.id}-step{number}",  # each step idempotent on its own
+                first.approver,
+                then.preconditions,
+            )
+            steps.append((step, then))
+        done: list[str] = []
+        total = len(steps)
+        for number, (step, offered) in enumerate(steps, 1):
+            result, detail = self._apply(proposal, step, offered)
+            line = f"step {number} of {total} ({step.action})"
+            if result is not ActionResult.SUCCEEDED:
+                where = f"the plan stopped at {line}, {result}: {detail}"
+                if done:
+                    ran = "step 1 was" if number == 2 else f"steps 1 to {number - 1} were"
+                    where += f"; {ran} applied and verified"
+                left = [s.action for s, _ in steps[number:]]
+                if left:
+                    where += f"; not run: {', '.join(left)}"
+                self._tell(proposal.incident_id, f"{proposal.id}: {where}")
+                return result, "\n".join([where, *done])
+            done.append(f"{line} applied and verified: {detail}")
+        return ActionResult.SUCCEEDED, "\n".join(done)
+
+    def _apply(
+        self, proposal: Proposal, step: Step, offered: Proposal | PlanStep
+    ) -> tuple[ActionResult, str]:
         """Check (the same call as the offer's and the approval's), execute, verify."""
-        step = Step.of_proposal(proposal)
+        executor = self._registry.get(step.action)
+        if executor is None:
+            return ActionResult.REFUSED, no_executor(step.action)
         try:
             found = checked(executor, step)
             if found.outcome is not None:
                 return found.outcome, found.live.reason
-            stale = approvals.revalidate(proposal, found.live)
+            stale = approvals.revalidate(offered, found.live)
             if stale:
                 return ActionResult.REFUSED, f"{stale}; nothing was changed"
             done = executor.execute(step, found.plan)

@@ -30,7 +30,7 @@ def test_render_prints_the_seed_card_as_valid_block_kit() -> None:
     assert decision.startswith(
         "*What broke:* Pod `ml-train/verl-ppo-qwen-raycluster-x7k2p-gpu-group-worker-9zq4f`"
         " (container `ray-worker`) was OOMKilled at its 16Gi memory limit (exit code 137).\n"
-        "*Do:* approve *k8s.bump_memory*: "
+        "*Do:* approve the plan, one step after the other:\n1. *k8s.bump_memory*: "
     )
 
 
@@ -44,7 +44,10 @@ def test_render_as_text_and_an_html_preview() -> None:
     page = Path(shown).read_text(encoding="utf-8")
     assert page.startswith("<!doctype html>")
     assert "<b>What broke:</b> Pod <code>ml-train/verl-ppo-qwen-raycluster-x7k2p" in page
-    assert '<button class="primary">Approve k8s.bump_memory</button>' in page
+    assert (
+        '<button class="primary">Approve plan: k8s.bump_memory → kuberay.recreate_rayjob</button>'
+        in page
+    )
     assert "<script" not in page  # self-contained and inert
     assert "http-equiv" not in page
 

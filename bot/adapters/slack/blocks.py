@@ -195,9 +195,19 @@ def _confirm_text(action: ReportAction) -> str:
     return plain(f"{what}.{impact}", CONFIRM_TEXT)
 
 
+def _named(action: ReportAction) -> str:
+    """An action by name; a plan by its steps' actions in order."""
+    if not action.steps:
+        return action.action
+    return "plan: " + " → ".join(step.split(":", 1)[0] for step in action.steps)
+
+
 def _action_view(index: int, action: ReportAction, primary: bool) -> dict[str, Any]:
     state = _STATE.get(action.state, str(action.state))
     lines = [f"*{index}. {md(action.action, 200)}* · {state}"]
+    if action.steps:  # a plan: its steps, run in order with one Approve
+        lines[0] = f"*{index}. plan of {len(action.steps)} steps, one Approve* · {state}"
+        lines += [f"{n}. {md(step, 300)}" for n, step in enumerate(action.steps, 1)]
     if action.impact:
         lines.append(f"_{md(action.impact, 500)}_")
     if action.preview:
@@ -208,7 +218,7 @@ def _action_view(index: int, action: ReportAction, primary: bool) -> dict[str, A
         "offered": action.state is ProposalState.OFFERED,
         "primary": primary,
         "value": action.proposal_id[:BUTTON_VALUE] or "-",
-        "approve_label": plain(f"Approve {action.action}", BUTTON_TEXT),
+        "approve_label": plain(f"Approve {_named(action)}", BUTTON_TEXT),
         "approve_title": plain(f"Approve {name}?", CONFIRM_TITLE),
         "approve_text": _confirm_text(action),
         "reject_title": plain(f"Reject {name}?", CONFIRM_TITLE),
@@ -232,6 +242,11 @@ def _decision(report: Report, first: ReportAction | None) -> str:
     if first is not None and first.state is ProposalState.OFFERED:
         preview = first.preview.splitlines()[0] if first.preview else ""
         what = f"approve *{md(first.action, 100)}*" + (f": {md(preview, 400)}" if preview else "")
+        if first.steps:  # a plan: its steps in order, one Approve
+            what = "approve the plan, one step after the other:" + "".join(
+                f"\n{n}. *{md(action, 100)}*:{md(rest, 300)}"
+                for n, (action, _, rest) in enumerate((s.partition(":") for s in first.steps), 1)
+            )
         lines.append(f"*Do:* {what}")
         if first.impact:
             lines.append(f"_{md(first.impact, 300)}_")

@@ -208,8 +208,15 @@ class Demo:
         )
         card, incident, cluster_name = self._seed_card(out)
         ours = _of(incident)
-        bump = self._proposal(ours, "k8s.bump_memory", {S.OFFERED}, CARD_TIMEOUT)
-        self._approve_and_run(bump, card)
+        plan = self._proposal(ours, "k8s.bump_memory", {S.OFFERED}, CARD_TIMEOUT)
+        steps = " → ".join([plan.action, *(step.action for step in plan.then)])
+        screen.say(f"one plan, one Approve: {steps}")
+        screen.say(
+            "EMULATED: kmock runs no KubeRay controller; the demo sets the recreated "
+            "RayJob Running, as KubeRay would"
+        )
+        with RayJobController(self.emulator.api, seed_case.NS):
+            self._approve_and_run(plan, card)
         out.action = "k8s.bump_memory"
         stored = emulator.api.get(RAY_CLUSTERS, seed_case.NS, cluster_name) or {}
         limit = _worker_limit(stored, "gpu-group")
@@ -220,7 +227,7 @@ class Demo:
             f"memory limit {limit}"
         )
         self._seed_checks(incident, card, cluster_name)
-        self._seed_rerun(ours, card)
+        self._seed_rerun()
         out.action = "k8s.bump_memory, kuberay.recreate_rayjob"
         out.result = "one card; 24Gi read back; RayJob recreated with 24Gi; the kill not offered"
         out.ok = True
@@ -274,15 +281,9 @@ class Demo:
             raise ScenarioFailedError(f"{len(posts)} cards for {SEED_RAYJOB}, not one")
         self._show_when(card, "applied and verified: k8s.bump_memory")
 
-    def _seed_rerun(self, ours: Callable[[Proposal], bool], card: Card) -> None:
-        """The RayJob run again as a RayJob, with the bumped memory in its spec."""
-        rerun = self._proposal(ours, "kuberay.recreate_rayjob", {S.OFFERED}, CARD_TIMEOUT)
-        self.screen.say(
-            "EMULATED: kmock runs no KubeRay controller; the demo sets the recreated "
-            "RayJob Running, as KubeRay would"
-        )
-        with RayJobController(self.emulator.api, seed_case.NS):
-            self._approve_and_run(rerun, card)
+    def _seed_rerun(self) -> None:
+        """The plan's second step: the RayJob run again as a RayJob, with the bumped
+        memory in its spec."""
         again = self.emulator.api.get(RAY_JOBS, seed_case.NS, SEED_RAYJOB.name) or {}
         limit = _worker_limit(
             {"spec": again.get("spec", {}).get("rayClusterSpec", {})}, "gpu-group"

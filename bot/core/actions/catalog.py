@@ -138,8 +138,9 @@ class ActionSpec:
     it changes (`impact`) and how that reads (`preview`), the live facts checked when
     it is offered and again at approval (`preconditions`, ids of `FACTS`), the
     executor kind that runs it (`executor`, an `actions.executors` value), the RBAC
-    that executor needs, and whether it runs the workload again as it is (`rerun`:
-    never offered before a change of the spec, `bot.core.actions.order`)."""
+    that executor needs, whether it runs the workload again as it is (`rerun`: never
+    offered before a change of the spec, `bot.core.actions.order`) and whether it
+    only takes effect on new pods (`needs_rerun`: offered with a rerun as one plan)."""
 
     id: str
     summary: str
@@ -150,6 +151,7 @@ class ActionSpec:
     executor: str = ""
     rbac: tuple[Permission, ...] = ()
     rerun: bool = False
+    needs_rerun: bool = False
 
 
 def _bump_preview(p: BumpMemory) -> str:
@@ -220,6 +222,7 @@ CATALOG: Mapping[str, ActionSpec] = {
             BumpMemory,
             "New pods are needed: the RayJob is resubmitted or the worker group recreated.",
             _bump_preview,
+            needs_rerun=True,
             preconditions=("k8s.within_quota",),
             executor="kubernetes",
             rbac=(
@@ -259,6 +262,7 @@ CATALOG: Mapping[str, ActionSpec] = {
             AddShm,
             "New pods are needed: the group's pods get the volume when they are recreated.",
             _shm_preview,
+            needs_rerun=True,
             preconditions=("k8s.shm_can_grow",),
             executor="kubernetes",
             rbac=(

@@ -12,6 +12,9 @@ listing, the card):
 3. an action that runs the workload again as it is (`ActionSpec.rerun`) never
    before another offered action: that one changes what the rerun meets (the memory
    limit, a stale actor holding a name), and without it the same run fails again.
+
+When the fix is several steps (bump the template, then recreate the RayJob), the
+steps are one plan (`grouped`): one proposal, one Approve, run in order.
 """
 
 from __future__ import annotations
@@ -37,6 +40,30 @@ def ordered(offers: Sequence[ActionOffer]) -> tuple[ActionOffer, ...]:
         return (not offer.offered, changes and is_rerun(offer.action), index)
 
     return tuple(offer for _, offer in sorted(enumerate(offers), key=key))
+
+
+def grouped(offers: Sequence[ActionOffer]) -> tuple[tuple[ActionOffer, ...], ...]:
+    """The offers as the card offers them, in `ordered` order: a change that takes
+    effect only on new pods (`ActionSpec.needs_rerun`: the bump, /dev/shm) and an
+    offered rerun of the same playbook are one plan, the change first; the rerun is
+    then not offered alone. Every other offer is a plan of one step."""
+    listed = ordered(offers)
+    reruns = [o for o in listed if o.offered and is_rerun(o.action)]
+    groups: list[tuple[ActionOffer, ...]] = []
+    joined: set[int] = set()
+    for offer in listed:
+        if id(offer) in joined:
+            continue
+        spec = CATALOG.get(offer.action)
+        if offer.offered and spec is not None and spec.needs_rerun:
+            rerun = next((r for r in reruns if r.playbook == offer.playbook), None)
+            if rerun is not None:
+                reruns.remove(rerun)
+                joined.add(id(rerun))
+                groups.append((offer, rerun))
+                continue
+        groups.append((offer,))
+    return tuple(groups)
 
 
 def rank_key(proposal: Proposal) -> tuple[int, datetime, str]:

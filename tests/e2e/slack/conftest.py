@@ -56,7 +56,7 @@ SRE_GROUP = "S0SRE"
 POLICY = ApprovalPolicy(
     approvers=(
         ApproverRule(users=(APPROVER,), namespaces=("ml-*",)),
-        ApproverRule(groups=(SRE_GROUP,), actions=("k8s.*",)),
+        ApproverRule(groups=(SRE_GROUP,), actions=("k8s.*", "kuberay.*")),
     ),
     teams=(TEAM_ID,),
 )

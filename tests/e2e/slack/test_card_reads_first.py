@@ -91,9 +91,12 @@ def test_the_seed_card_answers_what_broke_what_to_do_and_how_sure_first(
     assert first_section(blocks) == (
         "*What broke:* Pod `ml-train/verl-ppo-qwen-raycluster-x7k2p-gpu-group-worker-9zq4f`"
         " (container `ray-worker`) was OOMKilled at its 16Gi memory limit (exit code 137).\n"
-        "*Do:* approve *k8s.bump_memory*: RayCluster ml-train/verl-ppo-qwen-raycluster-x7k2p"
+        "*Do:* approve the plan, one step after the other:\n"
+        "1. *k8s.bump_memory*: RayCluster ml-train/verl-ppo-qwen-raycluster-x7k2p"
         " workerGroupSpecs[gpu-group].containers[ray-worker].resources.limits.memory:"
         " 16Gi → 24Gi (× 1.5: no memory metrics)\n"
+        "2. *kuberay.recreate_rayjob*: delete RayJob ml-train/verl-ppo-qwen, then create it"
+        " again with the same spec\n"
         "_New pods are needed: the RayJob is resubmitted or the worker group recreated._\n"
         "*How sure:* strong: worker-pod.describe.txt: container ray-worker last terminated:"
         " OOMKilled (exit code 137)"
@@ -101,7 +104,7 @@ def test_the_seed_card_answers_what_broke_what_to_do_and_how_sure_first(
     top = above_the_divider(blocks)
     (decision,) = [b for b in top if b["type"] == "actions"]
     approve, reject = decision["elements"]
-    assert approve["text"]["text"] == "Approve k8s.bump_memory"
+    assert approve["text"]["text"] == "Approve plan: k8s.bump_memory → kuberay.recreate_rayjob"
     assert approve["style"] == "primary"
     assert reject["text"]["text"] == "Reject"
 

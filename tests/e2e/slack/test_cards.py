@@ -104,9 +104,8 @@ def test_the_seed_incident_card_is_valid_and_complete(
     assert "16Gi → 24Gi" in shown  # the action's preview
     assert "ray.kill_actor: the clash is a symptom" in shown  # withheld, and why
 
-    approve, reject, rerun, _, silence = buttons(posted.blocks)
-    assert rerun["value"] == seed_report.actions[1].proposal_id  # kuberay.recreate_rayjob
-    assert "style" not in rerun  # one primary button per card
+    approve, reject, silence = buttons(posted.blocks)  # one plan: bump, then rerun
+    assert len(seed_report.actions) == 1
     assert approve["action_id"] == blocks.APPROVE_ACTION
     assert approve["value"] == seed_report.actions[0].proposal_id
     assert approve["style"] == "primary"

@@ -162,7 +162,7 @@ def test_each_command_is_answered(http: Http) -> None:
     http.command("incidents", response="incidents")
     listed = text_of(http.response("incidents"))
     assert "inc-seed000001" in listed
-    assert "2 awaiting approval" in listed  # k8s.bump_memory, kuberay.recreate_rayjob
+    assert "1 awaiting approval" in listed  # the plan: k8s.bump_memory, then the rerun
     http.command("incidents other-ns", response="none")
     assert "No open incidents in other-ns" in text_of(http.response("none"))
 

@@ -46,9 +46,11 @@ def test_an_approval_whose_target_cannot_be_read_is_refused_in_the_thread_and_no
     install_seed(kube)
     card = wait_until(lambda: the_card(emulator), 60, "the seed's card")
     offered = wait_until(
-        lambda: approve_buttons(card).get("Approve k8s.bump_memory"),
+        lambda: approve_buttons(card).get(
+            "Approve plan: k8s.bump_memory → kuberay.recreate_rayjob"
+        ),
         30,
-        "an Approve k8s.bump_memory button",
+        "an Approve button for the plan",
     )
     address = kube.api_client.configuration.host.removeprefix("http://")
     kube.stop()  # the cluster stops answering before the approver clicks
@@ -77,4 +79,7 @@ def test_an_approval_whose_target_cannot_be_read_is_refused_in_the_thread_and_no
     assert proposal.approvals == ()
     assert [step.to_state for step in proposal.history] == [ProposalState.OFFERED]
     assert daemon.store.recent_actions(10) == ()  # nothing started, nothing in the ledger
-    assert approve_buttons(card).get("Approve k8s.bump_memory") == offered
+    assert (
+        approve_buttons(card).get("Approve plan: k8s.bump_memory → kuberay.recreate_rayjob")
+        == offered
+    )
