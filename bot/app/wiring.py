@@ -353,11 +353,9 @@ def clean_up(settings: Settings, store: Store, now: datetime) -> None:
     cutoff = now - settings.store.retention
     removed = store.cleanup(now, settings.store.retention)
     charts = prune_charts(charts_dir(settings), cutoff)
-    bundles = prune_bundles(bundles_dir(settings), cutoff.timestamp())
-    if bundles:
-        log.info("removed %d evidence bundle files past the retention", bundles)
+    charts += prune_bundles(bundles_dir(settings), cutoff.timestamp())
     log.info(
-        "cleaned up %d incidents, %d notifications, %d silences and %d charts",
+        "cleaned up %d incidents, %d notifications, %d silences and %d charts and bundles",
         removed.incidents,
         removed.notifications,
         removed.silences,
