@@ -20,12 +20,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from bot.core.errors import PlaybookError
+from bot.core.playbooks import parse_document
 from bot.core.taxonomy import Category
-from bot.core.yamlsrc import Located, describe_yaml_error, load_located
+from bot.core.yamlsrc import Located
 
 Project = Literal[
     "ray",
@@ -189,7 +189,7 @@ def default_value(name: str) -> str:
 
 def parse_catalogue(text: str, source: str) -> tuple[CatalogueEntry, ...]:
     """A catalogue file's entries; PlaybookError names the file, line and entry id."""
-    document = _document(text, source)
+    document = parse_document(text, source)
     try:
         parsed = CatalogueFile.model_validate(document.data)
     except ValidationError as error:
@@ -214,17 +214,6 @@ def check_unique(entries: Iterable[CatalogueEntry]) -> None:
     for item in entries:
         if seen.setdefault(item.key, item.source) != item.source:
             raise PlaybookError(item.source, "", f"{item.key}: also in {seen[item.key]}")
-
-
-def _document(text: str, source: str) -> Located:
-    try:
-        documents = load_located(text, source)
-    except yaml.YAMLError as error:
-        line, reason = describe_yaml_error(error)
-        raise PlaybookError(source, line, reason) from None
-    if len(documents) != 1 or not isinstance(documents[0].data, dict):
-        raise PlaybookError(source, "1", "expected exactly one YAML mapping")
-    return documents[0]
 
 
 def _problem(error: ValidationError, source: str, document: Located) -> PlaybookError:
