@@ -16,10 +16,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import jinja2
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -37,7 +36,9 @@ from bot.core.errors import PlaybookError
 from bot.core.model import SourceKind
 from bot.core.taxonomy import Category
 from bot.core.templating import compile_template
-from bot.core.yamlsrc import Located, describe_yaml_error, load_located
+
+if TYPE_CHECKING:
+    from bot.core.yamlsrc import Located
 
 NOISE_FILE = "noise.yaml"
 _ID = r"^[a-z0-9][a-z0-9-]*[a-z0-9]$"
@@ -323,6 +324,8 @@ class LoadedPlaybook:
     lines: Mapping[tuple[str | int, ...], int] = field(default_factory=dict)
 
     def line_of(self, *path: str | int) -> int | None:
+        from bot.core.yamlsrc import Located
+
         return Located(None, dict(self.lines)).line_of(path)
 
 
@@ -405,7 +408,12 @@ def _without_union_tags(loc: tuple[str | int, ...]) -> tuple[str | int, ...]:
 
 
 def parse_document(text: str, source: str) -> Located:
-    """The one YAML mapping a playbook (or the noise list) file holds, with its lines."""
+    """The one YAML mapping a playbook (or the noise list) file holds, with its lines.
+    PyYAML is imported here: a cached library (see bot.adapters.files.playbooks) needs none."""
+    import yaml
+
+    from bot.core.yamlsrc import describe_yaml_error, load_located
+
     try:
         documents = load_located(text, source)
     except yaml.YAMLError as error:

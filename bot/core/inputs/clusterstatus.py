@@ -23,9 +23,7 @@ import textwrap
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
-
-from bot.core.inputs import InputPart
+from bot.core.inputs import InputPart, yamltext
 from bot.core.inputs.blocks import Block, Line, Miss, block_end, lines_from
 from bot.core.inputs.kuberay import raycluster_parts
 from bot.core.inputs.values import as_list, as_map, text_at
@@ -70,7 +68,6 @@ STATUS_FRAGMENT_START = rf"[ \t]*(?:status|{'|'.join(_STATUS_KEYS)}):"
 _SIBLINGS = frozenset(_STATUS_KEYS)
 _KEY = re.compile(r"^(?P<indent>[ \t]*)(?P<key>[A-Za-z][A-Za-z0-9]*):(?:[ \t]|$)")
 _MAX_LINES = 400
-_SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def is_cluster_status(data: Any) -> bool:
@@ -108,8 +105,8 @@ def cluster_status_block(text: str, start: int, origin: str) -> Block | Miss:
     resume = block_end(lines[-1], text)
     body = textwrap.dedent("\n".join(line.text for line in lines))
     try:
-        data = yaml.load(body, Loader=_SAFE_LOADER)  # a SafeLoader: plain data only
-    except (yaml.YAMLError, RecursionError):
+        data = yamltext.load(body)
+    except yamltext.YamlTextError:
         return Miss(resume)
     parts = cluster_status_parts(data, origin)
     if parts is None:

@@ -23,9 +23,7 @@ import logging
 import re
 from typing import Any
 
-import yaml
-
-from bot.core.inputs import InputPart
+from bot.core.inputs import InputPart, yamltext
 from bot.core.inputs.blocks import Block, Line, Miss, block_end, lines_from
 from bot.core.inputs.clusterstatus import cluster_status_parts
 from bot.core.inputs.kubeobjects import kube_parts
@@ -49,7 +47,6 @@ _DECODER = json.JSONDecoder()
 _FIRST_WINDOW = 64 << 10
 # A document is parsed at most twice: whole, then without the line that broke it.
 _YAML_ATTEMPTS = 2
-_SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 _OBJECT_START = re.compile(r"^(?:apiVersion|kind):")
 _OBJECT_KEYS = frozenset({"apiVersion", "kind"})
@@ -182,8 +179,8 @@ def yaml_block(text: str, start: int, origin: str) -> Block | Miss:
     resume = block_end(lines[-1], text)
     for _ in range(_YAML_ATTEMPTS):
         try:
-            data = _load_yaml(text[lines[0].start : lines[-1].end])
-        except yaml.YAMLError as error:
+            data = yamltext.load(text[lines[0].start : lines[-1].end])
+        except yamltext.YamlTextError as error:
             lines = _before_error(lines, error)
             if not lines:
                 break
@@ -193,14 +190,6 @@ def yaml_block(text: str, start: int, origin: str) -> Block | Miss:
             break
         return Block(block_end(lines[-1], text), parts)
     return Miss(resume)
-
-
-def _load_yaml(body: str) -> Any:
-    """The data of one YAML document, with the safe loader only."""
-    try:
-        return yaml.load(body, Loader=_SAFE_LOADER)  # a SafeLoader: plain data only
-    except RecursionError:
-        raise yaml.YAMLError("YAML nested too deeply") from None
 
 
 def _document_lines(text: str, start: int) -> list[Line]:
@@ -254,21 +243,16 @@ def _yamlish(line: Line) -> bool:
     return key is not None and key["key"] in TOP_KEYS
 
 
-def _before_error(lines: list[Line], error: yaml.YAMLError) -> list[Line]:
+def _before_error(lines: list[Line], error: yamltext.YamlTextError) -> list[Line]:
     """The lines before the one the error points at (none when that is the first).
 
     The problem mark names the offending line; when it points past the end (an
     unfinished key or value), the context mark says where that construct began.
     """
-    at = _mark_line(getattr(error, "problem_mark", None))
+    at = error.problem_line
     if at is None or at >= len(lines):
-        at = _mark_line(getattr(error, "context_mark", None))
+        at = error.context_line
     kept = lines[: at if at is not None and 0 < at < len(lines) else 0]
     while kept and kept[-1].blank:
         kept.pop()
     return kept
-
-
-def _mark_line(mark: object) -> int | None:
-    line = getattr(mark, "line", None)
-    return line if isinstance(line, int) else None

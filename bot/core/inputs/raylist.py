@@ -25,9 +25,7 @@ import textwrap
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
-import yaml
-
-from bot.core.inputs import InputPart
+from bot.core.inputs import InputPart, yamltext
 from bot.core.inputs.blocks import Block, Line, Miss, block_end, lines_from
 from bot.core.inputs.rayjob import ray_job_parts
 from bot.core.inputs.raystate import records_parts, state_parts
@@ -49,7 +47,6 @@ _GAP = re.compile(r"\s{2,}")
 _PREAMBLE_LINES = 8
 _MAX_ROWS = 5000
 _MAX_YAML_LINES = 20000
-_SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # Cells that hold YAML (a mapping Ray dumped into the table).
 _MAPPING_COLUMNS = frozenset({"death_cause", "driver_info", "required_resources"})
 
@@ -216,8 +213,8 @@ def _value(name: str, lines: list[str]) -> Any:
     if name not in _MAPPING_COLUMNS or ":" not in text:
         return text
     try:
-        data = yaml.load(text, Loader=_SAFE_LOADER)  # a SafeLoader: plain data only
-    except (yaml.YAMLError, RecursionError):
+        data = yamltext.load(text)
+    except yamltext.YamlTextError:
         return text
     return data if isinstance(data, dict) else text
 
@@ -239,8 +236,8 @@ def _yaml_list(text: str, first: Line, lines: Iterator[Line], origin: str) -> Bl
         body.append(line)
         last = line
     try:
-        data = yaml.load("\n".join(line.text for line in body), Loader=_SAFE_LOADER)
-    except (yaml.YAMLError, RecursionError):
+        data = yamltext.load("\n".join(line.text for line in body))
+    except yamltext.YamlTextError:
         return Miss(block_end(last, text))
     parts: tuple[InputPart, ...] | None = state_parts(data, origin)
     if parts is None:
