@@ -490,7 +490,9 @@ class Correlator:
         """The incident's findings assessed with the live facts found so far; offers
         whose check gave no answer are decided (withheld, with the reason)."""
         diagnosis = self._assess(list(track.reps.values()), track.answer.facts)
-        return kuberay_retries.judged(settle(diagnosis, track.answer), track.attempts)
+        return kuberay_retries.judged(
+            settle(diagnosis, track.answer), track.attempts, track.incident.workload
+        )
 
     def _asks(self, track: Track) -> tuple[ActionOffer, ...]:
         """The incident's offers waiting on a live fact, and its offered actions whose

@@ -40,7 +40,18 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from bot.core.model import ActionOffer, Diagnosis, Finding, RayJobAttempt, SourceKind
+from pydantic import ValidationError
+
+from bot.core.actions.catalog import CATALOG
+from bot.core.model import (
+    ActionOffer,
+    Diagnosis,
+    Finding,
+    ObjectRef,
+    RayJobAttempt,
+    SourceKind,
+    frozen_map,
+)
 from bot.core.taxonomy import RANK, Category
 
 KUBERAY_VERSION = "v1.7.0"
@@ -258,15 +269,21 @@ def _history(failed: Sequence[RayJobAttempt]) -> str:
     return f"{said[0].upper()}{said[1:]}." if said else ""
 
 
-def judged(diagnosis: Diagnosis, attempts: Sequence[RayJobAttempt]) -> Diagnosis:
+def judged(
+    diagnosis: Diagnosis, attempts: Sequence[RayJobAttempt], rayjob: ObjectRef | None = None
+) -> Diagnosis:
     """`diagnosis` with KubeRay's retries said first in its text, and its reruns withheld
     while KubeRay will retry (or when every attempt failed the same way and no fix is
-    offered)."""
+    offered). A fix aimed at an attempt's RayCluster aims at `rayjob`'s template instead
+    (`retargeted`)."""
     fix = any(o.offered and o.action not in RERUNS for o in diagnosis.actions)
     found = verdict(attempts, fix)
     if found is None:
         return diagnosis
-    actions = tuple(_held(o, found.withhold) for o in diagnosis.actions)
+    clusters = {a.cluster for a in attempts}
+    actions = tuple(
+        _held(retargeted(o, clusters, rayjob), found.withhold) for o in diagnosis.actions
+    )
     text = f"{found.line}\n{diagnosis.text}" if diagnosis.text else found.line
     return dataclasses.replace(diagnosis, actions=actions, text=text)
 
@@ -275,3 +292,29 @@ def _held(offer: ActionOffer, reason: str) -> ActionOffer:
     if not reason or not offer.offered or offer.action not in RERUNS:
         return offer
     return dataclasses.replace(offer, offered=False, reason=reason, pending_fact="")
+
+
+def retargeted(offer: ActionOffer, clusters: set[str], rayjob: ObjectRef | None) -> ActionOffer:
+    """`offer` aimed at the RayJob's `spec.rayClusterSpec` when it names one of the
+    attempts' RayClusters: KubeRay deletes each retried attempt's RayCluster and makes the
+    next from that template (the `Retrying` case above), so a fix aimed at the finding's
+    cluster would be refused as not found once approved, and would not reach the next
+    attempt. The executor changes the RayJob's live RayCluster with it (bot.adapters.
+    kubernetes.bump). Any other offer comes back as it is."""
+    params = offer.params
+    spec = CATALOG.get(offer.action)
+    if (
+        rayjob is None
+        or rayjob.kind != "RayJob"
+        or spec is None
+        or params.get("kind") != "RayCluster"
+        or params.get("name") not in clusters
+        or params.get("namespace") != rayjob.namespace
+    ):
+        return offer
+    try:
+        model = spec.params.model_validate({**params, "kind": "RayJob", "name": rayjob.name})
+    except (ValidationError, ValueError):
+        return offer
+    preview = spec.preview(model) if offer.preview else ""
+    return dataclasses.replace(offer, params=frozen_map(model.model_dump()), preview=preview)

@@ -4,6 +4,7 @@ rerun is withheld because KubeRay's own retry is coming or because it cannot hel
 
 from __future__ import annotations
 
+import dataclasses
 from types import MappingProxyType
 
 import pytest
@@ -279,3 +280,38 @@ def test_a_rayjob_without_retries_is_left_as_assessed() -> None:
     )
     before = Diagnosis((), OFFERS, "text")
     assert retries.judged(before, attempts_of(single)) is before
+
+
+def bump(namespace: str, kind: str, name: str) -> ActionOffer:
+    params = {"namespace": namespace, "kind": kind, "name": name, "group": "gpu", "current": "16Gi"}
+    return ActionOffer("k8s.bump_memory", MappingProxyType(params), True, "raise", "pod-oom-killed")
+
+
+@pytest.mark.parametrize(
+    ("offer", "target", "preview"),
+    [
+        # an attempt's RayCluster, which KubeRay deletes: the RayJob's template instead
+        (
+            bump("ml", "RayCluster", "a"),
+            ("RayJob", "train"),
+            "RayJob ml/train rayClusterSpec.workerGroupSpecs[gpu].containers[*].resources."
+            "limits.memory: 16Gi → 24Gi",
+        ),
+        (bump("ml", "RayCluster", "b"), ("RayJob", "train"), "RayJob ml/train"),
+        # a RayCluster no attempt ran on, or another namespace's: left as the playbook aimed it
+        (bump("ml", "RayCluster", "shared"), ("RayCluster", "shared"), ""),
+        (bump("other", "RayCluster", "a"), ("RayCluster", "a"), ""),
+    ],
+)
+def test_a_fix_aimed_at_an_attempts_raycluster_is_aimed_at_the_rayjobs_template(
+    offer: ActionOffer, target: tuple[str, str], preview: str
+) -> None:
+    attempts = attempts_of(oom("a"), failure("a", 1), oom("b"), failure("b", 2))
+    offer = dataclasses.replace(offer, preview="before")
+    diagnosis = retries.judged(Diagnosis((), (offer,), ""), attempts, RAYJOB)
+    (judged_offer,) = diagnosis.actions
+    assert (judged_offer.params["kind"], judged_offer.params["name"]) == target
+    assert judged_offer.preview.startswith(preview or "before")
+    assert judged_offer.offered
+    alone = retries.judged(Diagnosis((), (offer,), ""), attempts)  # no RayJob known
+    assert alone.actions == (offer,)
