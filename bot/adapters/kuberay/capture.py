@@ -12,7 +12,8 @@ person would look at, while the objects still exist:
   `pods/<pod>.<container>.log` with the previous container's log tail for a container
   that restarted (the current one's for one that terminated);
 - `events.txt`: the namespace's events about them, oldest first;
-- `driver.log`: the tail of the Ray job's driver log (Jobs API);
+- `driver.log`: the Ray job's driver log (Jobs API), its first and last half of
+  `file_limit` when it is longer, with a line saying how much was left out between;
 - `actors.json`: the dead actors of the Ray job and their death causes (State API).
 
 Each file is cut to `file_limit` bytes (a log keeps its tail); the tar.gz stops taking
@@ -41,6 +42,7 @@ from bot.core.inputs.values import as_list, as_map, text_at
 FILE_LIMIT = 256 * 1024
 TOTAL_LIMIT = 1024 * 1024
 _LOG_LINES = 2000
+_BETWEEN = 256  # room for the driver log's line between its head and its tail
 _MAX_PODS = 20
 _MAX_EVENTS = 200
 
@@ -190,7 +192,8 @@ class EvidenceCollector:
             return
         try:
             if submission:
-                logs = dashboard.job_logs_tail(submission, self.file_limit)
+                ends = (self.file_limit - _BETWEEN) // 2
+                logs = dashboard.job_logs_ends(submission, ends)
                 bundle.add("driver.log", logs, self.file_limit, tail=True)
                 job = dashboard.get_job(submission) or {}
                 job_id = str(job.get("job_id") or "")

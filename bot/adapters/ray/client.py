@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -331,6 +332,22 @@ class RayDashboard:
         raw = self._stream_tail(f"/api/jobs/{_seg(submission_id)}/logs", None, limit + 16)
         return _logs_from_json_tail(raw, limit, f"{self.url}/api/jobs/{submission_id}/logs")
 
+    def job_logs_ends(self, submission_id: str, limit: int = LOG_LIMIT) -> bytes:
+        """`/api/jobs/{id}/logs` whole when it is at most 2 × `limit` bytes, else its first
+        and its last `limit` bytes (from whole lines), with a line between them saying how
+        much was left out: the first lines say what ran, the last how it ended."""
+        path = f"/api/jobs/{_seg(submission_id)}/logs"
+        url = self.url + path
+        response = self._request("GET", path)
+        with response:
+            try:
+                found = log_ends(response.iter_content(_CHUNK), limit)
+            except requests.RequestException as error:
+                raise DashboardUnreachableError(
+                    url, f"the answer broke off: {_reason(error)}"
+                ) from None
+        return found.decoded(limit, url)
+
     # -- plumbing ---------------------------------------------------------------------
 
     def _request(
@@ -404,6 +421,84 @@ def tail_bytes(chunks: Iterable[bytes], limit: int) -> bytes:
             size -= len(kept.popleft())
     data = b"".join(kept)
     return data[-limit:] if len(data) > limit else data
+
+
+@dataclass(frozen=True, slots=True)
+class LogEnds:
+    """The first and the last bytes of a Jobs API logs answer (`{"logs": "..."}`)."""
+
+    head: bytes
+    tail: bytes
+    total: int  # bytes of the whole answer
+    newlines: int  # JSON `\\n` escapes in the part left out (the lines left out, but one)
+
+    def decoded(self, limit: int, url: str) -> bytes:
+        left_out = self.total - len(self.head) - len(self.tail)
+        if left_out <= 0:
+            return _logs_from_json_tail(self.head + self.tail, 2 * limit, url)
+        opening = _LOGS_OPENING.match(self.head)
+        if opening is None:
+            raise RayApiError(url, "the logs answer is not the expected JSON")
+        body = self.head[opening.end() :]
+        try:
+            head = str(json.loads(b'"' + body[: _past_last_escaped_newline(body)] + b'"'))
+        except ValueError:
+            raise RayApiError(url, "the logs answer could not be decoded") from None
+        first = head.encode("utf-8")
+        last = _logs_from_json_tail(self.tail, limit, url)
+        between = (
+            f"[pitcrew: about {left_out:,} bytes ({self.newlines + 1:,} lines) of the driver log "
+            f"left out here; kept: its first {len(first):,} bytes and its last {len(last):,}]"
+        )
+        return first + between.encode() + b"\n" + last
+
+
+_LOGS_OPENING = re.compile(rb'\{\s*"logs"\s*:\s*"')
+
+
+def log_ends(chunks: Iterable[bytes], limit: int) -> LogEnds:
+    """The first `limit` bytes of a stream and the last `limit` of the rest, holding at
+    most about 2 × `limit` + one chunk, counting the JSON newline escapes left out."""
+    head = bytearray()
+    kept: deque[bytes] = deque()
+    size = total = newlines = 0
+    carried = b""  # the last byte left out, for an escape split between two chunks
+    for chunk in chunks:
+        total += len(chunk)
+        if len(head) < limit:
+            take = limit - len(head)
+            head += chunk[:take]
+            chunk = chunk[take:]
+        if not chunk:
+            continue
+        kept.append(chunk)
+        size += len(chunk)
+        while kept and size - len(kept[0]) >= limit:
+            gone = kept.popleft()
+            size -= len(gone)
+            newlines += (carried + gone).count(b"\\n")
+            carried = gone[-1:]
+    data = b"".join(kept)
+    if len(data) > limit:
+        newlines += (carried + data[:-limit]).count(b"\\n")
+        data = data[-limit:]
+    return LogEnds(bytes(head), data, total, newlines)
+
+
+def _past_last_escaped_newline(body: bytes) -> int:
+    """Index just past the last JSON `\\n` escape in `body` (a string cut short), so what
+    is before it decodes; 0 when there is none."""
+    index = body.rfind(b"\\n")
+    while index >= 0:
+        backslashes = 0
+        j = index
+        while j >= 0 and body[j : j + 1] == b"\\":
+            backslashes += 1
+            j -= 1
+        if backslashes % 2 == 1:
+            return index + 2
+        index = body.rfind(b"\\n", 0, index)
+    return 0
 
 
 def _line_start(data: bytes, limit: int) -> bytes:

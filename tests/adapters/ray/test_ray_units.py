@@ -16,6 +16,7 @@ from bot.adapters.ray.client import (
     RayClusterConfig,
     _logs_from_json_tail,
     headers_from_env,
+    log_ends,
     tail_bytes,
 )
 from bot.adapters.ray.executor_base import RayClusters, remediation_id
@@ -347,3 +348,28 @@ def test_a_config_entry_sets_the_stale_age_scan_interval_and_down_grace() -> Non
         timedelta(minutes=1),
         timedelta(seconds=30),
     )
+
+
+def test_a_long_driver_log_keeps_its_first_and_last_lines_and_says_what_was_left_out() -> None:
+    lines = [f'line {i:05d}: "quoted" \\ back\tslash ünïcode\n' for i in range(20000)]
+    body = json.dumps({"logs": "".join(lines)}).encode()
+    chunks = [body[i : i + 1000] for i in range(0, len(body), 1000)]
+    ends = log_ends(iter(chunks), 20_000)
+    assert (ends.head, ends.tail, ends.total) == (body[:20_000], body[-20_000:], len(body))
+    assert ends.newlines == body[20_000:-20_000].count(b"\\n") == 19299
+    first, between, last = ends.decoded(20_000, "u").decode().split("\n[pitcrew: ")[0:1] + (
+        ends.decoded(20_000, "u").decode().split("\n[pitcrew: ")[1].split("]\n")
+    )
+    assert first + "\n" == "".join(lines[:350])  # whole lines from the first
+    assert last == "".join(lines[-350:])  # whole lines to the last
+    assert between == (
+        f"about {len(body) - 40_000:,} bytes (19,300 lines) of the driver log left out here; "
+        f"kept: its first {len((first + chr(10)).encode()):,} bytes and its last "
+        f"{len(last.encode()):,}"
+    )
+
+
+def test_a_driver_log_that_fits_is_kept_whole() -> None:
+    text = "".join(f"line {i}\n" for i in range(100))
+    body = json.dumps({"logs": text}).encode()
+    assert log_ends([body[:300], body[300:]], 1000).decoded(1000, "u") == text.encode()
