@@ -289,6 +289,14 @@ class MemoryTarget:
     kernel_kill: bool = True
 
 
+def sized_from_evidence(incident: Incident) -> bool:
+    """The incident's root cause is an OOM kill: its card offers the memory bump, sized
+    from this evidence, so the card waits for it (within its deadline) before it is
+    first posted."""
+    primary = incident.diagnosis.primary
+    return primary is not None and primary.category in MEMORY_FINDINGS
+
+
 def _for_memory(finding: Finding) -> bool:
     if finding.category in MEMORY_FINDINGS:
         return True

@@ -213,11 +213,13 @@ def decide(
     now: datetime,
     *,
     urgent: bool = False,
+    hold_until: datetime | None = None,
 ) -> DeliveryPlan:
     """What to send about `incident` at `now`.
 
-    - Not posted yet: wait until `opened_at + group_wait`, then POST to the routed
-      channel. An incident resolved before it was ever posted is dropped.
+    - Not posted yet: wait until `opened_at + group_wait` (and until `hold_until`, while
+      evidence the card should show is still outstanding: `evidence_hold`), then POST to
+      the routed channel. An incident resolved before it was ever posted is dropped.
     - Posted: when the card would change, UPDATE it, at most once per
       `group_interval` (`urgent`, for a person's click, skips the wait).
     - Open, unchanged, and nothing said for `repeat_interval`: REPLY in the thread.
@@ -227,7 +229,7 @@ def decide(
     record = delivery or Delivery(incident.id)
     silence = silenced_by(incident, silences, now)
     if not record.posted:
-        return _first_post(incident, report, record, silence, config, now, urgent)
+        return _first_post(incident, report, record, silence, config, now, urgent, hold_until)
     if digest(report) != record.digest:
         return _update(incident, report, record, silence, config, now, urgent)
     if silence is not None:
@@ -244,13 +246,17 @@ def _first_post(
     config: NotifyConfig,
     now: datetime,
     urgent: bool,
+    hold_until: datetime | None,
 ) -> DeliveryPlan:
-    """Post the card once `group_wait` has passed; drop an incident resolved unseen."""
+    """Post the card once `group_wait` (and any evidence hold) has passed; drop an
+    incident resolved unseen."""
     if incident.state is IncidentState.RESOLVED:
         return DeliveryPlan((), record, done=True)
     if silence is not None:
         return DeliveryPlan((), record, next_at=silence.ends_at, muted_by=silence)
     due = incident.opened_at + config.group_wait
+    if hold_until is not None:
+        due = max(due, hold_until)
     if now < due and not urgent:
         return DeliveryPlan((), record, next_at=due)
     channel = route(incident, config)
@@ -262,6 +268,15 @@ def _first_post(
         sent += (Notification(incident.id, NotificationKind.REPLY, channel, None, text, now),)
     record = Delivery(incident.id, channel, now, now, digest(report))
     return DeliveryPlan(sent, record, next_at=_next(incident, record, config))
+
+
+def evidence_hold(
+    opened_at: datetime, asked_at: datetime, deadline: timedelta, config: NotifyConfig
+) -> datetime:
+    """How long a first post may wait for evidence asked for at `asked_at` that answers
+    within `deadline` (an OOM kill's memory, which sizes the bump the card offers): until
+    that deadline, and never past the card's own `group_wait` plus it."""
+    return min(asked_at + deadline, opened_at + config.group_wait + deadline)
 
 
 def _update(

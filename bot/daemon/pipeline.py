@@ -36,7 +36,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 
-from bot.core import approvals
+from bot.core import approvals, memory_evidence
 from bot.core.analysis import findings_from_hits
 from bot.core.engine import Engine
 from bot.core.errors import PitcrewError
@@ -55,7 +55,7 @@ from bot.core.model import (
     SourceKind,
     frozen_map,
 )
-from bot.core.notify import Delivery, NotifyConfig, decide
+from bot.core.notify import Delivery, NotifyConfig, decide, evidence_hold
 from bot.core.rayjob_owners import owners_named
 from bot.core.reports import build_report
 from bot.core.unmatched import part_lines
@@ -152,6 +152,7 @@ class Pipeline(Taking):
         self._seen_change = 0
         self._memory = memory  # memory evidence for memory incidents, fetched off this thread
         self._measured: dict[str, Measured] = {}
+        self._evidence_due: dict[str, datetime] = {}  # id -> the first post waits until then
         self._charts: dict[str, Measured] = {}  # charts waiting for their card to be posted
         self._capture = capture  # evidence bundles of RayJobs and RayClusters, off this thread
         self._bundles: dict[str, list[Captured]] = {}  # waiting for their card to be posted
@@ -175,9 +176,8 @@ class Pipeline(Taking):
         for incident in open_incidents:
             self._due[incident.id] = now
         self._recover_interrupted(now)
-        if self._memory is not None:  # the evidence is asked for again, off this thread
-            for incident in open_incidents:
-                self._memory.ask(incident)
+        for incident in open_incidents:  # the evidence is asked for again, off this thread
+            self._ask_memory(incident, now)
         self._metrics.open_incidents.set(len(self._correlator))
         log.info(
             "restored %d open incidents and %d unfinished cards",
@@ -243,9 +243,8 @@ class Pipeline(Taking):
         for incident_id, incident in latest.items():
             if incident_id in reshaped:
                 self._count_unrendered(incident)
+            self._ask_memory(incident, now)  # before the card: its first post may wait for it
             self._follow_up(incident, incident_id in reshaped, now)
-            if self._memory is not None and incident.state is IncidentState.OPEN:
-                self._memory.ask(incident)
             if self._capture is not None and incident.state is IncidentState.OPEN:
                 self._capture.ask(incident)
         self._metrics.open_incidents.set(len(self._correlator))
@@ -294,6 +293,8 @@ class Pipeline(Taking):
         for incident_id in held:
             del self._waiting[incident_id]  # the answer was lost: the card goes out as it is
             self._due[incident_id] = now
+        for incident_id in [i for i, at in self._evidence_due.items() if at <= now]:
+            self._no_evidence_in_time(incident_id, now)
         for change in self._correlator.tick(now):
             self._record(change, (), now)
         self._notice_proposal_changes(now)
@@ -357,6 +358,26 @@ class Pipeline(Taking):
         if due > 1 and since is not None:
             self._waiting[incident_id] = (since, due - 1)
 
+    def _ask_memory(self, incident: Incident, now: datetime) -> None:
+        """Ask for an open incident's memory evidence (off this thread); the first time,
+        its card's first post may wait for the answer until `evidence_hold`."""
+        if self._memory is None or incident.state is not IncidentState.OPEN:
+            return
+        if self._memory.ask(incident):
+            deadline = timedelta(seconds=self._memory.timeout)
+            hold = evidence_hold(incident.opened_at, now, deadline, self._notify)
+            self._evidence_due[incident.id] = hold
+
+    def _no_evidence_in_time(self, incident_id: str, now: datetime) -> None:
+        """The evidence's deadline passed unanswered: the card goes out, its bump sized by
+        the factor, saying why (a late answer still updates it)."""
+        del self._evidence_due[incident_id]
+        if self._memory is None or incident_id in self._measured:
+            return
+        seconds = f"{self._memory.timeout:g}"
+        problem = f"no memory metrics: Prometheus did not answer within {seconds} s"
+        self._on_measured(Measured(incident_id, None, problem), now)
+
     def _annotated(self, incident: Incident) -> Incident:
         measured = self._measured.get(incident.id)
         if self._memory is None or measured is None:
@@ -369,6 +390,10 @@ class Pipeline(Taking):
         incident = self._correlator.get(measured.incident_id)
         if incident is None or self._memory is None:
             return
+        self._evidence_due.pop(incident.id, None)
+        known = self._measured.get(incident.id)
+        if measured.evidence is None and known is not None and known.evidence is None:
+            return  # the deadline already said so: the card keeps its reason
         charted = bool(incident.memory)  # restored: its chart is in the thread already
         self._measured[incident.id] = measured
         incident = self._annotated(incident)
@@ -385,6 +410,8 @@ class Pipeline(Taking):
     def _proposals(self, incident: Incident, reshaped: bool, now: datetime) -> tuple[Proposal, ...]:
         existing = self._store.proposals_for_incident(incident.id)
         if not self._propose or not reshaped:  # a resolved one is reshaped only by a merge
+            return existing
+        if self._hold(incident) is not None:  # offered once sized, not twice
             return existing
         changed = approvals.reconcile(incident, existing, now, self._ttl)
         if not changed:
@@ -411,7 +438,14 @@ class Pipeline(Taking):
         self.stage = stage
         previous = self._deliveries.get(incident.id) or self._store.delivery(incident.id)
         decision = decide(
-            incident, report, previous, self._silences, self._notify, now, urgent=urgent
+            incident,
+            report,
+            previous,
+            self._silences,
+            self._notify,
+            now,
+            urgent=urgent,
+            hold_until=self._hold(incident),
         )
         if decision.notifications or decision.delivery != previous or decision.done:
             self._store.save_delivery(decision.delivery, decision.notifications, done=decision.done)
@@ -432,6 +466,15 @@ class Pipeline(Taking):
                 )
         if decision.notifications:
             self._queued()
+
+    def _hold(self, incident: Incident) -> datetime | None:
+        """Until when the first post (and the offers on it) waits for the memory evidence
+        that sizes its bump; None once it answered, its deadline passed, or the card is out."""
+        due = self._evidence_due.get(incident.id)
+        if due is None or not memory_evidence.sized_from_evidence(incident):
+            return None
+        delivery = self._deliveries.get(incident.id) or self._store.delivery(incident.id)
+        return None if delivery is not None and delivery.posted else due
 
     def _post_chart(self, measured: Measured, delivery: Delivery, now: datetime) -> None:
         """The memory chart in the card's thread (queued after the post it answers)."""
@@ -517,6 +560,7 @@ class Pipeline(Taking):
     def _forget(self, incident_id: str) -> None:
         self._waiting.pop(incident_id, None)
         self._measured.pop(incident_id, None)
+        self._evidence_due.pop(incident_id, None)
         self._charts.pop(incident_id, None)
         self._deliveries.pop(incident_id, None)
         self._due.pop(incident_id, None)

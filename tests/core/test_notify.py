@@ -30,6 +30,7 @@ from bot.core.notify import (
     NotifyConfig,
     Route,
     decide,
+    evidence_hold,
     labels,
     route,
     silence_active,
@@ -391,3 +392,21 @@ def test_unrouted_incidents_go_to_the_default_channel() -> None:
 def test_bad_notify_config_is_refused(settings: dict[str, object], message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         NotifyConfig.model_validate(settings)
+
+
+@pytest.mark.parametrize(
+    ("asked_after", "held_after"),
+    [
+        (0, 20),  # asked at once: the evidence's own deadline
+        (25, 40),  # asked late: never past group_wait plus the deadline
+    ],
+    ids=["deadline", "capped"],
+)
+def test_a_first_post_waits_for_outstanding_evidence_within_its_bound(
+    asked_after: int, held_after: int
+) -> None:
+    config = NotifyConfig(group_wait=timedelta(seconds=20))
+    opened = T0
+    asked = opened + timedelta(seconds=asked_after)
+    hold = evidence_hold(opened, asked, timedelta(seconds=20), config)
+    assert hold == opened + timedelta(seconds=held_after)
