@@ -30,6 +30,7 @@ from bot.adapters.http.server import HealthServer
 from bot.adapters.scheduler import Intervals, Jobs, Scheduler
 from bot.adapters.sqlite.lock import StoreLock
 from bot.adapters.sqlite.store import Store
+from bot.app.bundles import bundle_writer
 from bot.app.capture_wiring import bundles_dir, capture_worker, prune_bundles
 from bot.app.factories import build_registry, build_sources, categorizer
 from bot.app.memory_wiring import charts_dir, memory_worker, prune_charts
@@ -345,6 +346,7 @@ def _serve(daemon: Daemon, library: Library) -> None:
             metrics=daemon.metrics,
             diagnoser=diagnoser,
             replays=daemon.store,  # signed requests seen, kept across a restart
+            bundle_writer=bundle_writer(daemon.store, bundles_dir(daemon.settings)),
         )
 
 

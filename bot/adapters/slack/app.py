@@ -41,6 +41,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.signature import SignatureVerifier
 
 from bot.adapters.slack import blocks
+from bot.adapters.slack.bundles import BundleWriter, upload_bundle
 from bot.adapters.slack.commands import (
     COMMAND,
     USAGE,
@@ -237,6 +238,7 @@ class SlackApp:
         self.clock = clock
         self.service: SlackService | None = None
         self.diagnoser: Diagnoser | None = None
+        self.bundle_writer: BundleWriter | None = None
         self.groups = GroupDirectory(groups_client or client, config.group_ttl)
         self.replays: Replays = ReplayGuard()
         self.verifier = SignatureVerifier(config.signing_secret) if config.signing_secret else None
@@ -267,9 +269,11 @@ class SlackApp:
         service: SlackService,
         diagnoser: Diagnoser | None = None,
         replays: Replays | None = None,
+        bundle_writer: BundleWriter | None = None,
     ) -> None:
         self.service = service
         self.diagnoser = diagnoser
+        self.bundle_writer = bundle_writer
         if replays is not None and self.gate is not None:
             self.replays = self.gate.replays = replays
 
@@ -353,7 +357,8 @@ class SlackApp:
         else:
             ack()
         user, user_team = str(body.get("user_id") or ""), str(body.get("user_team") or team)
-        self._submit(self._run_command, command, user, respond, user_team)
+        channel = str(body.get("channel_id") or "")
+        self._submit(self._run_command, command, user, respond, user_team, channel)
 
     def _on_approve(self, ack: Ack, body: dict[str, Any], respond: Respond) -> None:
         ack()
@@ -381,9 +386,11 @@ class SlackApp:
 
     # -- the work -------------------------------------------------------------------------
 
-    def _run_command(self, command: Command, user: str, respond: Respond, team: str = "") -> None:
+    def _run_command(
+        self, command: Command, user: str, respond: Respond, team: str = "", channel: str = ""
+    ) -> None:
         try:
-            text = self._command_answer(command, user, team)
+            text = self._command_answer(command, user, team, channel)
         except ValueError as error:
             text = f"Nothing changed: {blocks.md(str(error), 500)}."
         except Exception:
@@ -394,7 +401,9 @@ class SlackApp:
         except Exception as error:
             log.warning("could not answer %s: %s", self.config.command, error)
 
-    def _command_answer(self, command: Command, user: str, team: str = "") -> str:
+    def _command_answer(
+        self, command: Command, user: str, team: str = "", channel: str = ""
+    ) -> str:
         service = self.service
         if service is None:
             return "pitcrew is starting; try again in a moment."
@@ -408,7 +417,11 @@ class SlackApp:
         if isinstance(command, UnmatchedCommand):
             return explain_unmatched(service.unmatched(command.n))
         if isinstance(command, BundleCommand):
-            return explain_bundles(command.incident_id, service.bundles(command.incident_id))
+            kept = service.bundles(command.incident_id)
+            written = self.bundle_writer(command.incident_id) if self.bundle_writer else None
+            if written is None:
+                return explain_bundles(command.incident_id, kept)
+            return upload_bundle(self.client, command.incident_id, written, channel, user, kept)
         if isinstance(command, SilenceCommand):
             reason = command.reason or f"silenced by {user} from Slack"
             who = self._chat_user(user, team)

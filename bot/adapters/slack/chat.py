@@ -42,6 +42,7 @@ from slack_sdk.web import SlackResponse
 
 from bot.adapters.slack.app import Diagnoser, SlackApp, SlackConfig, SlackService
 from bot.adapters.slack.blocks import CardOptions, Message, card, minimal_card, text_message
+from bot.adapters.slack.bundles import BundleWriter
 from bot.adapters.slack.commands import describe_duration
 from bot.adapters.slack.events import Replays
 from bot.adapters.slack.history import CardFinder, ReplyFinder, metadata, reply_metadata
@@ -215,14 +216,16 @@ class SlackChat:
         metrics: Metrics | None = None,
         diagnoser: Diagnoser | None = None,
         replays: Replays | None = None,
+        bundle_writer: BundleWriter | None = None,
     ) -> None:
         """Connect the listeners to the service; in HTTP mode mount `/slack/events` on
         the daemon's HTTP server. `replays`: where signed requests already seen are
-        kept (the store, so a restart forgets none). Call before `start`."""
+        kept (the store, so a restart forgets none); `bundle_writer`: what `/pitcrew
+        bundle` uploads. Call before `start`."""
         if metrics is not None:
             self.metrics = metrics
             self.app.metrics = metrics
-        self.app.bind(service, diagnoser, replays)
+        self.app.bind(service, diagnoser, replays, bundle_writer)
         if not self.config.socket_mode:
             if http is None:
                 raise ValueError("Slack's HTTP mode needs the daemon's HTTP server to mount on")

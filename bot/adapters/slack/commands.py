@@ -49,7 +49,7 @@ USAGE = f"""Usage:
 `{COMMAND} unsilence &lt;silence-id&gt;`
 `{COMMAND} history [n]` — recent incidents and actions
 `{COMMAND} unmatched [n]` — failures no playbook knows, by shape
-`{COMMAND} bundle &lt;incident-id&gt;` — the evidence bundles kept for an incident"""
+`{COMMAND} bundle &lt;incident-id&gt;` — upload an incident's evidence bundles (one tar.gz)"""
 
 
 # -- commands ----------------------------------------------------------------------------
