@@ -78,6 +78,13 @@ def report_panel(report: Report, ref: str = "") -> Panel:
     )
 
 
+def _file_kind(path: str) -> str:
+    """What an attached file is, by its name: the evidence bundle or the memory chart."""
+    if path.endswith(".tar.gz"):
+        return "bundle"
+    return "chart" if path.endswith(".png") else "file"
+
+
 class ConsoleChat:
     name = "console"
 
@@ -112,9 +119,10 @@ class ConsoleChat:
             self._console.print(Text(f"  ↳ [{ref}] {text}", overflow="fold"))
 
     def attach(self, ref: str, path: str, text: str, attempt: Attempt | None = None) -> None:
-        """The chart's comment (with its sparkline) and where the PNG is."""
+        """The file's comment (a chart's with its sparkline) and where the file is."""
         with self._lock:
-            self._console.print(Text(f"  ↳ [{ref}] {text}\n    chart: {path}", overflow="fold"))
+            what = _file_kind(path)
+            self._console.print(Text(f"  ↳ [{ref}] {text}\n    {what}: {path}", overflow="fold"))
 
     def healthy(self) -> bool:
         return True
