@@ -1,16 +1,18 @@
-"""The seed scenario's memory step: what Prometheus says about the OOMKilled worker.
+"""The seed scenario's memory evidence: what Prometheus says about the OOMKilled worker.
 
-Why this exists: the seed's card says "OOMKilled at 16Gi, bump to 24Gi"; this step shows
-the next answer pitcrew gives when the cluster runs Prometheus: whether the pod leaked or
-spiked, how much its group used, the bump that evidence supports, and the chart. It
-starts a throwaway Prometheus on loopback (Debian's package) holding the seed pods'
-series (a leak in the killed worker, the other worker flat at 11Gi), reads it the way
-`pitcrew diagnose --kube … --prometheus URL --chart FILE` does, and stops it by pid.
-Without `prometheus` installed it says plainly that it skips the step.
+Why this exists: with a Prometheus source, pitcrew sizes the seed's memory bump from what
+the worker group used before it posts the card (16Gi → 20Gi, not the factor's 24Gi).
+This starts a throwaway Prometheus on loopback (Debian's package) holding the seed pods'
+series (a leak in the killed worker, the other worker flat at 11.2Gi) before the daemon,
+so the daemon's `sources.prometheus` points at it; once the card is out, the demo shows
+the memory line and the sized offer the card carries, and the chart from its thread,
+before anything is approved. The Prometheus is stopped by pid with the rest. Without
+`prometheus` installed it says plainly that the bump is sized by the factor.
 """
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -23,13 +25,13 @@ from bot.adapters.prometheus.local import (
     openmetrics,
 )
 from bot.app.demo import seed as seed_case
-from bot.app.demo.screen import Screen
-from bot.app.memory_wiring import measure, render
-from bot.core.memory_evidence import GI, PodSeries, Sample, target_of
+from bot.app.demo.screen import Card, DemoChat, Screen
+from bot.core.memory_evidence import GI, PodSeries, Sample
 from bot.core.model import Incident
 
 CHART = Path(tempfile.gettempdir()) / "pitcrew-demo-memory.png"
 STEP = timedelta(seconds=10)
+CHART_TIMEOUT = 30.0
 
 
 def _series(shape: Callable[[float], float], end: datetime) -> tuple[Sample, ...]:
@@ -56,34 +58,34 @@ def exposition(cluster: str, killed_at: datetime) -> str:
     return openmetrics(memory_lines(seed_case.NS, limited, "gpu-group", cluster))
 
 
-def show(screen: Screen, incident: Incident, cluster: str) -> bool:
-    """The memory line, a sparkline, the sized bump and the chart; False if skipped."""
+def serve(screen: Screen) -> LocalPrometheus | None:
+    """The seed pods' memory in a throwaway Prometheus on 127.0.0.1; None without one."""
     if not installed():
         screen.say(
-            "memory evidence: skipped, prometheus is not installed here "
-            "(`make prometheus` installs Debian's package)"
+            "memory evidence: skipped, prometheus is not installed here (`make prometheus` "
+            "installs Debian's package); the seed's bump is sized by the factor"
         )
-        return False
-    target = target_of(incident)
-    if target is None:
-        screen.problem("memory evidence: no finding names the killed pod")
-        return False
+        return None
+    cluster = str(seed_case.seed_objects()["cluster"]["metadata"]["name"])
     with screen.step("Starting a throwaway Prometheus on 127.0.0.1 with the seed pods' memory"):
-        server = LocalPrometheus(exposition(cluster, target.killed_at))
+        server = LocalPrometheus(exposition(cluster, seed_case.OOM_KILLED_AT))
         server.start()
+    screen.done(f"Prometheus at {server.url} (pid {server.pid}): pitcrew's memory source")
+    return server
+
+
+def show(screen: Screen, chat: DemoChat, card: Card, incident: Incident, offered: str) -> None:
+    """The memory evidence the card was posted with, the offer sized from it, and the
+    chart from the card's thread (copied to CHART, which outlives the demo)."""
+    screen.done(f"memory (from Prometheus, before the card was posted): {incident.memory}")
+    screen.say(f"  the bump offered, sized from it: {offered}")
     try:
-        measured = measure(incident.diagnosis, server.url, incident.opened_at)
-    finally:
-        server.stop()
-    if measured is None:
-        return False
-    screen.done(f"memory: {measured.line}")
-    if measured.spark:
-        screen.say(f"  {measured.spark}")
-    bump = next((a for a in measured.diagnosis.actions if a.action == "k8s.bump_memory"), None)
-    if bump is not None:
-        screen.say(f"  the bump this evidence supports: {bump.preview}")
-    if measured.evidence is not None and measured.evidence.killed.samples:
-        CHART.write_bytes(render(measured.evidence))
-        screen.say(f"  chart (usage vs limit, the killed pod and its group): {CHART}")
-    return True
+        path, text = chat.wait_for_file(card.ref, "Memory of", CHART_TIMEOUT)
+    except TimeoutError:
+        screen.problem("memory chart: none in the card's thread")
+        return
+    spark = text.splitlines()[-1] if "\n" in text else ""
+    if spark:
+        screen.say(f"  {spark}")
+    shutil.copyfile(path, CHART)
+    screen.say(f"  chart (usage vs limit, the killed pod and its group): {CHART}")

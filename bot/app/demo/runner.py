@@ -43,6 +43,7 @@ from rich.console import Console
 
 from bot.adapters.kuberay.rerun import RECREATED_FROM
 from bot.adapters.kubernetes.api import RAY_CLUSTERS, RAY_JOBS
+from bot.adapters.prometheus.local import LocalPrometheus
 from bot.adapters.ray.client import RayApiError
 from bot.adapters.ray.local import LocalRayHead
 from bot.app import wiring as app
@@ -73,8 +74,11 @@ class ScenarioFailedError(Exception):
     """The scenario did not reach its expected end; the message says where it stopped."""
 
 
-def settings_for(directory: Path, ray_url: str, kubeconfig: Path) -> Settings:
-    """The daemon's configuration: everything local, short timings, one approver."""
+def settings_for(
+    directory: Path, ray_url: str, kubeconfig: Path, prometheus_url: str = ""
+) -> Settings:
+    """The daemon's configuration: everything local, short timings, one approver; memory
+    evidence from the throwaway Prometheus when one runs."""
     sources: dict[str, Any] = {
         "ray": [{"name": "local", "address": ray_url, "poll_interval": 1}],
         "kubernetes": {
@@ -84,6 +88,8 @@ def settings_for(directory: Path, ray_url: str, kubeconfig: Path) -> Settings:
             "namespaces": [seed_case.NS],
         },
     }
+    if prometheus_url:
+        sources["prometheus"] = {"url": prometheus_url, "timeout": 5}
     if "ray_discovery" in SourceSettings.model_fields:
         # The emulated seed RayCluster has no Ray dashboard to discover and poll.
         sources["ray_discovery"] = {"enabled": False}
@@ -116,8 +122,11 @@ class Demo:
         emulator: KubeEmulator,
         *,
         yes: bool,
+        measured: bool = False,
     ) -> None:
         self.screen = screen
+        self.measured = measured  # Prometheus runs: the bump is sized from the evidence
+        self.limit = "20Gi" if measured else "24Gi"
         self.chat = chat
         self.daemon = daemon
         self.jobs = jobs
@@ -210,6 +219,8 @@ class Demo:
         ours = _of(incident)
         plan = self._proposal(ours, "k8s.bump_memory", {S.OFFERED}, CARD_TIMEOUT)
         steps = " → ".join([plan.action, *(step.action for step in plan.then)])
+        if self.measured:  # the evidence first, then the offer sized from it
+            memory_step.show(screen, self.chat, card, incident, plan.preview)
         screen.say(f"one plan, one Approve: {steps}")
         screen.say(
             "EMULATED: kmock runs no KubeRay controller; the demo sets the recreated "
@@ -220,7 +231,7 @@ class Demo:
         out.action = "k8s.bump_memory"
         stored = emulator.api.get(RAY_CLUSTERS, seed_case.NS, cluster_name) or {}
         limit = _worker_limit(stored, "gpu-group")
-        if limit != "24Gi":
+        if limit != self.limit:
             raise ScenarioFailedError(f"the RayCluster's worker limit reads back as {limit!r}")
         screen.done(
             f"read back from the emulator: RayCluster {cluster_name} group gpu-group "
@@ -229,7 +240,10 @@ class Demo:
         self._seed_checks(incident, card, cluster_name)
         self._seed_rerun()
         out.action = "k8s.bump_memory, kuberay.recreate_rayjob"
-        out.result = "one card; 24Gi read back; RayJob recreated with 24Gi; the kill not offered"
+        out.result = (
+            f"one card; {self.limit} read back; RayJob recreated with {self.limit}; "
+            "the kill not offered"
+        )
         out.ok = True
 
     def _seed_card(self, out: ScenarioRow) -> tuple[Card, Incident, str]:
@@ -266,7 +280,6 @@ class Demo:
         if kill is None or kill.offered or any(p.action == "ray.kill_actor" for p in proposals):
             raise ScenarioFailedError("ray.kill_actor was offered for the live register center")
         self.screen.done(f"ray.kill_actor not offered: {kill.reason}")
-        memory_step.show(self.screen, incident, cluster_name)  # with Prometheus, if installed
         try:  # captured while the RayCluster exists, kept after KubeRay deletes it
             path, text = self.chat.wait_for_file(card.ref, "Evidence bundle", CARD_TIMEOUT)
         except TimeoutError as error:
@@ -289,7 +302,7 @@ class Demo:
             {"spec": again.get("spec", {}).get("rayClusterSpec", {})}, "gpu-group"
         )
         recreated = (again.get("metadata", {}).get("annotations") or {}).get(RECREATED_FROM)
-        if not recreated or limit != "24Gi":
+        if not recreated or limit != self.limit:
             raise ScenarioFailedError(
                 f"the recreated RayJob reads back with {limit or 'no'} memory limit"
             )
@@ -479,6 +492,7 @@ class _Parts:
     emulator: KubeEmulator | None = None
     daemon: app.Daemon | None = None
     jobs: Jobs | None = None
+    prometheus: LocalPrometheus | None = None
 
 
 def _everything(
@@ -508,6 +522,8 @@ def _everything(
         finally:
             stopping = time.monotonic()
             survivors = _stop(parts.daemon, parts.jobs, parts.emulator, parts.head, screen)
+            if parts.prometheus is not None:
+                parts.prometheus.stop()
             shutil.rmtree(directory, ignore_errors=True)
             timings.append(f"stop: {time.monotonic() - stopping:.0f} s")
     return code, survivors
@@ -532,9 +548,13 @@ def _start(screen: Screen, parts: _Parts, directory: Path, *, yes: bool, verbose
         emulator.install_kuberay()
         kubeconfig = emulator.write_kubeconfig(directory / "kubeconfig")
     screen.done(f"EMULATED Kubernetes API at {emulator.url} (kmock, in this process)")
+    prometheus = parts.prometheus = memory_step.serve(screen)
+    url = prometheus.url if prometheus is not None else ""
     with screen.step("Starting pitcrew (playbooks, store, sources, executors)"):
         chat = DemoChat(screen.console)
-        daemon = parts.daemon = app.build(settings_for(directory, head.url, kubeconfig), chat=chat)
+        daemon = parts.daemon = app.build(
+            settings_for(directory, head.url, kubeconfig, url), chat=chat
+        )
         daemon.start()
         jobs = parts.jobs = Jobs(head.url, directory / "jobs")
         _quiet(verbose)  # importing Ray set its loggers' levels again
@@ -542,9 +562,9 @@ def _start(screen: Screen, parts: _Parts, directory: Path, *, yes: bool, verbose
     screen.say(
         f"  sources: Ray (polls {head.url} every 1 s), Kubernetes (watches "
         f"{seed_case.NS} on the emulator); executors: ray.* ray, k8s.* kubernetes, "
-        "kuberay.* kuberay"
+        "kuberay.* kuberay" + (f"; memory evidence: Prometheus at {url}" if url else "")
     )
-    return Demo(screen, chat, daemon, jobs, emulator, yes=yes)
+    return Demo(screen, chat, daemon, jobs, emulator, yes=yes, measured=prometheus is not None)
 
 
 def _exit_code(screen: Screen, outcomes: list[ScenarioRow], survivors: list[int], code: int) -> int:

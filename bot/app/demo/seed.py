@@ -13,6 +13,7 @@ return plain dicts, as the API serves them; `install` creates them through the A
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -22,6 +23,7 @@ from bot.core.errors import PitcrewError
 
 SEED = Path(__file__).resolve().parents[3] / "examples" / "seed"
 NS = "ml-train"
+OOM_KILLED_AT = datetime(2025, 11, 3, 10, 13, 58, tzinfo=UTC)  # the worker's OOM kill
 GPU_PRODUCT = "nvidia.com/gpu.product"
 
 
@@ -307,7 +309,7 @@ def seed_objects() -> dict[str, Any]:
         f"{name}-gpu-group-worker-9zq4f",
         "gpu-group",
         "gpu-a10-node-3",
-        container_statuses=oomkilled("ray-worker", "2025-11-03T10:13:58Z"),
+        container_statuses=oomkilled("ray-worker", OOM_KILLED_AT.strftime("%Y-%m-%dT%H:%M:%SZ")),
     )
     healthy = ray_pod(
         cluster,

@@ -111,13 +111,19 @@ def test_pitcrew_demo_yes_reaches_every_scenarios_end_and_leaves_nothing_running
     assert re.search(r"the rerun pitcrew-resubmit-\S+ SUCCEEDED", flat)
     assert "No module named 'flash_attn'" in flat
     assert "EMULATED Kubernetes API" in flat
-    assert "16Gi → 24Gi" in flat
+    # the seed's memory evidence (a throwaway Prometheus) before the offer sized from it
+    evidence = flat.index("memory (from Prometheus, before the card was posted): peak 15.9Gi")
+    offer = flat.index("the bump offered, sized from it: RayCluster ml-train/")
+    approved = flat.index("one plan, one Approve: k8s.bump_memory → kuberay.recreate_rayjob")
+    assert evidence < offer < approved
+    assert "16Gi → 20Gi (the killed pod's usage at the kill" in flat
+    assert "16Gi → 24Gi" not in flat
     # the seed's evidence bundle, in its card's thread (kept after the cluster is gone)
     assert re.search(r"Evidence bundle of RayJob ml-train/verl-ppo-qwen \(\d+\.\d KiB", flat)
-    assert "memory limit 24Gi" in flat
+    assert "memory limit 20Gi" in flat
     assert "Named actor already taken (RayJob and 1 pod)" in flat
     assert re.search(
-        r"RayJob verl-ppo-qwen recreated \(from uid \S+\), group gpu-group memory limit 24Gi, "
+        r"RayJob verl-ppo-qwen recreated \(from uid \S+\), group gpu-group memory limit 20Gi, "
         r"Running",
         flat,
     )
