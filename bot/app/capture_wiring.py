@@ -26,6 +26,12 @@ def bundles_dir(settings: Settings) -> Path:
     return Path(str(settings.store.path)).absolute().parent / "bundles"
 
 
+def bundle_limits(settings: Settings) -> tuple[int, int]:
+    """(each file's cap, the bundle's cap) in bytes, from `store.bundle_*_kib`."""
+    store = settings.store
+    return store.bundle_file_max_kib * 1024, store.bundle_max_kib * 1024
+
+
 def capture_worker(
     settings: Settings,
     save: Callable[[str, str, bytes, Any], None],
@@ -50,7 +56,12 @@ def capture_worker(
 
     def collect(kind: str, namespace: str, name: str) -> bytes:
         if not collectors:
-            collectors.append(EvidenceCollector(kube_api(settings), dashboard))
+            file_limit, total_limit = bundle_limits(settings)
+            collectors.append(
+                EvidenceCollector(
+                    kube_api(settings), dashboard, file_limit=file_limit, total_limit=total_limit
+                )
+            )
         return collectors[0].collect(kind, namespace, name)
 
     directory = bundles_dir(settings)

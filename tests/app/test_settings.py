@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from bot.app.capture_wiring import bundle_limits
 from bot.app.cli import app
 from bot.app.settings.loading import ConfigError, load, render
 from bot.core.durations import format_duration, parse_duration
@@ -142,6 +143,15 @@ scheduler: {tick: 500ms}
         ),
         ("scheduler:\n  tick: 0s\n", "F:2: scheduler.tick: Input should be greater than 0 seconds"),
         (
+            "store:\n  bundle_max_kib: 64\n  bundle_file_max_kib: 128\n",
+            "F:1: store: bundle_file_max_kib (128) is more than bundle_max_kib (64): no file "
+            "could be that large",
+        ),
+        (
+            "store:\n  bundle_max_kib: 8\n",
+            "F:2: store.bundle_max_kib: Input should be greater than or equal to 16",
+        ),
+        (
             "store: [a, b]\n",
             "F:1: store: expected a mapping of settings, not a list",
         ),
@@ -266,3 +276,10 @@ def test_config_check_and_show_a_good_file(tmp_path: Path) -> None:
     assert TOKEN not in shown.output
     assert APP_TOKEN not in shown.output
     assert "SLACK_APP_TOKEN: '**********'" in shown.output
+
+
+def test_the_evidence_bundles_caps_are_settings(tmp_path: Path) -> None:
+    default = load(None, {})
+    assert bundle_limits(default) == (256 * 1024, 1024 * 1024)
+    path = write(tmp_path, "store:\n  bundle_max_kib: 64\n  bundle_file_max_kib: 16\n")
+    assert bundle_limits(load(path, {})) == (16 * 1024, 64 * 1024)

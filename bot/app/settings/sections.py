@@ -33,6 +33,25 @@ class StoreSettings(Closed):
     min_free_mib: int = Field(
         default=16, ge=0, description="free MiB the store's disk needs for `pitcrew run` to start"
     )
+    bundle_max_kib: int = Field(
+        default=1024,
+        ge=16,
+        description="an evidence bundle's compressed size cap, KiB (files past it are left out)",
+    )
+    bundle_file_max_kib: int = Field(
+        default=256,
+        ge=4,
+        description="each file's cap in a bundle, KiB (a driver log keeps its head and tail)",
+    )
+
+    @model_validator(mode="after")
+    def _bundle_file_within_bundle(self) -> StoreSettings:
+        if self.bundle_file_max_kib > self.bundle_max_kib:
+            raise ValueError(
+                f"bundle_file_max_kib ({self.bundle_file_max_kib}) is more than "
+                f"bundle_max_kib ({self.bundle_max_kib}): no file could be that large"
+            )
+        return self
 
 
 class HttpSettings(Closed):
