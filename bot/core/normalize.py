@@ -87,24 +87,19 @@ def without_dedup(text: str) -> tuple[str, int]:
 def lenient_anchors(pattern: str) -> str:
     """`pattern` with each line-start anchor `^` also accepting a line prefix's closing
     `) `: the prefilter then flags prefixed lines, which are confirmed once the
-    prefix is removed."""
-    out: list[str] = []
-    in_class = False
-    escaped = False
-    for char in pattern:
-        if escaped:
-            escaped = False
-        elif char == "\\":
-            escaped = True
-        elif in_class:
-            in_class = char != "]"
-        elif char == "[":
-            in_class = True
-        elif char == "^":
-            out.append(r"(?:^|\) )")
-            continue
-        out.append(char)
-    return "".join(out)
+    prefix is removed. A `^` escaped or inside a character class is left alone."""
+    if "^" not in pattern:
+        return pattern
+    return _ANCHOR_OR_SKIPPED.sub(_lenient_anchor, pattern)
+
+
+# An escaped character, a character class (to its end, or the pattern's), or an anchor:
+# every classifier built (each `pitcrew diagnose`) rewrites the library's patterns.
+_ANCHOR_OR_SKIPPED = re.compile(r"\\.|\[(?:\\.|[^\]\\])*(?:\]|\\?\Z)|\^", re.DOTALL)
+
+
+def _lenient_anchor(token: re.Match[str]) -> str:
+    return r"(?:^|\) )" if token[0] == "^" else token[0]
 
 
 def anchors_lines(pattern: str) -> bool:

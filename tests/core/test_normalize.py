@@ -117,6 +117,11 @@ def test_normalizing_keeps_the_line_count() -> None:
         ("^a", r"(?:^|\) )a"),
         (r"x|^\s+b", r"x|(?:^|\) )\s+b"),
         (r"[^a]\^", r"[^a]\^"),
+        ("no anchor", "no anchor"),
+        (r"[\]^]^x", r"[\]^](?:^|\) )x"),  # an escaped `]` does not end the class
+        (r"[^x", r"[^x"),  # an unclosed class runs to the end
+        ("a\\", "a\\"),  # a trailing backslash escapes nothing
+        (r"(^a|^b)", r"((?:^|\) )a|(?:^|\) )b)"),
     ],
 )
 def test_only_real_line_anchors_become_lenient(pattern: str, lenient: str) -> None:
