@@ -410,3 +410,30 @@ def test_a_first_post_waits_for_outstanding_evidence_within_its_bound(
     asked = opened + timedelta(seconds=asked_after)
     hold = evidence_hold(opened, asked, timedelta(seconds=20), config)
     assert hold == opened + timedelta(seconds=held_after)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "urgent", "sent", "next_at"),
+    [
+        (30, False, [], at(50)),  # group_wait passed, the evidence is still outstanding
+        (49, False, [], at(50)),
+        (50, False, ["post"], at(50) + timedelta(hours=4)),  # its deadline: out it goes
+        (30, True, ["post"], at(30) + timedelta(hours=4)),  # a person's click does not wait
+    ],
+    ids=["held", "still-held", "deadline", "click"],
+)
+def test_the_first_post_waits_for_outstanding_evidence(
+    seconds: int, urgent: bool, sent: list[str], next_at: datetime
+) -> None:
+    incident = opened()
+    plan = decide(
+        incident,
+        build_report(incident),
+        None,
+        (),
+        CONFIG,
+        at(seconds),
+        urgent=urgent,
+        hold_until=at(50),
+    )
+    assert (kinds(plan.notifications)[:1], plan.next_at) == (sent, next_at)
