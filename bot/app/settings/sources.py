@@ -112,7 +112,9 @@ class RayDiscoverySettings(Closed):
 
 
 class PrometheusSourceSettings(Closed):
-    """Memory evidence for memory findings: the killed pod's and its group's working set."""
+    """Memory evidence for memory findings: the killed pod's and its group's working set.
+    An OOM kill's card waits for it before it is first posted, so its bump is sized from
+    it (or by the factor, saying why, when Prometheus did not answer in time)."""
 
     url: str = Field(default="", description="Prometheus base URL; empty: no memory evidence")
     timeout: timedelta = Field(default=timedelta(seconds=5), gt=timedelta(0))
