@@ -136,7 +136,7 @@ def demo_command(
 
     if problem := unavailable():
         raise fail(problem)
-    from bot.app.demo.runner import main  # Ray, kmock and the daemon's wiring: only here
+    from bot.app.demo.session import main  # Ray, kmock and the daemon's wiring: only here
 
     raise typer.Exit(main(yes=yes, verbose=verbose))
 

@@ -25,7 +25,12 @@ from bot.app.demo import unavailable
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 DEMO_ONLY = {"ray", "kmock"}
-NEEDS_THE_DEMO_EXTRA = ("bot.app.demo.emulator", "bot.app.demo.jobs", "bot.app.demo.runner")
+NEEDS_THE_DEMO_EXTRA = (
+    "bot.app.demo.emulator",
+    "bot.app.demo.jobs",
+    "bot.app.demo.runner",
+    "bot.app.demo.session",
+)
 
 
 def _names(requirements: list[str]) -> set[str]:
