@@ -330,7 +330,7 @@ def _offers(
             continue
         for rule in loaded.playbook.actions:
             awaiting = _awaits_holder_check(rule, item, primary, facts)
-            offer = _offer(rule, item, primary, categories, facts, shared, awaiting)
+            offer = _offer(rule, item, primary, categories, facts, shared, library, awaiting)
             if not _already_listed(offer, offers):
                 offers.append(offer)
     offers.sort(key=lambda o: not o.offered)
@@ -366,6 +366,7 @@ def _offer(
     categories: set[Category],
     facts: Facts,
     shared: Mapping[str, str],
+    library: Library,
     awaiting: bool = False,
 ) -> ActionOffer:
     finding = item.finding
@@ -375,7 +376,7 @@ def _offer(
     reason, pending = (refusal, "") if refusal else (reason, pending)
     if not reason and item.symptom_of is not None and not awaiting:
         reason = f"{finding.category} is a symptom of {item.symptom_of}: {item.why}"
-    params, problem = _render_params(rule, context)
+    params, problem = _render_params(rule, context, library)
     reason = reason or problem
     preview = ""
     if not reason:
@@ -424,7 +425,9 @@ def template_context(
     }
 
 
-def _render_params(rule: ActionRule, context: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def _render_params(
+    rule: ActionRule, context: dict[str, Any], library: Library
+) -> tuple[dict[str, Any], str]:
     params: dict[str, Any] = {}
     problem = ""
     for key, value in rule.params.items():
@@ -432,7 +435,7 @@ def _render_params(rule: ActionRule, context: dict[str, Any]) -> tuple[dict[str,
             params[key] = value
             continue
         try:
-            params[key] = render(compile_template(value), context)
+            params[key] = render(compile_template(value, library.code_of(value)), context)
         except jinja2.UndefinedError:
             problem = problem or f"the evidence does not name the {key} to act on"
         except Exception as error:  # a template that fails or runs over its budget
@@ -554,7 +557,8 @@ def _finding_text(
         return item.why or finding.title, None
     context = template_context(finding, shared, primary) | {"role": str(item.role)}
     try:
-        return render(compile_template(loaded.playbook.diagnosis), context), None
+        diagnosis = loaded.playbook.diagnosis
+        return render(compile_template(diagnosis, library.code_of(diagnosis)), context), None
     except jinja2.UndefinedError as error:  # the evidence lacks a name the text uses
         reason = error.message or "a name the text uses is undefined"
         return f"{finding.title} ({reason})", _render_failure(loaded, reason)

@@ -14,7 +14,7 @@ import difflib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -35,7 +35,7 @@ from bot.core.actions.catalog import CATALOG, FACTS
 from bot.core.errors import PlaybookError
 from bot.core.model import SourceKind
 from bot.core.taxonomy import Category
-from bot.core.templating import compile_template
+from bot.core.templating import compile_template, template_code
 
 if TYPE_CHECKING:
     from bot.core.yamlsrc import Located
@@ -335,10 +335,20 @@ class Library:
 
     playbooks: tuple[LoadedPlaybook, ...]
     noise: tuple[NoiseRule, ...] = ()
+    # jinja's Python for the templates, by source, and the jinja that made it (see
+    # `with_template_code`); empty for a library read from its files.
+    template_code: Mapping[str, str] = field(default_factory=dict)
+    jinja_version: str = ""
 
     @cached_property
     def by_id(self) -> dict[str, LoadedPlaybook]:
         return {p.playbook.id: p for p in self.playbooks}
+
+    def code_of(self, template: str) -> str | None:
+        """jinja's Python for one of this library's templates, if kept by this jinja."""
+        if self.jinja_version != jinja2.__version__:
+            return None
+        return self.template_code.get(template)
 
     def __len__(self) -> int:
         return len(self.playbooks)
@@ -469,6 +479,20 @@ def parse_noise(text: str, source: str) -> tuple[NoiseRule, ...]:
         return tuple(NoiseList.model_validate(document.data).noise)
     except ValidationError as error:
         raise _validation_error(error, source, document) from None
+
+
+def with_template_code(library: Library) -> Library:
+    """`library` carrying jinja's Python for every template it holds (diagnoses and
+    action parameters): for a library kept in the user's cache."""
+    sources = {loaded.playbook.diagnosis for loaded in library.playbooks} | {
+        value
+        for loaded in library.playbooks
+        for rule in loaded.playbook.actions
+        for value in rule.params.values()
+        if isinstance(value, str)
+    }
+    code = {source: template_code(source) for source in sorted(sources)}
+    return replace(library, template_code=code, jinja_version=jinja2.__version__)
 
 
 def assemble(playbooks: Iterable[LoadedPlaybook], noise: Iterable[NoiseRule] = ()) -> Library:

@@ -59,9 +59,21 @@ def environment() -> ImmutableSandboxedEnvironment:
     return env
 
 
-def compile_template(source: str) -> Template:
-    """Raises jinja2.TemplateSyntaxError with a line number on bad syntax."""
-    return environment().from_string(source)
+def compile_template(source: str, code: str | None = None) -> Template:
+    """Raises jinja2.TemplateSyntaxError with a line number on bad syntax. `code`: what
+    `template_code` made of `source` before (with this jinja), if known."""
+    env = environment()
+    if code is None:
+        return env.from_string(source)
+    compiled = compile(code, "<template>", "exec")
+    return env.template_class.from_code(env, compiled, env.make_globals(None))
+
+
+def template_code(source: str) -> str:
+    """The Python jinja makes of `source`. A library kept in the user's cache carries it:
+    a short run (`pitcrew diagnose`) then skips jinja's lexer, parser and code generator,
+    most of the time a template takes to compile."""
+    return str(environment().compile(source, raw=True))
 
 
 def render(template: Template, context: dict[str, Any]) -> str:

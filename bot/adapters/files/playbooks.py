@@ -26,6 +26,7 @@ from bot.core.playbooks import (
     assemble,
     parse_noise,
     parse_playbook,
+    with_template_code,
 )
 
 
@@ -69,7 +70,9 @@ def load_library(directories: Iterable[Path]) -> Library:
     library = cache.read_value(entry, Library)
     if library is None:
         library = _load_library(directories)
-        cache.write_value(entry, library)
+        if entry is not None:
+            library = with_template_code(library)
+            cache.write_value(entry, library)
     return library
 
 

@@ -4,6 +4,7 @@ foreign entry is ignored, and `pitcrew diagnose` does not import the daemon's co
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import subprocess
@@ -17,6 +18,7 @@ from bot.adapters.files.playbooks import load_builtin, load_library
 from bot.core.classifier import Classifier
 from bot.core.errors import PlaybookError
 from bot.core.playbooks import Library
+from bot.core.templating import compile_template, render
 from tests.support.playbooks import PLAYBOOK_TEXT
 
 
@@ -48,6 +50,33 @@ def test_a_library_loaded_again_from_the_same_files_comes_from_the_cache(
     planted = Library(playbooks=())
     entry.write_bytes(pickle.dumps(planted))  # the entry under the files' hash is used as is
     assert load_library([directory]) == planted
+
+
+def test_the_cached_library_carries_its_templates_compiled_and_they_render_the_same(
+    cache_dir: Path,
+) -> None:
+    built = load_builtin()  # read from the files, then kept with jinja's Python for its templates
+    assert load_builtin() == built
+    context = {"role": "primary", "fields": {}, "captures": {}, "count": 2, "obj": None}
+    context |= {"workload": None, "namespace": "ns", "reason": "", "category": "x"}
+    for loaded in built.playbooks:
+        diagnosis = loaded.playbook.diagnosis
+        code = built.code_of(diagnosis)
+        assert code is not None, loaded.source
+        try:
+            expected = render(compile_template(diagnosis), context)
+        except Exception as error:  # a template that needs a name this context lacks
+            with pytest.raises(type(error)):
+                render(compile_template(diagnosis, code), context)
+            continue
+        assert render(compile_template(diagnosis, code), context) == expected
+
+
+def test_template_code_kept_by_another_jinja_is_not_used(cache_dir: Path) -> None:
+    built = load_builtin()
+    diagnosis = built.playbooks[0].playbook.diagnosis
+    assert built.code_of(diagnosis) is not None
+    assert dataclasses.replace(built, jinja_version="0.0").code_of(diagnosis) is None
 
 
 def test_an_edited_playbook_is_loaded_afresh(tmp_path: Path, cache_dir: Path) -> None:
