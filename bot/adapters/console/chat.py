@@ -35,7 +35,11 @@ def report_panel(report: Report, ref: str = "") -> Panel:
     lines.append(Text.assemble(("What broke: ", "bold"), report.cause or report.primary))
     offered = [a for a in report.actions if str(a.state) == "offered"]
     if offered:
-        lines.append(Text.assemble(("Do: ", "bold"), f"approve {offered[0].action}"))
+        plan = " → ".join(s.partition(":")[0] for s in offered[0].steps)
+        lines.append(Text.assemble(("Do: ", "bold"), f"approve {plan or offered[0].action}"))
+    elif report.actions:  # decided: what became of the card's action, not "no action fits"
+        first = report.actions[0]
+        lines.append(Text.assemble(("Action: ", "bold"), f"{first.action}: {first.state}"))
     elif report.steps:
         lines.append(Text("Do (no action pitcrew can run fits):", style="bold"))
         lines.extend(Text(f"  {n}. {step}") for n, step in enumerate(report.steps, 1))
