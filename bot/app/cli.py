@@ -4,6 +4,7 @@ history, status; in `bot.app.commands`)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Iterator
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from io import BytesIO
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from typer.core import TyperGroup
@@ -132,24 +133,21 @@ playbooks_app = typer.Typer(help="List, check and test playbooks.", no_args_is_h
 app.add_typer(playbooks_app, name="playbooks")
 
 
-class _LazyConsole:
+@functools.cache
+def _console(stderr: bool) -> Console:
     """A rich Console made on first use: `pitcrew diagnose` in a pipe (or `--format json`)
     never imports rich, a good part of its start-up."""
+    from rich.console import Console
 
-    def __init__(self, *, stderr: bool = False) -> None:
-        self._stderr = stderr
-        self._console: Console | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        if self._console is None:
-            from rich.console import Console
-
-            self._console = Console(stderr=self._stderr, highlight=False)
-        return getattr(self._console, name)
+    return Console(stderr=stderr, highlight=False)
 
 
-out: Console = cast("Console", _LazyConsole())
-err: Console = cast("Console", _LazyConsole(stderr=True))
+def out() -> Console:
+    return _console(False)
+
+
+def err() -> Console:
+    return _console(True)
 
 
 def show(diagnosis: Diagnosis, title: str) -> None:
@@ -157,7 +155,7 @@ def show(diagnosis: Diagnosis, title: str) -> None:
     if sys.stdout.isatty():
         from bot.adapters.console.render import print_diagnosis
 
-        print_diagnosis(diagnosis, out, title=title)
+        print_diagnosis(diagnosis, out(), title=title)
     else:
         sys.stdout.write("".join(f"{line}\n" for line in plain_lines(diagnosis)))
 
@@ -293,9 +291,9 @@ def _diagnose_kube(
     else:
         show(diagnosis, f"pitcrew diagnose --kube {request.target}")
         if measured is not None:
-            out.print(f"Memory: {measured.line}", markup=False)
+            out().print(f"Memory: {measured.line}", markup=False)
             if measured.spark:
-                out.print(f"  {measured.spark}", markup=False)
+                out().print(f"  {measured.spark}", markup=False)
     if request.chart is not None:
         _save_chart(request.chart, measured)
 
@@ -311,7 +309,7 @@ def _save_chart(path: Path, measured: Measurement | None) -> None:
         path.write_bytes(render(measured.evidence))
     except OSError as error:
         raise fail(f"--chart: cannot write {path}: {error.strerror}") from None
-    err.print(f"chart: {path}")
+    err().print(f"chart: {path}")
 
 
 @app.command("diagnose")
@@ -397,7 +395,7 @@ def _explain_files(inputs: list[str] | None, output: str, playbooks: list[Path] 
         return
     show(diagnosis, "pitcrew diagnose " + " ".join(inputs or ["-"]))
     for line in explanation_lines(explanation):
-        out.print(line, markup=False, highlight=False, soft_wrap=True)
+        out().print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _diagnose_files(inputs: list[str] | None, output: str, playbooks: list[Path] | None) -> None:
@@ -420,7 +418,7 @@ def _diagnose_files(inputs: list[str] | None, output: str, playbooks: list[Path]
                         BarColumn(),
                         DownloadColumn(),
                         TransferSpeedColumn(),
-                        console=err,
+                        console=err(),
                         transient=True,
                     )
                 )
@@ -584,7 +582,7 @@ def playbooks_schema(
 @app.command("version")
 def version() -> None:
     """Print pitcrew's version."""
-    out.print(__version__)
+    out().print(__version__)
 
 
 def main() -> None:
