@@ -4,7 +4,8 @@ People run it by hand, over and over (and Slack's `/pitcrew diagnose` runs the s
 code), so start-up dominates: imports, loading the playbook library, the Hyperscan
 database. Each tree is run as `python -c 'from bot.app.cli import main; main()'
 diagnose -` with a five-byte paste on standard input, once to warm its pattern cache
-(its own temporary PITCREW_CACHE_DIR), then `--runs` times; the medians are printed.
+(its own temporary PITCREW_CACHE_DIR, and its bytecode written, whatever
+PYTHONDONTWRITEBYTECODE says), then `--runs` times; the medians are printed.
 `--before REV` also runs the tree of a git revision (extracted with `git archive`)
 with the same interpreter, for a before/after line. Figures only: nothing is asserted.
 
@@ -37,6 +38,9 @@ def _children_cpu() -> float:
 def run_once(tree: Path, cache: Path, paste: bytes) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of one `diagnose -`."""
     env = {**os.environ, "PYTHONPATH": str(tree), "PITCREW_CACHE_DIR": str(cache)}
+    # Bytecode is written and reused as in an installed pitcrew (the image compiles its
+    # modules): without it every run of a tree compiles its sources again.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     cpu = _children_cpu()
     start = time.perf_counter()
     done = subprocess.run(
