@@ -117,7 +117,7 @@ def test_describe_raycluster_reads_the_operators_events_about_it() -> None:
     worker pod the quota refused has no name yet), and classify as the scheduling class."""
     parts = parts_of(fixture("describe-raycluster.txt"))
     events = [s for s in signals_of(parts) if s.source is SourceKind.K8S_EVENT]
-    assert [(e.reason, e.obj.kind, e.obj.name) for e in events] == [
+    assert [(e.reason, e.obj and e.obj.kind, e.obj and e.obj.name) for e in events] == [
         ("CreatedHeadPod", "RayCluster", "verl-ppo-qwen-raycluster-x7k2p"),
         ("FailedToCreateWorkerPod", "RayCluster", "verl-ppo-qwen-raycluster-x7k2p"),
     ]
