@@ -139,6 +139,34 @@ def kubeconfig(directory: Path, emulator: Emulator) -> Path:
     return path
 
 
+def write_daemon_config(
+    tmp_path: Path, emulator: Emulator, discovery: Mapping[str, Any] | None = None, **sources: Any
+) -> Path:
+    """A `pitcrew run` config that watches the seed's namespace on the emulator, with fast
+    ticks, one-second grouping, no actions and no Ray discovery unless `discovery` says;
+    `sources` adds more sources' settings."""
+    config = {
+        "store": {"path": str(tmp_path / "state.db")},
+        "http": {"host": "127.0.0.1", "port": 0},
+        "notify": {"group_wait": "1s", "group_interval": "1s"},
+        "actions": {"enabled": False},
+        "sources": {
+            "kubernetes": {
+                "enabled": True,
+                "kubeconfig": str(kubeconfig(tmp_path, emulator)),
+                "context": "kmock",
+                "namespaces": [seed.NS],
+            },
+            "ray_discovery": dict(discovery or {"enabled": False}),
+            **sources,
+        },
+        "scheduler": {"tick": "200ms"},
+    }
+    path = tmp_path / "pitcrew.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
 def install_seed(emulator: Emulator) -> dict[str, Any]:
     """The seed case's objects in the emulator, with the logs the kubelet would serve."""
     return seed.install(emulator)

@@ -15,14 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from bot.adapters.kubernetes.api import RAY_CLUSTERS, RAY_JOBS
 from bot.app import wiring
 from bot.app.demo import seed
 from bot.app.settings.loading import load
 from bot.core.model import ObjectRef
-from tests.e2e.kubernetes.conftest import Emulator, kubeconfig, wait_for
+from tests.e2e.kubernetes.conftest import Emulator, wait_for, write_daemon_config
 from tests.support.daemon import RecordingChat, engine
 from tests.support.ray_jobs import Jobs
 
@@ -32,26 +31,8 @@ RAYJOB = ObjectRef("RayJob", "verl-ppo-qwen", seed.NS)
 
 
 def write_config(tmp_path: Path, kuberay: Emulator, ray_url: str) -> Path:
-    config = {
-        "store": {"path": str(tmp_path / "state.db")},
-        "http": {"host": "127.0.0.1", "port": 0},
-        "notify": {"group_wait": "1s", "group_interval": "1s"},
-        "actions": {"enabled": False},
-        "sources": {
-            "kubernetes": {
-                "enabled": True,
-                "kubeconfig": str(kubeconfig(tmp_path, kuberay)),
-                "context": "kmock",
-                "namespaces": [seed.NS],
-            },
-            # every RayCluster's dashboard is the local head; no poller of its own here
-            "ray_discovery": {"enabled": False, "url_template": ray_url},
-        },
-        "scheduler": {"tick": "200ms"},
-    }
-    path = tmp_path / "pitcrew.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
+    # every RayCluster's dashboard is the local head; no poller of its own here
+    return write_daemon_config(tmp_path, kuberay, {"enabled": False, "url_template": ray_url})
 
 
 def files_of(body: bytes) -> dict[str, bytes]:

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from bot.adapters.kubernetes.api import RAY_JOBS
 from bot.app import wiring
@@ -30,7 +29,7 @@ from bot.app.demo import seed as seed_case
 from bot.app.settings.loading import load
 from bot.app.settings.sections import Settings
 from bot.core.model import IncidentState
-from tests.e2e.kubernetes.conftest import Emulator, kubeconfig, wait_for
+from tests.e2e.kubernetes.conftest import Emulator, wait_for, write_daemon_config
 from tests.support.daemon import SEED, RecordingChat
 
 pytestmark = [pytest.mark.kube]
@@ -48,25 +47,7 @@ BY_LINES = ""  # the log's own `Job '…' failed` line names it
 
 
 def write_config(tmp_path: Path, kuberay: Emulator) -> Path:
-    config = {
-        "store": {"path": str(tmp_path / "state.db")},
-        "http": {"host": "127.0.0.1", "port": 0},
-        "notify": {"group_wait": "1s", "group_interval": "1s"},
-        "actions": {"enabled": False},
-        "sources": {
-            "kubernetes": {
-                "enabled": True,
-                "kubeconfig": str(kubeconfig(tmp_path, kuberay)),
-                "context": "kmock",
-                "namespaces": [NS],
-            },
-            "ray_discovery": {"enabled": False},
-        },
-        "scheduler": {"tick": "200ms"},
-    }
-    path = tmp_path / "pitcrew.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
+    return write_daemon_config(tmp_path, kuberay)
 
 
 @pytest.fixture

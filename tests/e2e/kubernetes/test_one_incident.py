@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from bot.adapters.kubernetes.api import RAY_JOBS
 from bot.adapters.ray.bookmarks import Ledger, jobs_key
@@ -28,7 +27,7 @@ from bot.app import wiring
 from bot.app.demo import seed as seed_case
 from bot.app.settings.loading import load
 from bot.core.model import ObjectRef
-from tests.e2e.kubernetes.conftest import Emulator, kubeconfig, wait_for
+from tests.e2e.kubernetes.conftest import Emulator, wait_for, write_daemon_config
 from tests.support.daemon import RecordingChat, engine
 from tests.support.ray_jobs import Jobs
 
@@ -39,26 +38,9 @@ CLUSTER_NAME = "ml-train.verl-ppo-qwen-raycluster-x7k2p"  # the discovered polle
 
 
 def write_config(tmp_path: Path, kuberay: Emulator, ray_url: str) -> Path:
-    config = {
-        "store": {"path": str(tmp_path / "state.db")},
-        "http": {"host": "127.0.0.1", "port": 0},
-        "notify": {"group_wait": "1s", "group_interval": "1s"},
-        "actions": {"enabled": False},
-        "sources": {
-            "kubernetes": {
-                "enabled": True,
-                "kubeconfig": str(kubeconfig(tmp_path, kuberay)),
-                "context": "kmock",
-                "namespaces": [seed_case.NS],
-            },
-            # every discovered RayCluster's dashboard is the local head
-            "ray_discovery": {"enabled": True, "url_template": ray_url, "poll_interval": "1s"},
-        },
-        "scheduler": {"tick": "200ms"},
-    }
-    path = tmp_path / "pitcrew.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
+    # every discovered RayCluster's dashboard is the local head
+    discovery = {"enabled": True, "url_template": ray_url, "poll_interval": "1s"}
+    return write_daemon_config(tmp_path, kuberay, discovery)
 
 
 def install(kuberay: Emulator) -> dict[str, Any]:

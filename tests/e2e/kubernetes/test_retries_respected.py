@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from bot.adapters.kuberay import rerun
 from bot.adapters.kubernetes import executors as kubernetes
@@ -36,7 +35,7 @@ from bot.core.model import Incident, ObjectRef, ProposalState
 from bot.daemon.executor import Registry
 from bot.daemon.runner import Runner
 from bot.daemon.service import Outcome, Service
-from tests.e2e.kubernetes.conftest import Emulator, kubeconfig, wait_for
+from tests.e2e.kubernetes.conftest import Emulator, wait_for, write_daemon_config
 from tests.support.daemon import RecordingChat, engine
 
 pytestmark = [pytest.mark.kube, pytest.mark.slow]
@@ -46,25 +45,7 @@ RAYJOB = ObjectRef("RayJob", NAME, seed.NS)
 
 
 def write_config(tmp_path: Path, kuberay: Emulator) -> Path:
-    config = {
-        "store": {"path": str(tmp_path / "state.db")},
-        "http": {"host": "127.0.0.1", "port": 0},
-        "notify": {"group_wait": "1s", "group_interval": "1s"},
-        "actions": {"enabled": False},
-        "sources": {
-            "kubernetes": {
-                "enabled": True,
-                "kubeconfig": str(kubeconfig(tmp_path, kuberay)),
-                "context": "kmock",
-                "namespaces": [seed.NS],
-            },
-            "ray_discovery": {"enabled": False},
-        },
-        "scheduler": {"tick": "200ms"},
-    }
-    path = tmp_path / "pitcrew.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
+    return write_daemon_config(tmp_path, kuberay)
 
 
 def start_attempt(kuberay: Emulator, rayjob: dict[str, Any], n: int, failed: int) -> str:

@@ -11,14 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from bot.adapters.kubernetes.api import PODS
 from bot.app import wiring
 from bot.app.demo import seed
 from bot.app.settings.loading import load
 from bot.core.model import Incident, ObjectRef
-from tests.e2e.kubernetes.conftest import Emulator, kubeconfig, wait_for
+from tests.e2e.kubernetes.conftest import Emulator, wait_for, write_daemon_config
 from tests.support.daemon import RecordingChat, engine
 
 pytestmark = [pytest.mark.kube, pytest.mark.slow]
@@ -28,26 +27,7 @@ RAYJOB = ObjectRef("RayJob", NAME, seed.NS)
 
 
 def write_config(tmp_path: Path, kuberay: Emulator, **stuck: str) -> Path:
-    config = {
-        "store": {"path": str(tmp_path / "state.db")},
-        "http": {"host": "127.0.0.1", "port": 0},
-        "notify": {"group_wait": "1s", "group_interval": "1s"},
-        "actions": {"enabled": False},
-        "sources": {
-            "kubernetes": {
-                "enabled": True,
-                "kubeconfig": str(kubeconfig(tmp_path, kuberay)),
-                "context": "kmock",
-                "namespaces": [seed.NS],
-            },
-            "ray_discovery": {"enabled": False},
-            "rayjob_stuck": {"poll_interval": "500ms", **stuck},
-        },
-        "scheduler": {"tick": "200ms"},
-    }
-    path = tmp_path / "pitcrew.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
+    return write_daemon_config(tmp_path, kuberay, rayjob_stuck={"poll_interval": "500ms", **stuck})
 
 
 def rayjob_with(status: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
