@@ -140,7 +140,9 @@ def _probe(daemon: app.Daemon, stop: threading.Event, slowest: list[float]) -> N
 def test_an_item_over_its_budget_is_quarantined_and_other_cards_flow(
     tmp_path: Path, measured: Measured
 ) -> None:
-    budget = "pipeline: {classify_budget: 1s}\n"
+    # The slow log takes ~0.7 s on a quiet machine and more on a busy one; the seed's
+    # driver log ~15 ms. A 1 s budget let the slow one through on a quiet machine.
+    budget = "pipeline: {classify_budget: 200ms}\n"
     cfg = config(tmp_path, budget=budget)
     chat = RecordingChat()
     first = app.build(load(cfg, {}), chat=chat, engine=engine())
@@ -163,7 +165,7 @@ def test_an_item_over_its_budget_is_quarantined_and_other_cards_flow(
     assert (kept.state, kept.stage, kept.problem) == (
         "quarantined",
         "classification",
-        "classification took over its budget of 1s",
+        "classification took over its budget of 0.2s",
     )
     assert 'pitcrew_quarantined_total{stage="classification"} 1.0' in exposition
 
