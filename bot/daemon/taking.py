@@ -26,6 +26,7 @@ import logging
 import queue
 import threading
 import time
+from abc import ABC, abstractmethod
 from typing import Protocol
 
 from bot.core.errors import StoreError
@@ -64,7 +65,7 @@ class Forgetful:
         return 0
 
 
-class Taking:
+class Taking(ABC):
     """The queue, the thread and the failure policy; `process` (the subclass's) handles
     one item and sets `stage` to the step it is in. A step other than classification
     (which has its own worker, `bot.daemon.budget`) cannot be interrupted: a watchdog
@@ -97,8 +98,9 @@ class Taking:
         self._queue = Lanes(queue_size)
         self._thread: threading.Thread | None = None
 
+    @abstractmethod
     def process(self, item: Item) -> None:
-        raise NotImplementedError
+        """Take one item in (the pipeline's own work)."""
 
     @property
     def stage(self) -> str:
