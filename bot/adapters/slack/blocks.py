@@ -190,9 +190,22 @@ def fallback_text(report: Report) -> str:
 
 
 def _confirm_text(action: ReportAction) -> str:
+    """What the approver agrees to: the action's preview and impact, or a plan's first
+    step and the steps that follow it (whose point is the first step's impact)."""
     what = action.preview or action.action
+    if action.steps:
+        then = "; ".join(step.split(":", 1)[0] for step in action.steps[1:])
+        tail = plain(f"Then {then}, in order; a step that fails stops the plan.", 200)
+        return f"{plain(what + '.', CONFIRM_TEXT - len(tail) - 1)} {tail}"
     impact = f" {action.impact}" if action.impact else ""
     return plain(f"{what}.{impact}", CONFIRM_TEXT)
+
+
+def _confirm_titles(action: ReportAction) -> tuple[str, str]:
+    if action.steps:
+        return f"Approve the plan of {len(action.steps)} steps?", "Reject the plan?"
+    name = plain(action.action, 60)
+    return f"Approve {name}?", f"Reject {name}?"
 
 
 def _named(action: ReportAction) -> str:
@@ -212,18 +225,19 @@ def _action_view(index: int, action: ReportAction, primary: bool) -> dict[str, A
         lines.append(f"_{md(action.impact, 500)}_")
     if action.preview:
         lines.append(code(action.preview.splitlines() or [action.preview], PREVIEW_TEXT, 400))
-    name = plain(action.action, 60)
+    approve_title, reject_title = _confirm_titles(action)
     return {
         "summary": cut("\n".join(lines), SECTION_TEXT),
         "offered": action.state is ProposalState.OFFERED,
         "primary": primary,
         "value": action.proposal_id[:BUTTON_VALUE] or "-",
         "approve_label": plain(f"Approve {_named(action)}", BUTTON_TEXT),
-        "approve_title": plain(f"Approve {name}?", CONFIRM_TITLE),
+        "approve_title": plain(approve_title, CONFIRM_TITLE),
         "approve_text": _confirm_text(action),
-        "reject_title": plain(f"Reject {name}?", CONFIRM_TITLE),
+        "reject_title": plain(reject_title, CONFIRM_TITLE),
         "reject_text": plain(
-            f"{action.action} will not run for this incident; it cannot be approved later.",
+            f"{'None of its steps' if action.steps else action.action} will run for this "
+            "incident; it cannot be approved later.",
             CONFIRM_TEXT,
         ),
     }

@@ -110,7 +110,11 @@ def test_the_seed_incident_card_is_valid_and_complete(
     assert approve["value"] == seed_report.actions[0].proposal_id
     assert approve["style"] == "primary"
     assert "16Gi → 24Gi" in approve["confirm"]["text"]["text"]
-    assert "New pods are needed" in approve["confirm"]["text"]["text"]  # the impact
+    assert approve["confirm"]["title"]["text"] == "Approve the plan of 2 steps?"
+    assert approve["confirm"]["text"]["text"].endswith(
+        "Then kuberay.recreate_rayjob, in order; a step that fails stops the plan."
+    )  # the rerun the bump's impact asks for
+    assert reject["confirm"]["title"]["text"] == "Reject the plan?"
     assert reject["action_id"] == blocks.REJECT_ACTION
     assert "style" not in reject
     assert silence["value"] == "workload:ml-train/rayjob/verl-ppo-qwen"
@@ -129,6 +133,20 @@ def test_at_most_one_primary_button_however_many_actions(seed_report: Report) ->
     assert styles.count("primary") == 1
     assert block_kit_errors(message.blocks) == []
     assert len(message.blocks) <= 50
+
+
+def test_a_plans_confirmation_names_its_later_steps_however_long_the_first(
+    seed_report: Report,
+) -> None:
+    plan = seed_report.actions[0]
+    long = dataclasses.replace(plan, preview="limits.memory: 16Gi → 24Gi " + "x" * 900)
+    approve, _, _ = buttons(card(dataclasses.replace(seed_report, actions=(long,))).blocks)
+    text = approve["confirm"]["text"]["text"]
+    assert len(text) <= 300
+    assert text.startswith("limits.memory: 16Gi → 24Gi xxx")
+    assert text.endswith(
+        "Then kuberay.recreate_rayjob, in order; a step that fails stops the plan."
+    )
 
 
 # -- lifecycle ----------------------------------------------------------------------------
