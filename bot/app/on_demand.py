@@ -37,6 +37,7 @@ from bot.adapters.slack.commands import DiagnoseTarget
 from bot.app.factories import ray_cluster_configs
 from bot.app.memory_wiring import fetcher, measured_by
 from bot.app.settings.sections import Settings
+from bot.core.actions.order import grouped
 from bot.core.engine import Engine
 from bot.core.errors import PitcrewError
 from bot.core.inputs import InputPart
@@ -258,9 +259,10 @@ def summary(found: Found, queued: bool | None) -> str:
         lines.append(f"Also seen: {', '.join(secondary[:MAX_LISTED])}{more}")
     offered = [a for a in diagnosis.actions if a.offered]
     withheld = [a for a in diagnosis.actions if not a.offered]
-    for action in offered[:MAX_LISTED]:
-        preview = _first_line(action.preview, 200)
-        lines.append(f"Offered: {action.action}" + (f" ({preview})" if preview else ""))
+    for group in [g for g in grouped(diagnosis.actions) if g[0].offered][:MAX_LISTED]:
+        preview = _first_line(group[0].preview, 200)
+        then = "".join(f", then {step.action}" for step in group[1:])
+        lines.append(f"Offered: {group[0].action}" + (f" ({preview})" if preview else "") + then)
     for action in withheld[: max(MAX_LISTED - len(offered), 0)]:
         lines.append(f"Not offered: {action.action}: {_first_line(action.reason, 200)}")
     if primary is not None and not offered and diagnosis.remediation:

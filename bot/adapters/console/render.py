@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bot.core.model import Diagnosis, RankedFinding, Role, Severity
+from bot.core.actions.order import grouped
+from bot.core.model import ActionOffer, Diagnosis, RankedFinding, Role, Severity
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -69,12 +70,18 @@ def print_diagnosis(diagnosis: Diagnosis, console: Console, title: str = "") -> 
         table.add_column("action")
         table.add_column("")
         table.add_column("why / preview", overflow="fold")
-        for offer in diagnosis.actions:
+        for group in grouped(diagnosis.actions):
+            offer = group[0]
             status = "[green]offered[/]" if offer.offered else "[dim]withheld[/]"
-            detail = escape(offer.preview or offer.reason)
-            if offer.offered and offer.preview:
-                detail = f"{escape(offer.reason)}\n{detail}"
-            table.add_row(offer.action, status, detail)
+            if len(group) > 1:
+                status = "[green]offered as one plan[/]"
+            details = []
+            for step in group:
+                detail = escape(step.preview or step.reason)
+                if step.offered and step.preview:
+                    detail = f"{escape(step.reason)}\n{detail}"
+                details.append(detail)
+            table.add_row("\nthen ".join(o.action for o in group), status, "\n".join(details))
         parts.append(Text(""))
         parts.append(table)
     border = _STYLE[primary.severity]
@@ -99,12 +106,24 @@ def plain_lines(diagnosis: Diagnosis) -> list[str]:
     lines.extend(_what_to_do(diagnosis))
     if diagnosis.actions:
         lines.append("")
-    for offer in diagnosis.actions:
-        lines.append(
-            f"{'offered' if offer.offered else 'withheld'}: {offer.action}: {offer.reason}"
-        )
+    for group in grouped(diagnosis.actions):
+        lines.extend(_offer_lines(group))
+    return lines
+
+
+def _offer_lines(group: tuple[ActionOffer, ...]) -> list[str]:
+    """An offer, or a plan's steps in order (one Approve runs them all), as lines."""
+    if len(group) == 1:
+        (offer,) = group
+        state = "offered" if offer.offered else "withheld"
+        lines = [f"{state}: {offer.action}: {offer.reason}"]
         if offer.offered and offer.preview:
             lines.extend(f"    {line}" for line in offer.preview.splitlines())
+        return lines
+    lines = ["offered as one plan, its steps run in order with one Approve:"]
+    for n, step in enumerate(group, 1):
+        lines.append(f"  {n}. {step.action}: {step.reason}")
+        lines.extend(f"       {line}" for line in step.preview.splitlines())
     return lines
 
 
