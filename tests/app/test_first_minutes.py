@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bot import __version__
+from bot.adapters.files.playbooks import playbook_files
 from bot.adapters.http.ingest import route as ingest_route
 from bot.adapters.http.server import MAX_BODY, HealthServer
 from bot.app.commands import INGEST_BODY_LIMIT, log_tail
@@ -188,6 +189,21 @@ def test_playbooks_check_reports_every_bad_file_with_did_you_mean(tmp_path: Path
         f"pitcrew: {tmp_path / 'b.yaml'}:4: severity: 'eror' is not one of the allowed "
         "values; did you mean 'error'?\n",
     )
+
+
+def test_playbooks_check_of_the_built_in_directory_reads_it_once(tmp_path: Path) -> None:
+    """Checked by hand, or named again through a symlink, the shipped playbooks are
+    not reported as redefining themselves."""
+    builtin = Path(__file__).resolve().parents[2] / "playbooks"
+    (tmp_path / "link").symlink_to(builtin)
+    count = len(playbook_files(builtin))
+    for directory in (builtin, tmp_path / "link"):
+        result = pitcrew("playbooks", "check", str(directory))
+        assert (result.returncode, result.stdout.decode(), result.stderr.decode()) == (
+            0,
+            f"{directory}: {count} playbooks OK\n",
+            "",
+        )
 
 
 IMAGE_PULL = """\

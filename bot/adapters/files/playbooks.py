@@ -64,8 +64,9 @@ def playbook_files(directory: Path) -> list[Path]:
 def load_library(directories: Iterable[Path]) -> Library:
     """Every playbook of every directory, with unique ids; the first error stops the load.
     A library loaded before from the same files (and the same pitcrew) comes from the
-    user's cache instead of being parsed and validated again."""
-    directories = list(directories)
+    user's cache instead of being parsed and validated again. A directory named twice
+    (the built-in one given as an extra, or through a symlink) is read once."""
+    directories = list({d.resolve(): d for d in directories}.values())
     entry = cache.entry("library", key, ".pickle") if (key := _library_key(directories)) else None
     library = cache.read_value(entry, Library)
     if library is None:
