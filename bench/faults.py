@@ -56,6 +56,7 @@ MATRIX: dict[str, str] = {
     "tests/daemon/test_kept_items.py": "lost",  # a bug or a budget: kept, shown, retried
     "tests/daemon/test_outbox_dead_letters.py": "lost",  # given up visibly, never silently
     "tests/e2e/slack/test_history_outage.py": "duplicated",  # posted anyway, then reconciled
+    "tests/e2e/slack/test_history_outage_restart.py": "duplicated",  # stopped or killed first
     "tests/adapters/http/test_probes_outside_caps.py": "bad_clicks_accepted",  # probes answer
     "tests/adapters/slack/test_replay_window.py": "bad_clicks_accepted",  # replays refused
     "tests/core/test_silence_policy.py": "bad_clicks_accepted",  # silencers within scope

@@ -347,6 +347,7 @@ def _serve(daemon: Daemon, library: Library) -> None:
             diagnoser=diagnoser,
             replays=daemon.store,  # signed requests seen, kept across a restart
             bundle_writer=bundle_writer(daemon.store, bundles_dir(daemon.settings)),
+            unchecked=daemon.store,  # cards posted while history did not answer
         )
 
 

@@ -313,6 +313,41 @@ class Attempt:
     uncertain: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class UncheckedCard:
+    """A card posted while the channel's history did not answer, so without the look for
+    an earlier card of its incident: until it is checked, the channel may hold two.
+    `ts` is the card the chat keeps; `since` (the incident's opening) bounds the look."""
+
+    channel_id: str
+    ts: str
+    incident_id: str
+    since: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class KeptUnchecked:
+    """What the store holds of cards posted unchecked: the cards, and a sentence for
+    each row it cannot read (left where it is, for a person to look at)."""
+
+    cards: tuple[UncheckedCard, ...]
+    unreadable: tuple[str, ...] = ()
+
+
+class UncheckedCards(Protocol):
+    """Where a chat keeps the cards it posted unchecked (the store), so a restart before
+    the history answers again still ends with one card per incident. One row per
+    channel and incident: a later unchecked card of the incident replaces it."""
+
+    def remember_unchecked(self, card: UncheckedCard, at: datetime) -> None: ...
+
+    def unchecked_cards(self) -> KeptUnchecked: ...
+
+    def forget_unchecked(self, card: UncheckedCard) -> None:
+        """The card is checked; a later card of its incident remembered since stays."""
+        ...
+
+
 class Chat(Protocol):
     name: str
 

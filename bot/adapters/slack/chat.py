@@ -47,11 +47,19 @@ from bot.adapters.slack.commands import describe_duration
 from bot.adapters.slack.events import Replays
 from bot.adapters.slack.history import CardFinder, ReplyFinder, metadata, reply_metadata
 from bot.adapters.slack.history import retry_after as _retry_after
-from bot.adapters.slack.reconcile import Reconciler, Unchecked
+from bot.adapters.slack.reconcile import Reconciler
 from bot.core.errors import PitcrewError
 from bot.core.model import Report
 from bot.daemon.metrics import Metrics
-from bot.daemon.ports import Attempt, ChatRejectedError, ChatUnavailableError, Clock, utcnow
+from bot.daemon.ports import (
+    Attempt,
+    ChatRejectedError,
+    ChatUnavailableError,
+    Clock,
+    UncheckedCard,
+    UncheckedCards,
+    utcnow,
+)
 
 Route = Callable[[str, dict[str, str], bytes], tuple[int, dict[str, str], bytes]]
 
@@ -187,7 +195,7 @@ class SlackChat:
         )
         self.finder = CardFinder(self.web)
         self.replies = ReplyFinder(self.web)
-        self.reconciler = Reconciler(self.web, self.finder)
+        self.reconciler = Reconciler(self.web, self.finder, clock=clock)
         # Listeners' calls (ephemerals, user groups) run off the ack path: short retries are fine.
         self.listener_web = WebClient(
             token=config.bot_token,
@@ -217,15 +225,20 @@ class SlackChat:
         diagnoser: Diagnoser | None = None,
         replays: Replays | None = None,
         bundle_writer: BundleWriter | None = None,
+        unchecked: UncheckedCards | None = None,
     ) -> None:
         """Connect the listeners to the service; in HTTP mode mount `/slack/events` on
         the daemon's HTTP server. `replays`: where signed requests already seen are
         kept (the store, so a restart forgets none); `bundle_writer`: what `/pitcrew
-        bundle` uploads. Call before `start`."""
+        bundle` uploads; `unchecked`: where cards posted while history did not answer
+        are kept until checked (the store: those an earlier run left are taken up).
+        Call before `start`."""
         if metrics is not None:
             self.metrics = metrics
             self.app.metrics = metrics
         self.app.bind(service, diagnoser, replays, bundle_writer)
+        if unchecked is not None:
+            self.reconciler.keep_in(unchecked)
         if not self.config.socket_mode:
             if http is None:
                 raise ValueError("Slack's HTTP mode needs the daemon's HTTP server to mount on")
@@ -343,7 +356,7 @@ class SlackChat:
         self.pacer.alias(channel, channel_id)
         self.finder.learn(channel, channel_id)
         if not looked and key:
-            posted = Unchecked(channel_id, str(response["ts"]), key, report.opened_at)
+            posted = UncheckedCard(channel_id, str(response["ts"]), key, report.opened_at)
             self.reconciler.remember(posted)
         return f"{channel_id}:{response['ts']}"
 

@@ -11,8 +11,14 @@ metadata and remembered here. Every `interval` seconds the cards remembered are
 looked up again; once history answers, any other card of the incident in the
 channel (an earlier post Slack took although its answer was lost) is deleted,
 and the card pitcrew keeps (the one its updates and replies go to) says so in
-its thread. What is remembered lives in memory: a restart before history answers
-leaves a possible duplicate where it is.
+its thread. Nothing is deleted unless the kept card itself is in the history.
+
+What is remembered is kept in the store as well (`keep_in`, an `UncheckedCards`
+port: the daemon's store), so a daemon stopped or killed before history answers
+takes the cards up again at its next start and still ends with one card per
+incident; a card's row goes once it is checked. A row the store cannot read is
+logged with its problem and left there. When the store refuses a write, the card
+is still checked while this daemon runs.
 """
 
 from __future__ import annotations
@@ -20,14 +26,19 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot.adapters.slack.history import CardFinder
-from bot.daemon.ports import ChatUnavailableError
+from bot.core.errors import StoreError
+from bot.daemon.ports import (
+    ChatUnavailableError,
+    Clock,
+    UncheckedCard,
+    UncheckedCards,
+    utcnow,
+)
 
 log = logging.getLogger("pitcrew.slack")
 
@@ -37,31 +48,56 @@ MERGED = (
 )
 
 
-@dataclass(frozen=True)
-class Unchecked:
-    """A card posted without a look at the channel's history."""
-
-    channel_id: str
-    ts: str
-    incident_id: str
-    since: datetime | None
-
-
 class Reconciler:
     """Remembers cards posted unchecked and removes their duplicates once history answers."""
 
-    def __init__(self, client: WebClient, finder: CardFinder, interval: float = 5.0) -> None:
+    def __init__(
+        self,
+        client: WebClient,
+        finder: CardFinder,
+        interval: float = 5.0,
+        clock: Clock = utcnow,
+    ) -> None:
         self._client = client
         self._finder = finder
         self._interval = interval
-        self._pending: dict[tuple[str, str], Unchecked] = {}
+        self._clock = clock
+        self._pending: dict[tuple[str, str], UncheckedCard] = {}
+        self._kept: UncheckedCards | None = None
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def remember(self, card: Unchecked) -> None:
+    def keep_in(self, kept: UncheckedCards) -> None:
+        """Keep the cards in `kept` (the store) too: those remembered so far are written
+        to it, and those it holds from an earlier run are taken up to be checked."""
+        with self._lock:
+            self._kept = kept
+            mine = list(self._pending.values())
+        for card in mine:
+            self._keep(kept, card)
+        try:
+            stored = kept.unchecked_cards()
+        except StoreError as error:
+            log.error("cannot take up the cards posted unchecked before this start: %s", error)
+            return
+        for problem in stored.unreadable:
+            log.error("%s; left in the store, not checked", problem)
+        with self._lock:
+            for card in stored.cards:
+                self._pending.setdefault((card.channel_id, card.incident_id), card)
+        if stored.cards:
+            log.info(
+                "%d cards posted while Slack's history did not answer are checked once it does",
+                len(stored.cards),
+            )
+
+    def remember(self, card: UncheckedCard) -> None:
         with self._lock:
             self._pending[(card.channel_id, card.incident_id)] = card
+            kept = self._kept
+        if kept is not None:
+            self._keep(kept, card)
 
     def pending(self) -> int:
         with self._lock:
@@ -89,14 +125,22 @@ class Reconciler:
             except ChatUnavailableError as error:
                 log.info("Slack's history still does not answer (%s); checking later", error)
                 return removed
-            with self._lock:
-                self._pending.pop((card.channel_id, card.incident_id), None)
+            self._checked(card)
         return removed
 
-    def _one(self, card: Unchecked) -> int:
+    def _one(self, card: UncheckedCard) -> int:
         found = self._finder.cards(card.channel_id, card.incident_id, card.since)
         if found is None:
             return 0  # this token may not look: nothing to reconcile with
+        if card.ts not in found:
+            log.warning(
+                "the card of %s pitcrew keeps (%s:%s) is not in the channel's history; "
+                "no other card of it is deleted",
+                card.incident_id,
+                card.channel_id,
+                card.ts,
+            )
+            return 0
         others = [ts for ts in found if ts != card.ts]
         for ts in others:
             self._call(
@@ -119,6 +163,39 @@ class Reconciler:
                 ),
             )
         return len(others)
+
+    def _checked(self, card: UncheckedCard) -> None:
+        """The card is checked: forgotten, unless a later card of its incident came since."""
+        key = (card.channel_id, card.incident_id)
+        with self._lock:
+            if self._pending.get(key) == card:
+                del self._pending[key]
+            kept = self._kept
+        if kept is None:
+            return
+        try:
+            kept.forget_unchecked(card)
+        except StoreError as error:
+            log.warning("cannot forget the checked card of %s (%s)", card.incident_id, error)
+
+    def _keep(self, kept: UncheckedCards, card: UncheckedCard) -> None:
+        """Write the card to the store; when that fails it is still checked while this
+        daemon runs (the card is out already: raising would post it again)."""
+        try:
+            kept.remember_unchecked(card, self._clock())
+        except StoreError as error:
+            log.warning(
+                "cannot keep the card of %s posted unchecked in the store (%s); it is "
+                "checked while this daemon runs, not after a restart",
+                card.incident_id,
+                error,
+            )
+        except Exception:
+            log.exception(
+                "bug keeping the card of %s posted unchecked; it is checked while this "
+                "daemon runs, not after a restart",
+                card.incident_id,
+            )
 
     def _call(self, method: str, call: Callable[[], object]) -> None:
         try:

@@ -193,6 +193,20 @@ MIGRATIONS: tuple[Migration, ...] = (
                 PRIMARY KEY (incident_id, name))""",
         ),
     ),
+    Migration(
+        9,
+        "cards posted while the chat's history did not answer, kept until they are checked "
+        "for a second card of their incident (across a restart)",
+        (
+            """CREATE TABLE unchecked_cards (
+                channel_id TEXT NOT NULL,
+                incident_id TEXT NOT NULL,
+                ts TEXT NOT NULL,
+                since TEXT,
+                posted_at TEXT NOT NULL,
+                PRIMARY KEY (channel_id, incident_id))""",
+        ),
+    ),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -3,7 +3,8 @@
 Everything pitcrew must not forget across a restart lives here: incidents and
 their findings, proposals with their transition history and partial approvals,
 the action ledger, silences, the notification outbox with the chat references
-of delivered cards, source bookmarks, and evidence accepted but not yet taken in.
+of delivered cards and the cards posted unchecked (while the chat's history did not
+answer), source bookmarks, and evidence accepted but not yet taken in.
 
 Safety rests on three rules:
 
@@ -17,8 +18,9 @@ Safety rests on three rules:
   channel, so a chat outage delays cards but never loses or repeats them.
 
 Each kind of record has its own module (`incidents`, `proposals`, `ledger`,
-`silences`, `outbox`, `bookmarks`, `unmatched`, `intake`) over one `connection.SharedConnection`;
-`Store` composes them and owns retention, which spans them all.
+`silences`, `outbox`, `bookmarks`, `unmatched`, `intake`, `bundles`, `unchecked`)
+over one `connection.SharedConnection`; `Store` composes them and owns retention, which
+spans them all.
 
 Model values are stored as JSON through `bot.core.codec` (so fields added to them
 need no schema change) next to the indexed columns the queries need. Times
@@ -45,6 +47,7 @@ from bot.adapters.sqlite.outbox import OutboxRecords, OutboxState
 from bot.adapters.sqlite.proposals import ProposalRecords
 from bot.adapters.sqlite.replays import ReplayRecords
 from bot.adapters.sqlite.silences import SilenceRecords
+from bot.adapters.sqlite.unchecked import UncheckedRecords
 from bot.adapters.sqlite.unmatched import UnmatchedRecords
 from bot.core.codec import encode_time
 from bot.core.model import IncidentState
@@ -72,6 +75,7 @@ class Store(
     UnmatchedRecords,
     IntakeRecords,
     BundleRecords,
+    UncheckedRecords,
 ):
     """pitcrew's state in one SQLite file, safe to share between threads and processes."""
 
@@ -92,7 +96,8 @@ class Store(
 
     def cleanup(self, now: datetime, retention: timedelta = DEFAULT_RETENTION) -> Cleanup:
         """Delete what ended before `now - retention`: resolved incidents (with their
-        findings, proposals, transitions, approvals and chat references), delivered or
+        findings, proposals, transitions, approvals, chat references, evidence bundles
+        and cards still to check for a duplicate), delivered or
         abandoned notifications, and expired silences. The action ledger is kept."""
         cutoff = encode_time(now - retention)
         with self._writing("clean up old state") as conn:
@@ -106,6 +111,9 @@ class Store(
             ]
             conn.executemany("DELETE FROM chat_refs WHERE incident_id = ?", [(i,) for i in old])
             conn.executemany("DELETE FROM bundles WHERE incident_id = ?", [(i,) for i in old])
+            conn.executemany(
+                "DELETE FROM unchecked_cards WHERE incident_id = ?", [(i,) for i in old]
+            )
             conn.executemany("DELETE FROM incidents WHERE id = ?", [(i,) for i in old])
             notifications = conn.execute(
                 "DELETE FROM outbox WHERE status <> ? AND settled_at < ?",

@@ -1,0 +1,109 @@
+"""The store keeps the cards posted while Slack's history did not answer until each is
+checked: across a reopen, one row per channel and incident (the latest card), a row
+gone only with the card it names, and a row it cannot read named with its problem
+while the others are still handed out."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from bot.adapters.sqlite.store import Store
+from bot.daemon.ports import KeptUnchecked, UncheckedCard
+from tests.adapters.sqlite.test_store import incident, minutes
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+A = UncheckedCard("C0PITCREW", "1772366400.000100", "inc-a", T0)
+A_LATER = UncheckedCard("C0PITCREW", "1772366460.000200", "inc-a", T0)
+B = UncheckedCard("C0PITCREW", "1772366410.000300", "inc-b", None)
+B_ELSEWHERE = UncheckedCard("C0OTHER00", "1772366420.000400", "inc-b", T0)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize(
+    ("remembered", "forgotten", "left"),
+    [
+        ([A], [], [A]),
+        ([A, B], [], [A, B]),
+        ([B, A], [], [B, A]),  # oldest post first
+        ([A, B], [A], [B]),
+        ([A, A_LATER], [], [A_LATER]),  # the latest card of the incident is the one kept
+        ([A, A_LATER], [A], [A_LATER]),  # the earlier card checked: the later stays
+        ([A, A_LATER], [A_LATER], []),
+        ([B, B_ELSEWHERE], [B], [B_ELSEWHERE]),  # one row per channel and incident
+        ([A], [B], [A]),  # forgetting what is not there changes nothing
+    ],
+    ids=[
+        "one",
+        "two",
+        "oldest-first",
+        "one-checked",
+        "replaced",
+        "older-checked",
+        "latest-checked",
+        "per-channel",
+        "not-there",
+    ],
+)
+def test_cards_posted_unchecked_are_kept_until_checked(
+    tmp_path: Path,
+    remembered: list[UncheckedCard],
+    forgotten: list[UncheckedCard],
+    left: list[UncheckedCard],
+) -> None:
+    with Store(tmp_path / "state.db") as store:
+        for n, card in enumerate(remembered):
+            store.remember_unchecked(card, at(n))
+        for card in forgotten:
+            store.forget_unchecked(card)
+    with Store(tmp_path / "state.db") as reopened:  # a restart
+        assert reopened.unchecked_cards() == KeptUnchecked(tuple(left))
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "problem"),
+    [
+        ("since", "yesterday", "since: expected an ISO 8601 time, got 'yesterday'"),
+        ("since", "2026-03-01T12:00:00", "since: time '2026-03-01T12:00:00' has no timezone"),
+        ("ts", "", "no ts"),
+        ("channel_id", "", "no channel_id"),
+    ],
+)
+def test_a_row_the_store_cannot_read_is_named_and_the_others_still_come(
+    tmp_path: Path, column: str, value: str, problem: str
+) -> None:
+    db = tmp_path / "state.db"
+    with Store(db) as store:
+        store.remember_unchecked(A, at(0))
+        store.remember_unchecked(B, at(1))
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            f"UPDATE unchecked_cards SET {column} = ? WHERE incident_id = 'inc-a'", (value,)
+        )
+    with Store(db) as store:
+        kept = store.unchecked_cards()
+        assert kept.cards == (B,)
+        where = "'inc-a' in ''" if column == "channel_id" else "'inc-a' in 'C0PITCREW'"
+        assert kept.unreadable == (
+            f"the card of {where} posted unchecked is unreadable in {db}: {problem}",
+        )
+        store.forget_unchecked(B)
+        assert store.unchecked_cards().cards == ()
+        assert len(store.unchecked_cards().unreadable) == 1  # left for a person to look at
+
+
+def test_a_cards_row_goes_with_its_incident_at_cleanup(tmp_path: Path) -> None:
+    with Store(tmp_path / "state.db") as store:
+        store.upsert_incident(incident("inc-a", opened=0, resolved=10))  # resolved long ago
+        store.upsert_incident(incident("inc-b", opened=0))  # open
+        store.remember_unchecked(A, at(0))
+        store.remember_unchecked(B, at(1))
+        store.cleanup(minutes(110), retention=timedelta(minutes=60))
+        assert store.incident("inc-a") is None
+        assert store.unchecked_cards() == KeptUnchecked((B,))
