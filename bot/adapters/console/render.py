@@ -11,6 +11,7 @@ from bot.core.model import ActionOffer, Diagnosis, RankedFinding, Role, Severity
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
 
 _STYLE = {
     Severity.CRITICAL: "bold red",
@@ -22,9 +23,7 @@ _STYLE = {
 
 def print_diagnosis(diagnosis: Diagnosis, console: Console, title: str = "") -> None:
     from rich.console import Group
-    from rich.markup import escape
     from rich.panel import Panel
-    from rich.table import Table
     from rich.text import Text
 
     if not console.is_terminal:
@@ -66,26 +65,34 @@ def print_diagnosis(diagnosis: Diagnosis, console: Console, title: str = "") -> 
         Text(line, style="bold" if line.endswith(":") else "") for line in _what_to_do(diagnosis)
     )
     if diagnosis.actions:
-        table = Table(show_header=True, header_style="bold", expand=True, show_lines=False)
-        table.add_column("action")
-        table.add_column("")
-        table.add_column("why / preview", overflow="fold")
-        for group in grouped(diagnosis.actions):
-            offer = group[0]
-            status = "[green]offered[/]" if offer.offered else "[dim]withheld[/]"
-            if len(group) > 1:
-                status = "[green]offered as one plan[/]"
-            details = []
-            for step in group:
-                detail = escape(step.preview or step.reason)
-                if step.offered and step.preview:
-                    detail = f"{escape(step.reason)}\n{detail}"
-                details.append(detail)
-            table.add_row("\nthen ".join(o.action for o in group), status, "\n".join(details))
         parts.append(Text(""))
-        parts.append(table)
+        parts.append(_offers_table(diagnosis))
     border = _STYLE[primary.severity]
     console.print(Panel(Group(*parts), title=title or "pitcrew diagnosis", border_style=border))
+
+
+def _offers_table(diagnosis: Diagnosis) -> Table:
+    """The offers, a plan on one row (its steps in order), then the withheld actions."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(show_header=True, header_style="bold", expand=True, show_lines=False)
+    table.add_column("action")
+    table.add_column("")
+    table.add_column("why / preview", overflow="fold")
+    for group in grouped(diagnosis.actions):
+        offer = group[0]
+        status = "[green]offered[/]" if offer.offered else "[dim]withheld[/]"
+        if len(group) > 1:
+            status = "[green]offered as one plan[/]"
+        details = []
+        for step in group:
+            detail = escape(step.preview or step.reason)
+            if step.offered and step.preview:
+                detail = f"{escape(step.reason)}\n{detail}"
+            details.append(detail)
+        table.add_row("\nthen ".join(o.action for o in group), status, "\n".join(details))
+    return table
 
 
 def plain_lines(diagnosis: Diagnosis) -> list[str]:
