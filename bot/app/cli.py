@@ -4,6 +4,9 @@ history, status; in `bot.app.commands`)."""
 
 from __future__ import annotations
 
+from bot.app import collector  # first: no collection while the modules below are imported
+
+# isort: split
 import functools
 import json
 import sys
@@ -587,3 +590,6 @@ def version() -> None:
 
 def main() -> None:
     app()
+
+
+collector.resume()

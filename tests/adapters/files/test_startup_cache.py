@@ -188,6 +188,24 @@ def test_diagnose_and_version_start_without_the_daemons_commands() -> None:
         assert not sdks & loaded, argv
 
 
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ("", "collecting True, imports set aside True"),
+        ("import gc; gc.disable(); ", "collecting False, imports set aside True"),
+    ],
+)
+def test_importing_the_cli_sets_its_objects_aside_and_leaves_the_collector_as_it_was(
+    before: str, after: str
+) -> None:
+    code = before + (
+        "import gc, bot.app.cli; "
+        "print(f'collecting {gc.isenabled()}, imports set aside {gc.get_freeze_count() > 0}')"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == after
+
+
 @pytest.mark.slow
 def test_the_daemons_commands_load_when_asked_for() -> None:
     assert "bot.app.commands" in _modules_after("status", "--help")
