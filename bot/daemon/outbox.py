@@ -10,7 +10,9 @@ message in the outbox for a later attempt: exponential backoff with jitter,
 or the delay the chat asked for (`ChatUnavailableError.retry_after`). While
 the chat is unavailable nothing else is sent either, so messages queued
 during an outage go out in the order they were queued; a new card's back-off
-stays under `POST_CAP` seconds (a missed page costs more than a retry).
+stays under `POST_CAP` seconds (a missed page costs more than a retry), and so
+does the pause another message's failure puts on the whole outbox (unless the
+chat asked for longer): an update backing off for minutes holds no new card back.
 
 Any other error is a bug here or in the chat adapter: its traceback is logged
 once (at the first attempt), it is counted (`pitcrew_internal_errors_total`
@@ -140,7 +142,8 @@ class Outbox:
             asked = error.retry_after
             delay = asked if asked is not None else self._delay(message)
             self._retry_later(message, f"chat unavailable: {error}", delay)
-            self._paused_until = self._clock() + timedelta(seconds=delay)
+            pause = delay if asked is not None else min(delay, POST_CAP)
+            self._paused_until = self._clock() + timedelta(seconds=pause)
             return False
         except ChatRejectedError as error:
             self._store.mark_abandoned(

@@ -1,7 +1,8 @@
 """The outbox's failure policy: an unexpected error is logged once with its traceback,
 counted, retried with back-off up to a cap, then given up visibly (`pitcrew status`,
 `pitcrew_dead_letters_total`) so the messages behind it go out; and a new card's
-back-off during an outage stays at seconds."""
+back-off during an outage stays at seconds, as does the wait another message's
+back-off puts on it."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from bot.app.cli import app as cli_app
 from bot.core.model import Notification, NotificationKind, Report
 from bot.daemon.metrics import Metrics
 from bot.daemon.outbox import POST_CAP, Backoff, Outbox
+from bot.daemon.ports import ChatUnavailableError
 from tests.adapters.sqlite.test_store import incident
 from tests.daemon.test_outbox import card
 from tests.support.daemon import T0, Clock, RecordingChat, config
@@ -109,4 +111,38 @@ def test_a_new_cards_back_off_during_an_outage_stays_at_seconds(
         waits.append((message.next_attempt_at - clock()).total_seconds())
         clock.advance(waits[-1])
     assert max(waits) == longest
+    store.close()
+
+
+class UpdatesDown(RecordingChat):
+    """Slack in a partial outage: `chat.update` fails, `chat.postMessage` works."""
+
+    def update(self, ref: str, report: Report) -> None:
+        raise ChatUnavailableError("chat.update: HTTP 500")
+
+
+def test_an_update_backing_off_for_minutes_holds_no_new_card_back(tmp_path: Path) -> None:
+    store, clock = _store(tmp_path), Clock()
+    chat = UpdatesDown()
+    outbox = Outbox(store, chat, clock=clock, backoff=Backoff(base=1, factor=2, jitter=0))
+    store.enqueue(Notification("inc-a", POST, "alerts", card("a: card"), "", T0))
+    store.enqueue(Notification("inc-a", UPDATE, "alerts", card("a: update"), "", T0))
+    waits, due = [], clock()
+    for _ in range(8):  # the update fails on at each try; its back-off grows
+        clock.now = due
+        outbox.deliver_due()
+        update = store.next_due(clock() + timedelta(days=1))
+        assert update is not None
+        assert update.next_attempt_at is not None
+        due = update.next_attempt_at
+        waits.append((due - clock()).total_seconds())
+    assert waits == [1, 2, 4, 8, 16, 32, 64, 128]
+
+    store.enqueue(Notification("inc-b", POST, "alerts", card("b: card"), "", clock()))
+    clock.advance(POST_CAP)
+    assert outbox.deliver_due() == 1  # b's card, seconds after it was queued
+    assert [(c.kind, c.report.title) for c in chat.calls if c.report] == [
+        ("post", "a: card"),
+        ("post", "b: card"),
+    ]
     store.close()
