@@ -17,7 +17,7 @@ import os
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -26,6 +26,7 @@ from urllib.parse import urlencode, urlsplit
 
 import typer
 
+from bot.adapters.files.playbooks import load_builtin
 from bot.adapters.http.ingest import PATH as INGEST_PATH
 from bot.adapters.http.ingest import parse_workload
 from bot.adapters.sqlite.store import Store
@@ -80,15 +81,20 @@ def load_settings(
 
 @contextmanager
 def opened_service(file: Path | None, store: Path | None) -> Iterator[Service]:
-    """The service over the daemon's existing store (never creates an empty one)."""
+    """The service over the daemon's existing store (never creates an empty one); the
+    daemon's playbooks are read only for a silence by playbook (its silencer's scope)."""
     settings = load_settings(file, store, client=True)
     path = settings.store.path
     if not path.exists():
         raise fail(f"{path}: no pitcrew state here; point at the daemon's with --config or --store")
+
+    def offers() -> Mapping[str, tuple[str, ...]]:
+        return load_builtin(settings.playbooks.dirs).actions_by_playbook()
+
     try:
         registry = build_registry(settings)
         with Store(path) as opened:
-            yield Service(opened, settings.approvals, registry)
+            yield Service(opened, settings.approvals, registry, offers=offers)
     except PitcrewError as error:
         raise fail(str(error)) from None
 

@@ -16,7 +16,7 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -172,7 +172,9 @@ def build(
     pipeline.capture_with(capture)
     intake = Intake(store, pipeline, clock, metrics)
     checks = _live_checks(settings, registry, pipeline, clock)
-    runner, service = _approvals(settings, store, registry, pipeline, clock, metrics)
+    runner, service = _approvals(
+        settings, store, registry, pipeline, clock, metrics, engine.library.actions_by_playbook
+    )
     sources = build_sources(settings, pipeline, bookmarks)
     daemon = Daemon(
         settings=settings,
@@ -298,10 +300,11 @@ def _approvals(
     pipeline: Pipeline,
     clock: Clock,
     metrics: Metrics,
+    offers: Callable[[], Mapping[str, tuple[str, ...]]],
 ) -> tuple[Runner, Service]:
     """The action runner and the service clicks and commands go through; both refresh
     an incident's card at once when its proposals move (and say a refusal in its
-    thread)."""
+    thread). `offers`: the actions each playbook offers, for silencers' scopes."""
 
     def refresh(incident_id: str) -> None:
         pipeline.submit(Refresh(incident_id, urgent=True))
@@ -327,6 +330,7 @@ def _approvals(
         execute=runner.submit,
         changed=refresh,
         tell=tell,
+        offers=offers,
     )
     return runner, service
 

@@ -9,7 +9,7 @@ that promise rests on a small state machine. An offered action becomes a
 
 and every move is a `Transition` in its history (who, when, why). The
 approval policy comes from config: approvers by chat user id and group,
-optionally per namespace and per action, some actions needing two distinct
+optionally per namespace, workload and action, some actions needing two distinct
 approvers. At approval time the caller passes fresh live facts and a fresh
 preview; a stale proposal is refused with its reason.
 
@@ -33,7 +33,7 @@ from fnmatch import fnmatchcase
 from types import MappingProxyType
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from bot.core.actions.catalog import FACTS, preconditions_of
 from bot.core.actions.order import grouped
@@ -223,6 +223,7 @@ def propose(
         preconditions=preconditions_of(offer.action),
         history=(Transition(S.OFFERED, now, SYSTEM_ACTOR, offer.reason),),
         namespace=incident.namespace,
+        workload=str(incident.workload) if incident.workload else "",
         playbook=offer.playbook,
         reason=offer.reason,
         rank=rank,
@@ -297,15 +298,33 @@ def reconcile(
 
 
 class Scope(BaseModel):
-    """Where a rule applies: namespace and action-id patterns (wildcards); empty = all."""
+    """Where a rule applies: namespace, workload (the incident's `namespace/kind/name`, as
+    its card shows it; case-insensitive) and action-id patterns (wildcards); empty = all."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    namespaces: tuple[str, ...] = ()
-    actions: tuple[str, ...] = ()
+    namespaces: tuple[str, ...] = Field(default=(), description="e.g. `ml-*`; empty = all")
+    workloads: tuple[str, ...] = Field(
+        default=(), description="`namespace/kind/name`, e.g. `ml-train/*`; empty = all"
+    )
+    actions: tuple[str, ...] = Field(default=(), description="e.g. `k8s.*`; empty = all")
 
-    def covers(self, namespace: str, action: str) -> bool:
-        return any_match(self.namespaces, namespace) and any_match(self.actions, action)
+    @field_validator("workloads")
+    @classmethod
+    def _workloads(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
+        for odd in (p for p in patterns if "/" not in p and "*" not in p):
+            raise ValueError(
+                f"workload {odd!r} matches no workload: a workload is namespace/kind/name "
+                f"(ml-train/rayjob/{odd} or */*/{odd})"
+            )
+        return tuple(pattern.lower() for pattern in patterns)
+
+    def covers(self, namespace: str, action: str, workload: str = "") -> bool:
+        return (
+            any_match(self.namespaces, namespace)
+            and any_match(self.workloads, workload.lower())
+            and any_match(self.actions, action)
+        )
 
 
 def any_match(patterns: tuple[str, ...], value: str) -> bool:
@@ -313,7 +332,8 @@ def any_match(patterns: tuple[str, ...], value: str) -> bool:
 
 
 class ApproverRule(Scope):
-    """These chat users, and members of these user groups, may approve in this scope."""
+    """These chat users, and members of these user groups, may approve in this scope; as
+    `silencers`, silence only incidents wholly inside it (their cards' actions included)."""
 
     users: tuple[str, ...] = ()
     groups: tuple[str, ...] = ()
@@ -350,30 +370,35 @@ class ChatUser:
     console: bool = False  # at the command line of the daemon's host: in no chat workspace
 
 
-def may_approve(policy: ApprovalPolicy, user: ChatUser, namespace: str, action: str) -> str:
-    """Why `user` may not approve `action` in `namespace`, or "" when they may."""
+def may_approve(
+    policy: ApprovalPolicy, user: ChatUser, namespace: str, action: str, workload: str = ""
+) -> str:
+    """Why `user` may not approve `action` in `namespace` on `workload` (`ns/kind/name`),
+    or "" when they may; a refusal names the workload where rules are scoped by them."""
     if policy.teams and not user.console and user.team not in policy.teams:
         return f"clicks from workspace {user.team or '(unknown)'} are not accepted"
     for rule in policy.approvers:
-        if rule.covers(namespace, action) and (
+        if rule.covers(namespace, action, workload) and (
             user.id in rule.users or user.groups & set(rule.groups)
         ):
             return ""
     where = f" in {namespace}" if namespace else ""
+    if workload and any(rule.workloads for rule in policy.approvers):
+        where = f" on {workload}"
     return f"{user.id} is not an approver for {action}{where}"
 
 
 def _may_approve_all(policy: ApprovalPolicy, user: ChatUser, proposal: Proposal) -> str:
     """Why `user` may not approve every step of the proposal, or "" when they may."""
-    for action in actions_of(proposal):
-        problem = may_approve(policy, user, proposal.namespace, action)
-        if problem:
-            return problem
-    return ""
+    namespace, workload = proposal.namespace, proposal.workload
+    problems = (may_approve(policy, user, namespace, a, workload) for a in actions_of(proposal))
+    return next((problem for problem in problems if problem), "")
 
 
-def approvals_needed(policy: ApprovalPolicy, namespace: str, action: str) -> int:
-    return 2 if any(s.covers(namespace, action) for s in policy.two_approvers) else 1
+def approvals_needed(policy: ApprovalPolicy, proposal: Proposal) -> int:
+    """2 when a step of the proposal falls in a `two_approvers` scope, else 1."""
+    steps = [(proposal.namespace, action, proposal.workload) for action in actions_of(proposal)]
+    return 2 if any(s.covers(*step) for s in policy.two_approvers for step in steps) else 1
 
 
 # -- decisions ----------------------------------------------------------------------
@@ -489,7 +514,7 @@ def approve(
     stale = revalidate(proposal, live)
     if stale:
         return Refused(f"stale: {stale}", proposal, stale=stale)
-    needed = max(approvals_needed(policy, proposal.namespace, a) for a in actions_of(proposal))
+    needed = approvals_needed(policy, proposal)
     if user.id in proposal.approvals:
         return Refused(
             f"{user.id} already approved; a second, different approver is needed", proposal

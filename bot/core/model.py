@@ -319,6 +319,7 @@ class Proposal:
     history: tuple[Transition, ...] = field(default=())
     # Added for approvals (bot.core.approvals); all optional.
     namespace: str = ""
+    workload: str = ""  # the incident's, `namespace/kind/name` (approval scopes match it)
     playbook: str = ""
     reason: str = ""
     approvals: tuple[str, ...] = ()

@@ -344,6 +344,10 @@ class Library:
     def by_id(self) -> dict[str, LoadedPlaybook]:
         return {p.playbook.id: p for p in self.playbooks}
 
+    def actions_by_playbook(self) -> dict[str, tuple[str, ...]]:
+        """The actions each playbook may offer (its `actions:`), by playbook id."""
+        return {p.playbook.id: tuple(r.action for r in p.playbook.actions) for p in self.playbooks}
+
     def code_of(self, template: str) -> str | None:
         """jinja's Python for one of this library's templates, if kept by this jinja."""
         if self.jinja_version != jinja2.__version__:

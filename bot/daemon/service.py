@@ -119,6 +119,7 @@ class Service:
         execute: Callable[[str], object] = _ignore,
         changed: Callable[[str], None] = _ignore,
         tell: Callable[[str, str], None] = _ignore_text,
+        offers: Callable[[], Mapping[str, tuple[str, ...]]] | None = None,
     ) -> None:
         self._store = store
         self._policy = policy
@@ -128,6 +129,7 @@ class Service:
         self._runs_here = execute is not _ignore
         self._changed = changed  # the daemon refreshes the incident's card at once
         self._tell = tell  # ... and says a refusal in the card's thread
+        self._offers = offers  # the actions each playbook offers, by id (silence scopes)
 
     # -- approvals -----------------------------------------------------------------------
 
@@ -197,8 +199,8 @@ class Service:
         """Mute matching incidents for `duration`; raises ValueError for bad matchers, and
         when `user` (who asks) may not silence that long or there (`silencing.may_silence`)."""
         if user is not None:
-            scope = self._silenced_namespaces(matchers)
-            problem = silencing.may_silence(self._policy, user, duration, scope)
+            muted = self._muted(matchers)
+            problem = silencing.may_silence(self._policy, user, duration, muted)
             if problem:
                 self._metrics.refused_clicks.labels(reason="silence").inc()
                 raise ValueError(problem)
@@ -232,8 +234,8 @@ class Service:
             silence = self._store.silence(silence_id)
             if silence is None:
                 return None
-            scope = self._silenced_namespaces(silence.matchers)
-            problem = silencing.may_unsilence(self._policy, user, silence, scope)
+            muted = self._muted(silence.matchers)
+            problem = silencing.may_unsilence(self._policy, user, silence, muted)
             if problem:
                 self._metrics.refused_clicks.labels(reason="unsilence").inc()
                 raise ValueError(problem)
@@ -242,18 +244,14 @@ class Service:
             log.info("silence %s ended", silence_id)
         return ended
 
-    def _silenced_namespaces(self, matchers: Mapping[str, str]) -> tuple[str, ...] | None:
-        """The namespaces a silence can mute, as patterns (None: not limited to any): its
-        `namespace`, the namespace of its `ns/kind/name` workload or of its incident."""
-        if "namespace" in matchers:
-            return (matchers["namespace"].lower(),)
-        workload = matchers.get("workload", "").split("/")
-        if len(workload) == 3 and workload[0]:
-            return (workload[0].lower(),)
-        if "incident" in matchers:
-            incident = self._store.incident(matchers["incident"])
-            return None if incident is None else (incident.namespace,)
-        return None
+    def _muted(self, matchers: Mapping[str, str]) -> silencing.Muted:
+        """What a silence with `matchers` can mute (`silencing.muted`), from the incident
+        its `incident` matcher names and the library's playbooks (read only for a silence
+        by playbook)."""
+        incident = self._store.incident(matchers["incident"]) if "incident" in matchers else None
+        proposals = self._store.proposals_for_incident(incident.id) if incident else ()
+        offers = self._offers() if "playbook" in matchers and self._offers else None
+        return silencing.muted(matchers, incident, proposals, offers)
 
     # -- reading -------------------------------------------------------------------------
 
@@ -300,7 +298,9 @@ class Service:
         """Fresh facts from the action's executor, asked only when nothing else refuses."""
         if proposal.state is not S.OFFERED or now >= proposal.expires_at:
             return LiveCheck()  # approvals.approve refuses on state or expiry first
-        if approvals.may_approve(self._policy, user, proposal.namespace, proposal.action):
+        if approvals.may_approve(
+            self._policy, user, proposal.namespace, proposal.action, proposal.workload
+        ):
             return LiveCheck()  # ... and on authority
         executor = self._registry.get(proposal.action)
         if executor is None:

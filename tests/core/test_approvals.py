@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import re
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 
 import pytest
+from pydantic import ValidationError
 
 from bot.core.approvals import (
     INTERRUPTED,
@@ -130,6 +132,12 @@ POLICY = ApprovalPolicy(approvers=(ApproverRule(users=("U_ALICE", "U_BOB"), grou
 TWO = ApprovalPolicy(
     approvers=POLICY.approvers, two_approvers=(Scope(actions=("k8s.*",), namespaces=("ml-*",)),)
 )
+TWO_ON_RC = ApprovalPolicy(
+    approvers=POLICY.approvers, two_approvers=(Scope(workloads=("ml-train/RayCluster/*",)),)
+)
+TWO_ON_OTHERS = ApprovalPolicy(
+    approvers=POLICY.approvers, two_approvers=(Scope(workloads=("ml-train/rayjob/*",)),)
+)
 
 
 # -- proposals ---------------------------------------------------------------------
@@ -150,6 +158,7 @@ def test_an_offered_action_becomes_a_proposal() -> None:
         preconditions=("k8s.within_quota",),
         history=(Transition(S.OFFERED, T0, "pitcrew", BUMP.reason),),
         namespace=NS,
+        workload="ml-train/raycluster/rc",
         playbook="pod-oom-killed",
         reason=BUMP.reason,
     )
@@ -397,6 +406,88 @@ def test_who_may_approve(
     assert may_approve(policy, user, namespace, action) == problem
 
 
+BY_WORKLOAD = ApprovalPolicy(
+    approvers=(
+        ApproverRule(users=("U_TRAIN",), workloads=("ml-train/RayJob/*",)),
+        ApproverRule(users=("U_NIGHTLY",), workloads=("*/nightly-*",), actions=("ray.*",)),
+        ApproverRule(users=("U_ML",), namespaces=("ml-*",)),
+    )
+)
+TRAIN, NIGHTLY = ChatUser("U_TRAIN"), ChatUser("U_NIGHTLY")
+
+
+@pytest.mark.parametrize(
+    ("user", "namespace", "workload", "action", "problem"),
+    [
+        (TRAIN, NS, "ml-train/rayjob/verl-ppo", "k8s.bump_memory", ""),
+        (TRAIN, NS, "ML-Train/RayJob/Verl-PPO", "k8s.bump_memory", ""),  # case-insensitive
+        (
+            TRAIN,
+            NS,
+            "ml-train/raycluster/rc",
+            "k8s.bump_memory",
+            "U_TRAIN is not an approver for k8s.bump_memory on ml-train/raycluster/rc",
+        ),
+        (
+            TRAIN,
+            NS,
+            "",  # a proposal stored before proposals named their workload
+            "k8s.bump_memory",
+            "U_TRAIN is not an approver for k8s.bump_memory in ml-train",
+        ),
+        (NIGHTLY, "shop", "shop/rayjob/nightly-7", "ray.stop_job", ""),
+        (
+            NIGHTLY,
+            "shop",
+            "shop/rayjob/nightly-7",
+            "k8s.delete_pod",
+            "U_NIGHTLY is not an approver for k8s.delete_pod on shop/rayjob/nightly-7",
+        ),
+        (ChatUser("U_ML"), NS, "ml-train/raycluster/rc", "k8s.bump_memory", ""),
+    ],
+)
+def test_an_approver_scoped_to_workloads_approves_only_on_them(
+    user: ChatUser, namespace: str, workload: str, action: str, problem: str
+) -> None:
+    assert may_approve(BY_WORKLOAD, user, namespace, action, workload) == problem
+
+
+def test_a_proposal_on_another_workload_is_refused_to_a_workload_scoped_approver() -> None:
+    proposal = offered()  # the incident's workload: ml-train/raycluster/rc
+    assert approve(proposal, TRAIN, BY_WORKLOAD, at(5), GOOD) == Refused(
+        "U_TRAIN is not an approver for k8s.bump_memory on ml-train/raycluster/rc", proposal
+    )
+    on_rc = ApprovalPolicy(approvers=(ApproverRule(users=("U_TRAIN",), workloads=("*/rc",)),))
+    assert isinstance(approve(proposal, TRAIN, on_rc, at(5), GOOD), Approved)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "problem"),
+    [
+        (
+            "nightly",
+            "workload 'nightly' matches no workload: a workload is namespace/kind/name "
+            "(ml-train/rayjob/nightly or */*/nightly)",
+        ),
+        (
+            "ml-train",
+            "workload 'ml-train' matches no workload: a workload is namespace/kind/name "
+            "(ml-train/rayjob/ml-train or */*/ml-train)",
+        ),
+    ],
+)
+def test_a_workload_pattern_that_cannot_match_a_workload_is_refused(
+    pattern: str, problem: str
+) -> None:
+    with pytest.raises(ValidationError, match=re.escape(problem)):
+        Scope(workloads=(pattern,))
+
+
+def test_workload_patterns_are_kept_in_lower_case() -> None:
+    found = Scope(workloads=("ML-Train/RayJob/*", "*/nightly-*", "nightly-*")).workloads
+    assert found == ("ml-train/rayjob/*", "*/nightly-*", "nightly-*")
+
+
 def test_an_approver_approves_once() -> None:
     decision = approve(offered(), ALICE, POLICY, at(5), GOOD)
     assert isinstance(decision, Approved)
@@ -453,15 +544,22 @@ def test_two_distinct_approvers_are_needed_where_the_policy_says_so() -> None:
 
 
 @pytest.mark.parametrize(
-    ("offer", "namespace", "needed"),
-    [(BUMP, NS, 2), (BUMP, "shop", 1), (KILL, NS, 1)],
+    ("policy", "offer", "namespace", "needed"),
+    [
+        (TWO, BUMP, NS, 2),
+        (TWO, BUMP, "shop", 1),
+        (TWO, KILL, NS, 1),
+        (TWO_ON_RC, BUMP, NS, 2),  # the incident's workload is ml-train/raycluster/rc
+        (TWO_ON_RC, KILL, NS, 2),
+        (TWO_ON_OTHERS, BUMP, NS, 1),
+    ],
 )
 def test_two_approvers_apply_only_in_their_scope(
-    offer: ActionOffer, namespace: str, needed: int
+    policy: ApprovalPolicy, offer: ActionOffer, namespace: str, needed: int
 ) -> None:
     proposal = dataclasses.replace(propose(incident(offer), offer, T0), namespace=namespace)
     live = LiveCheck(MappingProxyType(dict.fromkeys(proposal.preconditions, True)))
-    decision = approve(proposal, ALICE, TWO, at(5), live)
+    decision = approve(proposal, ALICE, policy, at(5), live)
     assert isinstance(decision, NeedsSecondApprover if needed == 2 else Approved)
 
 
@@ -610,7 +708,13 @@ def test_a_settled_proposal_cannot_be_approved_or_rejected(
     ("policy", "user", "hours", "problem"),
     [
         (PER_SCOPE, ALICE, 4, ""),
-        (PER_SCOPE, ChatUser("U_EVE", frozenset({"S_SRE"})), 4, ""),  # an approver by group
+        (
+            PER_SCOPE,
+            ChatUser("U_EVE", frozenset({"S_SRE"})),  # an approver by group, for some actions
+            4,
+            "U_EVE may silence only for actions k8s.delete_pod, ray.*; this silence is not "
+            "limited to actions",
+        ),
         (
             PER_SCOPE,
             ChatUser("U_MALLORY"),

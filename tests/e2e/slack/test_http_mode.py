@@ -171,8 +171,8 @@ def test_each_command_is_answered(http: Http) -> None:
 
     http.command("silence pod-oom-killed 2h flaky node", response="unscoped")
     assert text_of(http.response("unscoped")) == (
-        f"Nothing changed: {APPROVER} may silence only in ml-*; this silence is not "
-        "limited to a namespace."
+        f"Nothing changed: {APPROVER} may silence only in namespaces ml-*; this silence is "
+        "not limited to a namespace."
     )
     http.command("silence inc-seed000001 2h flaky node", response="silence")
     said = text_of(http.response("silence"))
@@ -185,7 +185,9 @@ def test_each_command_is_answered(http: Http) -> None:
     http.command(f"unsilence {active.id}", response="stranger", user=STRANGER)
     assert text_of(http.response("stranger")) == (
         f"Nothing changed: {STRANGER} may not end silence {active.id}: only its creator "
-        f"{APPROVER}, or a silencer or an approver for ml-train, may."
+        f"{APPROVER} may, or a silencer or an approver whose scope covers namespace ml-train; "
+        "workload ml-train/rayjob/verl-ppo-qwen; actions k8s.bump_memory, "
+        "kuberay.recreate_rayjob."
     )
     http.command(f"unsilence {active.id}", response="unsilence")
     assert "ended" in text_of(http.response("unsilence"))
