@@ -13,7 +13,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import jinja2
 from pydantic import ValidationError
 
 from bot.core import linear
@@ -41,7 +40,6 @@ from bot.core.playbooks import (
     PrimaryGuard,
 )
 from bot.core.taxonomy import EFFECTS, FOLLOWS, Category, rank, symptom_why
-from bot.core.templating import compile_template, render
 
 Facts = Mapping[str, bool]
 LIVE_CHECK = "needs a live check"
@@ -425,9 +423,19 @@ def template_context(
     }
 
 
+def _render(source: str, library: Library, context: dict[str, Any]) -> str:
+    """A playbook's template rendered. Jinja is imported here, the first time a finding
+    is rendered: a `pitcrew diagnose` that finds nothing never loads it."""
+    from bot.core.templating import compile_template, render
+
+    return render(compile_template(source, library.code_of(source)), context)
+
+
 def _render_params(
     rule: ActionRule, context: dict[str, Any], library: Library
 ) -> tuple[dict[str, Any], str]:
+    import jinja2  # for its errors: loaded by `_render`
+
     params: dict[str, Any] = {}
     problem = ""
     for key, value in rule.params.items():
@@ -435,7 +443,7 @@ def _render_params(
             params[key] = value
             continue
         try:
-            params[key] = render(compile_template(value, library.code_of(value)), context)
+            params[key] = _render(value, library, context)
         except jinja2.UndefinedError:
             problem = problem or f"the evidence does not name the {key} to act on"
         except Exception as error:  # a template that fails or runs over its budget
@@ -551,14 +559,15 @@ def _finding_text(
 ) -> tuple[str, RenderFailure | None]:
     """The playbook's diagnosis rendered for this finding, or its plain fallback text
     and what went wrong."""
+    import jinja2  # for its errors: loaded by `_render`
+
     finding = item.finding
     loaded = library.by_id.get(finding.playbook)
     if loaded is None:
         return item.why or finding.title, None
     context = template_context(finding, shared, primary) | {"role": str(item.role)}
     try:
-        diagnosis = loaded.playbook.diagnosis
-        return render(compile_template(diagnosis, library.code_of(diagnosis)), context), None
+        return _render(loaded.playbook.diagnosis, library, context), None
     except jinja2.UndefinedError as error:  # the evidence lacks a name the text uses
         reason = error.message or "a name the text uses is undefined"
         return f"{finding.title} ({reason})", _render_failure(loaded, reason)

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import jinja2
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -35,7 +34,6 @@ from bot.core.actions.catalog import CATALOG, FACTS
 from bot.core.errors import PlaybookError
 from bot.core.model import SourceKind
 from bot.core.taxonomy import Category
-from bot.core.templating import compile_template, template_code
 
 if TYPE_CHECKING:
     from bot.core.yamlsrc import Located
@@ -284,6 +282,10 @@ class Playbook(_Strict):
     @field_validator("diagnosis")
     @classmethod
     def _template_compiles(cls, value: str) -> str:
+        import jinja2  # Jinja is loaded to read a playbook's file, not to use a cached one
+
+        from bot.core.templating import compile_template
+
         try:
             compile_template(value)
         except jinja2.TemplateSyntaxError as error:
@@ -350,6 +352,8 @@ class Library:
 
     def code_of(self, template: str) -> str | None:
         """jinja's Python for one of this library's templates, if kept by this jinja."""
+        import jinja2  # loaded to compile the template this code is for
+
         if self.jinja_version != jinja2.__version__:
             return None
         return self.template_code.get(template)
@@ -451,6 +455,10 @@ def parse_playbook(text: str, source: str) -> LoadedPlaybook:
 
 
 def _cross_check_playbook(loaded: LoadedPlaybook) -> None:
+    import jinja2
+
+    from bot.core.templating import compile_template
+
     playbook = loaded.playbook
     names = {c for s in playbook.match for c in s.captures} | {
         f for s in playbook.match for f in s.fields
@@ -488,6 +496,10 @@ def parse_noise(text: str, source: str) -> tuple[NoiseRule, ...]:
 def with_template_code(library: Library) -> Library:
     """`library` carrying jinja's Python for every template it holds (diagnoses and
     action parameters): for a library kept in the user's cache."""
+    import jinja2
+
+    from bot.core.templating import template_code
+
     sources = {loaded.playbook.diagnosis for loaded in library.playbooks} | {
         value
         for loaded in library.playbooks

@@ -178,9 +178,11 @@ def _modules_after(*argv: str, stdin: str = "") -> set[str]:
 
 
 @pytest.mark.slow
-def test_diagnose_and_version_start_without_the_daemons_commands() -> None:
+def test_diagnose_and_version_start_without_the_daemons_commands(cache_dir: Path) -> None:
+    assert "jinja2" in _modules_after("diagnose", "-", stdin="OOM!\n")  # reads the files
     for argv in (("diagnose", "-"), ("version",)):
         loaded = _modules_after(*argv, stdin="OOM!\n")
+        assert "jinja2" not in loaded, argv  # the library cached, nothing found to render
         assert "bot.app.commands" not in loaded, argv
         assert "bot.app.settings" not in loaded, argv
         assert "rich.progress" not in loaded, argv
