@@ -24,6 +24,7 @@ from bot.daemon.executor import Registry
 from bot.daemon.metrics import Metrics
 from bot.daemon.service import Service
 from tests.support.daemon import DESCRIBE, DRIVER_LOG, RAYCLUSTER, T0, Clock, engine, rig, seed
+from tests.support.faults import Measured
 
 WORKLOAD = "ml-train/raycluster/verl-ppo-qwen-raycluster-x7k2p"
 POLICY = ApprovalPolicy(
@@ -128,10 +129,11 @@ def test_a_silencer_silences_within_their_scope(
     ],
 )
 def test_a_silence_outside_the_silencers_scope_is_refused_and_counted(
-    seeded: Seeded, user: str, matchers: dict[str, str], problem: str
+    seeded: Seeded, measured: Measured, user: str, matchers: dict[str, str], problem: str
 ) -> None:
     with pytest.raises(ValueError, match=f"^{re.escape(problem)}$"):
         seeded.service.silence(_asked(seeded, matchers), HOUR, user, T0, "", ChatUser(user))
+    measured.bad_clicks_accepted(len(seeded.store.active_silences(T0)))
     assert seeded.store.active_silences(T0) == ()
     assert seeded.refused("silence") == 1
 
@@ -189,10 +191,11 @@ def test_a_silence_ends_by_its_creator_or_a_silencer_in_its_scope(
     ],
 )
 def test_ending_a_silence_outside_ones_scope_is_refused_and_counted(
-    seeded: Seeded, matchers: dict[str, str], user: str, problem: str
+    seeded: Seeded, measured: Measured, matchers: dict[str, str], user: str, problem: str
 ) -> None:
     made = _alices(seeded, matchers)
     with pytest.raises(ValueError, match=f"^{re.escape(problem.format(silence=made.id))}$"):
         seeded.service.unsilence(made.id, LATER, ChatUser(user))
+    measured.bad_clicks_accepted(1 - len(seeded.store.active_silences(LATER)))
     assert seeded.store.active_silences(LATER) == (made,)
     assert seeded.refused("unsilence") == 1
