@@ -41,7 +41,6 @@ from bot.core.errors import PitcrewError, PlaybookError
 from bot.core.inputs import InputPart
 from bot.core.inputs.reader import read_stream
 from bot.core.model import Diagnosis
-from bot.core.playbooks import json_schema_text
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -575,6 +574,8 @@ def playbooks_schema(
     write: Annotated[Path | None, typer.Option(help="write to this file instead of stdout")] = None,
 ) -> None:
     """Print (or write) the playbook JSON Schema."""
+    from bot.core.playbook_schema import json_schema_text
+
     text = json_schema_text()
     if write:
         write.write_text(text)

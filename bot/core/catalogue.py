@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from bot.core.errors import PlaybookError
-from bot.core.playbooks import parse_document
+from bot.core.playbook_schema import parse_document
 from bot.core.taxonomy import Category
 from bot.core.yamlsrc import Located
 

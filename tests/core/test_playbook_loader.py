@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from bot.adapters.files.playbooks import builtin_dir, load_builtin, load_library
+from bot.core import playbook_schema, playbooks
 from bot.core.actions.catalog import CATALOG, FACTS
 from bot.core.errors import PlaybookError
-from bot.core.playbooks import json_schema_text
+from bot.core.playbook_schema import json_schema_text
 from tests.support.playbooks import PLAYBOOK_TEXT
 
 ACTION = """\
@@ -186,3 +189,43 @@ def test_published_json_schema_is_current() -> None:
         "run: pitcrew playbooks schema --write playbooks/schema.json"
     )
     assert json.loads(published.read_text())["additionalProperties"] is False
+
+
+SCHEMA_MODELS = [
+    model
+    for model in vars(playbook_schema).values()
+    if isinstance(model, type)
+    and issubclass(model, BaseModel)
+    and model.__module__ == playbook_schema.__name__
+    and model.__name__ not in ("_Strict", "NoiseList")  # the base; the noise file's wrapper
+]
+
+
+@pytest.mark.parametrize("model", SCHEMA_MODELS, ids=lambda model: model.__name__)
+def test_each_schema_model_makes_the_plain_value_of_its_name_with_the_same_fields(
+    model: type[BaseModel],
+) -> None:
+    value = getattr(playbooks, model.__name__)
+    assert [f.name for f in dataclasses.fields(value)] == list(model.model_fields)
+
+
+def test_a_library_read_from_its_files_holds_plain_values_only() -> None:
+    library = load_library([builtin_dir()])
+    kinds = {type(v).__module__ for v in _values_in(library)}
+    assert "pydantic.main" not in kinds
+    assert kinds >= {"bot.core.playbooks"}
+    assert not any(kind == "bot.core.playbook_schema" for kind in kinds)
+
+
+def _values_in(value: object) -> list[object]:
+    found: list[object] = [value]
+    if dataclasses.is_dataclass(value):
+        for f in dataclasses.fields(value):
+            found += _values_in(getattr(value, f.name))
+    elif isinstance(value, list | tuple):
+        for item in value:
+            found += _values_in(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            found += _values_in(item)
+    return found

@@ -22,7 +22,7 @@ from bot.core.engine import Engine
 from bot.core.errors import PlaybookError
 from bot.core.inputs import LogText
 from bot.core.model import Signal, SourceKind, frozen_map
-from bot.core.playbooks import NoiseList
+from bot.core.playbook_schema import NoiseList
 from tests.support.playbooks import playbook
 
 # Exponential on a backtracking engine: 26 `a`s and a `!` take Python's `re` seconds.

@@ -24,8 +24,6 @@ from bot.core.playbooks import (
     LoadedPlaybook,
     NoiseRule,
     assemble,
-    parse_noise,
-    parse_playbook,
     with_template_code,
 )
 
@@ -46,10 +44,14 @@ def _text(path: Path) -> str:
 
 
 def load_playbook(path: Path) -> LoadedPlaybook:
+    from bot.core.playbook_schema import parse_playbook  # pydantic: not for a cached library
+
     return parse_playbook(_text(path), str(path))
 
 
 def load_noise(path: Path) -> tuple[NoiseRule, ...]:
+    from bot.core.playbook_schema import parse_noise
+
     return parse_noise(_text(path), str(path))
 
 
