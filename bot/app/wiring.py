@@ -42,6 +42,7 @@ from bot.core.errors import PitcrewError, StoreError
 from bot.core.incidents import Assess, Correlator, adjusted, assessor
 from bot.core.playbooks import Library
 from bot.daemon import live_checks
+from bot.daemon.budget import Budget, budgeted_assess
 from bot.daemon.capture import CaptureWorker
 from bot.daemon.executor import Registry
 from bot.daemon.feed import Item, Refresh, Tick
@@ -233,7 +234,9 @@ def _pipeline(
 ) -> Pipeline:
     """The pipeline thread; it hands the offers that wait on a live fact to `checks()`,
     asks `memory` for memory incidents' evidence and tells `intake()` what it took in."""
-    correlator = Correlator(_assess(settings, engine.library), settings.correlation)
+    budget = Budget(settings.pipeline.step_budget.total_seconds())
+    assess = budgeted_assess(_assess(settings, engine.library), budget)
+    correlator = Correlator(assess, settings.correlation)
     return Pipeline(
         engine=engine,
         correlator=correlator,
@@ -251,7 +254,7 @@ def _pipeline(
         check_live=lambda incident_id, offers: checks().request(incident_id, offers),
         live_hold=settings.pipeline.live_check_timeout + timedelta(seconds=1),
         keeper=_Kept(intake),
-        classify_budget=settings.pipeline.classify_budget.total_seconds(),
+        budget=budget,
         fresh_engine=lambda: engine_of(engine.library),
     )
 

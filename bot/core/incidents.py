@@ -24,14 +24,17 @@ back through `learn`, and the incident is assessed again with it
 Pure in the sense that matters here: no I/O, no clock of its own (every call
 takes `now`), every result is a new immutable value. The `Correlator` keeps
 the open incidents of one pipeline thread in memory (the pipeline owns it, so
-no locks); its memory per incident is bounded by the config caps.
+no locks); its memory per incident is bounded by the config caps. A call whose
+assessment raises (a bug, or the daemon giving it up over its time budget,
+`bot.daemon.budget`) changes nothing: the correlator is as it was before it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -229,25 +232,26 @@ class Correlator:
         keys = workload_keys(finding)
         track = self._track_for(keys)
         changes: list[Change] = []
-        if (
-            track is not None
-            and now - track.last_seen > self.config.window
-            and not kuberay_retries.awaits_retry(track.attempts)
-        ):
-            quiet = f"no new findings for {_duration(now - track.last_seen)}"
-            changes.append(self._resolve(track, now, quiet))
-            track = None
-        if track is None:
-            changes.append(self._open(finding, keys, now))
-        else:
-            changes.append(self._absorb(track, finding, keys, now))
+        with self._all_or_nothing(keys):
+            if (
+                track is not None
+                and now - track.last_seen > self.config.window
+                and not kuberay_retries.awaits_retry(track.attempts)
+            ):
+                quiet = f"no new findings for {_duration(now - track.last_seen)}"
+                changes.append(self._resolve(track, now, quiet))
+                track = None
+            if track is None:
+                changes.append(self._open(finding, keys, now))
+            else:
+                changes.append(self._absorb(track, finding, keys, now))
         return tuple(changes)
 
     def own(self, owner: Owner, now: datetime) -> tuple[Change, ...]:
         """Learn that `owner`'s RayJob submitted its Ray job. An open incident opened on
         the submission id alone becomes the RayJob's (same incident, same card) or, when
         the RayJob has one already, is merged into it and resolved, saying where."""
-        if not self._owners.learn(owner):
+        if not self._owners.is_news(owner):
             return ()
         home = self._track_for(owner.home_keys)
         strays = [
@@ -256,12 +260,14 @@ class Correlator:
             if t is not home and all(belongs(f, owner) for f in t.reps.values())
         ]
         changes: list[Change] = []
-        if home is None and strays:
-            home = strays.pop(0)
-            changes.append(self._adopt(home, owner, now))
-        for stray in strays:
-            assert home is not None
-            changes.extend(self._fold(stray, home, owner, now))
+        with self._all_or_nothing((*owner.home_keys, *owner.stray_keys)):
+            if home is None and strays:
+                home = strays.pop(0)
+                changes.append(self._adopt(home, owner, now))
+            for stray in strays:
+                assert home is not None
+                changes.extend(self._fold(stray, home, owner, now))
+        self._owners.learn(owner)
         return tuple(changes)
 
     def learn(self, incident_id: str, answer: FactAnswer, now: datetime) -> Change | None:
@@ -270,15 +276,16 @@ class Correlator:
         track = self._tracks.get(incident_id)
         if track is None:
             return None
-        track.answer = combined((track.answer, answer))
-        old = track.incident
-        diagnosis = self._assessed(track)
-        if diagnosis == old.diagnosis:
-            return None
-        track.incident = dataclasses.replace(
-            old, diagnosis=diagnosis, updated_at=now, revision=old.revision + 1
-        )
-        return Change(track.incident, ChangeKind.UPDATED, asks=self._asks(track))
+        with self._all_or_nothing(track.keys):
+            track.answer = combined((track.answer, answer))
+            old = track.incident
+            diagnosis = self._assessed(track)
+            if diagnosis == old.diagnosis:
+                return None
+            track.incident = dataclasses.replace(
+                old, diagnosis=diagnosis, updated_at=now, revision=old.revision + 1
+            )
+            return Change(track.incident, ChangeKind.UPDATED, asks=self._asks(track))
 
     def healthy(
         self, item: Item | str, now: datetime, reason: str = HEALTHY_AGAIN
@@ -328,6 +335,19 @@ class Correlator:
                     self._by_key.setdefault(key, incident.id)
 
     # -- internals -------------------------------------------------------------
+
+    @contextmanager
+    def _all_or_nothing(self, keys: Sequence[str]) -> Iterator[None]:
+        """What a call changes (on the tracks `keys` reach), undone when it raises: an
+        assessment given up over its budget or a bug leaves the correlator as it was."""
+        tracks, by_key = dict(self._tracks), dict(self._by_key)
+        for track in self._tracks_for(keys):
+            tracks[track.incident.id] = track.copy()
+        try:
+            yield
+        except BaseException:
+            self._tracks, self._by_key = tracks, by_key
+            raise
 
     def _track_for(self, keys: Sequence[str]) -> Track | None:
         for key in keys:

@@ -105,13 +105,17 @@ class Owners:
     def __len__(self) -> int:
         return len(self._by_id)
 
+    def is_news(self, owner: Owner) -> bool:
+        """Whether `owner` is not known, or known otherwise."""
+        return self._by_id.get(owner.submission) != owner
+
     def learn(self, owner: Owner) -> bool:
         """Remember `owner`; True when it is news (not known, or known otherwise)."""
-        known = self._by_id.get(owner.submission)
+        news = self.is_news(owner)
         _remember(self._by_id, owner.submission, owner, self._limit)
         if owner.ray_cluster:
             _remember(self._by_cluster, (owner.namespace, owner.ray_cluster), owner, self._limit)
-        return known != owner
+        return news
 
     def of(self, item: Item) -> Owner | None:
         """The owner of the submission, else of the RayCluster, `item` names, unless `item`

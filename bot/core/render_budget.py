@@ -8,7 +8,8 @@ large width (`'x'|center(10**9)`, `s|replace('a', s)`, `'%999999999d' % 1`)
 builds a gigabyte before anything can look at its size; a value doubled at each
 step (a macro calling itself with `s ~ s`) outgrows memory in forty. So in a render:
 
-- every `for` loop, and every `range`, looks at the deadline on each step;
+- every `for` loop, and every `range`, looks at the deadline on each step, and so
+  does every call (a macro calling itself twice ran 2^40 times without a loop);
 - no string method or sizing filter takes a number over `SIZE_BUDGET` (a
   width, a count, a fill), and `replace`, `join`, `translate`, `indent`,
   `wordwrap` and format strings are refused when what they would build is over it;

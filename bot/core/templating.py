@@ -4,10 +4,10 @@ and every render within a budget of time and size (`bot.core.render_budget`).
 Why the budget: a playbook's template runs on the pipeline's thread for every
 finding. The sandbox stops escapes but not work: two nested `range(100000)`
 loops ran 10^10 times and froze the pipeline while memory grew past 3 GB. So a
-render may take at most `TIME_BUDGET` seconds (checked at each step of a loop
-and at each piece of output) and produce at most `SIZE_BUDGET` characters, and
-anything built on the way past that size is refused; beyond either the render
-raises `RenderBudgetError`. Callers turn any failed render into the finding's
+render may take at most `TIME_BUDGET` seconds (checked at each step of a loop,
+at each call and at each piece of output) and produce at most `SIZE_BUDGET`
+characters, and anything built on the way past that size is refused; beyond
+either the render raises `RenderBudgetError`. Callers turn any failed render into the finding's
 plain text, so one bad template never costs the other findings, and say so in
 the value they return (`Diagnosis.unrendered`): the daemon counts them, the CLI
 shows them. Nothing here is counted or kept.
@@ -34,7 +34,9 @@ class _BudgetedEnvironment(ImmutableSandboxedEnvironment):
         return super().call_binop(context, operator, left, right)
 
     def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
-        if render_budget.of(__context) is not None:
+        budget = render_budget.of(__context)
+        if budget is not None:
+            budget.check_time()  # a macro that calls itself twice has no loop to look
             render_budget.check_call(__obj, args, kwargs)
         return super().call(__context, __obj, *args, **kwargs)
 

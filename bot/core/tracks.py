@@ -10,6 +10,7 @@ absorbed and an incident merged into another add up the same way. Pure.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections import deque
 from collections.abc import Mapping
@@ -59,6 +60,17 @@ class Track:
         self.answer = FactAnswer()  # what live checks found so far
         self.asked: set[tuple[str, str]] = set()  # offers handed out for a live check
         self.attempts = incident.attempts  # a RayJob's runs under KubeRay's retries
+
+    def copy(self) -> Track:
+        """A copy with containers of its own (findings and incidents are values)."""
+        twin = copy.copy(self)
+        twin.keys, twin.reps = list(self.keys), dict(self.reps)
+        twin.counts, twin.objects = dict(self.counts), dict(self.objects)
+        twin.kinds = {playbook: dict(kinds) for playbook, kinds in self.kinds.items()}
+        twin.names = {playbook: set(names) for playbook, names in self.names.items()}
+        twin.capped, twin.asked = set(self.capped), set(self.asked)
+        twin.notes = deque(self.notes, maxlen=self.notes.maxlen)
+        return twin
 
     @property
     def last_seen(self) -> datetime:

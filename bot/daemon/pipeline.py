@@ -59,7 +59,7 @@ from bot.core.notify import Delivery, NotifyConfig, decide, evidence_hold
 from bot.core.rayjob_owners import owners_named
 from bot.core.reports import build_report
 from bot.core.unmatched import part_lines
-from bot.daemon.budget import BudgetedClassifier
+from bot.daemon.budget import Budget, BudgetedClassifier
 from bot.daemon.capture import CaptureWorker
 from bot.daemon.feed import (
     Captured,
@@ -117,24 +117,24 @@ class Pipeline(Taking):
         queue_bytes: int = 256 << 20,
         busy_limit: float = 120.0,
         keeper: Keeper | None = None,
-        classify_budget: float = 0.0,
+        budget: Budget | None = None,
         fresh_engine: Callable[[], Engine] | None = None,
     ) -> None:
         """`queue_size` items and `queue_bytes` bytes of log text may wait (beyond either,
         `submit` refuses); one item taking over `busy_limit` seconds makes `alive` false;
-        `keeper` keeps each item until it is taken in (`bot.daemon.taking`); log text is
-        classified within `classify_budget` seconds (`bot.daemon.budget`; 0: no budget),
-        on a `fresh_engine` after one ran over; an item whose correlation or rendering
-        takes longer is quarantined by a watchdog (`bot.daemon.taking`)."""
+        `keeper` keeps each item until it is taken in (`bot.daemon.taking`); each item's
+        classification, correlation (the `correlator`'s assessment, made with
+        `bot.daemon.budget.budgeted_assess`) and rendering run within `budget`, log text
+        on a `fresh_engine` after a classification ran over (none: no budget)."""
         super().__init__(
             metrics=metrics or Metrics(),
             queue_size=queue_size,
             queue_bytes=queue_bytes,
             busy_limit=busy_limit,
             keeper=keeper or Forgetful(),
-            step_budget=classify_budget,
         )
-        self._classifier = BudgetedClassifier(engine, classify_budget, fresh_engine)
+        self._budget = budget or Budget(0.0)
+        self._classifier = BudgetedClassifier(engine, self._budget, fresh_engine)
         self._correlator = correlator
         self._store = store
         self._notify = notify
@@ -206,6 +206,7 @@ class Pipeline(Taking):
 
     def process(self, item: Item) -> None:
         now = self._clock()
+        self._budget.begin()
         if isinstance(item, Observation):
             self._observe(item, now)
         elif isinstance(item, Healthy):
@@ -434,7 +435,8 @@ class Pipeline(Taking):
         if incident.id in self._waiting:
             return
         stage, self.stage = self.stage, "rendering"
-        report = build_report(incident, tuple(proposals))
+        shown = tuple(proposals)
+        report = self._budget.run("rendering", lambda: build_report(incident, shown))
         self.stage = stage
         previous = self._deliveries.get(incident.id) or self._store.delivery(incident.id)
         decision = decide(

@@ -11,7 +11,9 @@ had acknowledged. Now, for each item:
   (`taking`: a crash in the middle counts against its row) and, once done, that
   it was taken in (`taken`: its row goes);
 - a store that cannot write leaves the row as it is, for the next start;
-- a step over its time budget (`OverBudgetError`) quarantines the item;
+- a step over its time budget (`OverBudgetError`: classification, correlation and
+  rendering run on a worker the pipeline stops waiting for, `bot.daemon.budget`)
+  quarantines the item, and the thread goes on at once;
 - any other exception is a bug: logged once with its traceback, counted in
   `pitcrew_internal_errors_total{stage}`, and the item is kept as failed, to be
   taken in again at the next start (`pitcrew status` lists it).
@@ -31,7 +33,7 @@ from typing import Protocol
 
 from bot.core.errors import StoreError
 from bot.daemon.budget import OverBudgetError
-from bot.daemon.feed import Healthy, Item, Observation, text_size
+from bot.daemon.feed import Item, Observation, text_size
 from bot.daemon.lanes import BULK, Entry, Lanes
 from bot.daemon.metrics import Metrics
 
@@ -67,10 +69,7 @@ class Forgetful:
 
 class Taking(ABC):
     """The queue, the thread and the failure policy; `process` (the subclass's) handles
-    one item and sets `stage` to the step it is in. A step other than classification
-    (which has its own worker, `bot.daemon.budget`) cannot be interrupted: a watchdog
-    quarantines the item of a step over `step_budget` seconds, so a restart does not
-    take it in again, and the thread takes the next item once the step returns."""
+    one item and sets `stage` to the step it is in."""
 
     def __init__(
         self,
@@ -80,12 +79,8 @@ class Taking(ABC):
         queue_bytes: int,
         busy_limit: float,
         keeper: Keeper,
-        step_budget: float = 0.0,
     ) -> None:
-        self._stage, self._stage_since = "pipeline", time.monotonic()
-        self._item: Item | None = None
-        self._overran = False
-        self._step_budget = step_budget
+        self._stage = "pipeline"
         self._metrics = metrics
         self._keeper = keeper
         self._halting = threading.Event()
@@ -108,7 +103,7 @@ class Taking(ABC):
 
     @stage.setter
     def stage(self, value: str) -> None:
-        self._stage, self._stage_since = value, time.monotonic()
+        self._stage = value
 
     # -- the queue -------------------------------------------------------------------------
 
@@ -149,24 +144,6 @@ class Taking(ABC):
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="pitcrew-pipeline", daemon=True)
         self._thread.start()
-        if self._step_budget > 0:
-            watchdog = threading.Thread(target=self._watch, name="pitcrew-watchdog", daemon=True)
-            watchdog.start()
-
-    def _watch(self) -> None:
-        """Quarantine the item of a step over its budget (once), while the thread runs."""
-        pause = min(0.25, self._step_budget / 4)
-        while self._thread is not None and self._thread.is_alive():
-            time.sleep(pause)
-            item, stage, since = self._item, self._stage, self._stage_since
-            late = time.monotonic() - since > self._step_budget
-            kept = isinstance(item, Observation | Healthy)
-            if not kept or self._overran or stage == "classification" or not late:
-                continue
-            assert item is not None
-            self._overran = True
-            problem = f"{stage} took over its budget of {self._step_budget:g}s"
-            self._stopped(item, QUARANTINED, stage, problem)
 
     def alive(self) -> bool:
         """The thread runs, and no item has kept it busy for over `busy_limit` seconds."""
@@ -220,7 +197,6 @@ class Taking(ABC):
         self._busy_since = time.monotonic()
         self.stage = "pipeline"
         self._keeper.taking(item)
-        self._item, self._overran = item, False
         try:
             self.process(item)
         except StoreError as error:  # its intake row stays: taken in again at the next start
@@ -235,10 +211,8 @@ class Taking(ABC):
             self._stopped(item, FAILED, self.stage, f"{type(error).__name__}: {error}")
             return
         finally:
-            self._busy_since = self._item = None
+            self._busy_since = None
             self._metrics.queue_depth.set(self._queue.qsize())
-        if self._overran:  # finished after all: its evidence is in, its row may go
-            log.warning("the %s quarantined over its budget finished after all", self.stage)
         self._keeper.taken(item)
         if isinstance(item, Observation):
             self._metrics.pipeline_lag.observe(time.monotonic() - queued_at)

@@ -32,6 +32,10 @@ POWERS = (
     "{% endif %}{% endmacro %}{{ up(10, 10) }}"
 )
 RECURSION = "{% macro again() %}{{ again() }}{% endmacro %}{{ again() }}"
+BRANCHING = (  # a macro that calls itself twice: 2^40 calls, no loop, no output
+    "{% macro split(n) %}{% if n %}{{ split(n - 1) }}{{ split(n - 1) }}{% endif %}"
+    "{% endmacro %}{{ split(40) }}x"
+)
 
 
 @pytest.mark.parametrize(
@@ -59,6 +63,7 @@ RECURSION = "{% macro again() %}{{ again() }}{% endmacro %}{{ again() }}"
         (DOUBLING, "a value over 20000 characters"),
         (POWERS, "an integer over 65536 bits"),
         (RECURSION, "maximum recursion depth exceeded"),
+        (BRANCHING, "rendering took over 0.5s"),
     ],
     ids=[
         "nested-loops",
@@ -77,6 +82,7 @@ RECURSION = "{% macro again() %}{{ again() }}{% endmacro %}{{ again() }}"
         "doubling-in-a-loop",
         "huge-integer",
         "recursion",
+        "branching-recursion",
     ],
 )
 def test_a_bad_template_costs_only_its_own_finding(tmp_path: Path, template: str, why: str) -> None:

@@ -121,12 +121,12 @@ class PipelineSettings(Closed):
         gt=timedelta(0),
         description="one item taking longer makes the pipeline unhealthy (/healthz)",
     )
-    classify_budget: timedelta = Field(
+    step_budget: timedelta = Field(
         default=timedelta(seconds=10),
         ge=timedelta(0),
-        description="longest the classification of one piece of log text may take; past it "
-        "the item is quarantined (pitcrew status, pitcrew requeue) and the next one taken; "
-        "0 turns the budget off",
+        description="longest each step of one item (classifying its log text, correlating "
+        "its findings, rendering its cards) may take; past it the item is quarantined "
+        "(pitcrew status, pitcrew requeue) and the next one taken; 0 turns the budget off",
     )
     drain_timeout: timedelta = Field(
         default=timedelta(seconds=10),
