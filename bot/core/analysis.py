@@ -13,8 +13,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
-
 from bot.core import linear
 from bot.core.actions.catalog import CATALOG, FACTS
 from bot.core.classifier import Hit
@@ -383,7 +381,7 @@ def _offer(
             model = spec.params.model_validate(params)
             params = model.model_dump()
             preview = spec.preview(model)
-        except (ValidationError, ValueError) as error:
+        except ValueError as error:  # pydantic's ValidationError among them
             reason = f"parameters are not valid: {_first_error(error)}"
     return ActionOffer(
         action=rule.action,
@@ -397,6 +395,8 @@ def _offer(
 
 
 def _first_error(error: Exception) -> str:
+    from pydantic import ValidationError  # loaded with the model that raised it
+
     if isinstance(error, ValidationError):
         first = error.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])

@@ -302,8 +302,9 @@ def test_a_stale_holder_found_live_keeps_the_clash_first_and_the_death_separate(
 @pytest.mark.slow
 def test_a_resubmission_offers_the_playbooks_named_override_in_its_preview() -> None:
     from bot.adapters.files.playbooks import load_library
-    from bot.core.actions.catalog import CATALOG, ResubmitJob
+    from bot.core.actions.catalog import CATALOG
     from bot.core.actions.entrypoint import with_override
+    from bot.core.actions.params import ResubmitJob
 
     library = load_library([PLAYBOOKS])
     rule = next(

@@ -20,7 +20,8 @@ from bot.adapters.ray.executor_base import RayClusters
 from bot.adapters.ray.executors import build as ray_build
 from bot.adapters.sqlite.store import Store
 from bot.app.factories import EXECUTOR_KINDS
-from bot.core.actions.catalog import CATALOG, FACTS, ActionParams, ActionSpec
+from bot.core.actions.catalog import CATALOG, FACTS, ActionSpec
+from bot.core.actions.params import ActionParams
 from bot.core.actions.step import Step
 from bot.core.approvals import ApprovalPolicy, ApproverRule, ChatUser, LiveCheck
 from bot.core.errors import ActionRefusedError

@@ -36,8 +36,9 @@ from bot.adapters.kubernetes.templates import (
     proposal_of,
     test_op,
 )
-from bot.core.actions.catalog import CATALOG, RecreateRayJob
+from bot.core.actions.catalog import CATALOG
 from bot.core.actions.entrypoint import with_override
+from bot.core.actions.params import RecreateRayJob
 from bot.core.actions.step import Step
 from bot.core.approvals import LiveCheck
 from bot.core.errors import ActionFailedError, ActionRefusedError

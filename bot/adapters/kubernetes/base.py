@@ -42,7 +42,8 @@ from bot.adapters.kubernetes.templates import (
     resolve,
     test_op,
 )
-from bot.core.actions.catalog import CATALOG, ActionParams
+from bot.core.actions.catalog import CATALOG
+from bot.core.actions.params import ActionParams
 from bot.core.actions.step import Step
 from bot.core.approvals import LiveCheck
 from bot.core.errors import ActionFailedError, ActionRefusedError

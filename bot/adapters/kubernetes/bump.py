@@ -43,7 +43,8 @@ from bot.adapters.kubernetes.templates import (
     test_op,
 )
 from bot.core import quantity
-from bot.core.actions.catalog import CATALOG, BumpMemory
+from bot.core.actions.catalog import CATALOG
+from bot.core.actions.params import BumpMemory
 from bot.core.actions.step import Step
 from bot.core.approvals import LiveCheck
 from bot.core.errors import ActionFailedError, ActionRefusedError

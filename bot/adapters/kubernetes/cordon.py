@@ -23,7 +23,8 @@ from bot.adapters.kubernetes.templates import (
     set_ops,
     test_op,
 )
-from bot.core.actions.catalog import CATALOG, CordonNode
+from bot.core.actions.catalog import CATALOG
+from bot.core.actions.params import CordonNode
 from bot.core.actions.step import Step
 from bot.core.errors import ActionRefusedError
 from bot.core.inputs.values import as_list, as_map, text_at

@@ -39,7 +39,7 @@ from bot.adapters.kubernetes.shm import AddShmExecutor
 from bot.adapters.kubernetes.templates import (
     resolve,
 )
-from bot.core.actions.catalog import DeletePod
+from bot.core.actions.params import DeletePod
 from bot.core.actions.step import Step
 from bot.core.errors import ActionFailedError, ActionRefusedError
 from bot.core.inputs.values import as_list, as_map, text_at

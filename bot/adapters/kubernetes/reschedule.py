@@ -34,7 +34,7 @@ from bot.adapters.kubernetes.templates import (
     resolve,
     set_ops,
 )
-from bot.core.actions.catalog import RescheduleGpuPool
+from bot.core.actions.params import RescheduleGpuPool
 from bot.core.actions.step import Step
 from bot.core.approvals import LiveCheck
 from bot.core.errors import ActionRefusedError

@@ -26,7 +26,8 @@ from bot.adapters.kubernetes.templates import (
     resolve,
     set_ops,
 )
-from bot.core.actions.catalog import CATALOG, ScaleWorkerGroup
+from bot.core.actions.catalog import CATALOG
+from bot.core.actions.params import ScaleWorkerGroup
 from bot.core.actions.step import Step
 from bot.core.approvals import LiveCheck
 from bot.core.errors import ActionRefusedError

@@ -46,7 +46,7 @@ from bot.adapters.ray.executor_base import (
 )
 from bot.adapters.ray.kill import KillActorExecutor
 from bot.adapters.ray.resubmit import ResubmitJobExecutor
-from bot.core.actions.catalog import ActionParams, StopJob
+from bot.core.actions.params import ActionParams, StopJob
 from bot.core.actions.step import Step
 from bot.core.errors import ActionFailedError
 from bot.daemon.ports import Bookmarks

@@ -33,7 +33,7 @@ from bot.adapters.ray.executor_base import (
     until,
     wait_terminal,
 )
-from bot.core.actions.catalog import ActionParams, KillActor
+from bot.core.actions.params import ActionParams, KillActor
 from bot.core.actions.step import Step
 from bot.core.errors import ActionFailedError, ActionRefusedError
 from bot.core.inputs.ray_actors import ActorInfo

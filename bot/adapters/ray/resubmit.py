@@ -36,8 +36,8 @@ from bot.adapters.ray.executor_base import (
 )
 from bot.adapters.ray.jobs import job_parts
 from bot.adapters.ray.signals import DEFAULT_RAYJOB_KEYS
-from bot.core.actions.catalog import ActionParams, ResubmitJob
 from bot.core.actions.entrypoint import with_override
+from bot.core.actions.params import ActionParams, ResubmitJob
 from bot.core.actions.step import Step
 from bot.core.errors import ActionRefusedError
 

@@ -1,121 +1,29 @@
-"""The remediation actions pitcrew knows, with their parameter models and previews.
+"""The remediation actions pitcrew knows, with their parameters and previews.
 
 Declarations only: what an action needs and what it would change. Playbooks refer
-to these ids; executors that touch Kubernetes or Ray live in adapters.
+to these ids; executors that touch Kubernetes or Ray live in adapters. The
+parameters' models are `bot.core.actions.params`, named here and imported when
+first asked for (`ActionSpec.params`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing import TYPE_CHECKING, Any
 
 from bot.core import quantity
 
-
-class ActionParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-
-
-_K8S_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
-
-
-class BumpMemory(ActionParams):
-    namespace: str = Field(pattern=_K8S_NAME)
-    kind: Literal["RayCluster", "RayJob", "Deployment", "StatefulSet", "Job"]
-    name: str = Field(pattern=_K8S_NAME)
-    group: str = Field(default="", description="worker group name, or `head`")
-    container: str = ""
-    current: str = Field(default="", description="current memory limit, if known")
-    factor: float = Field(default=1.5, gt=1.0, le=2.0)
-    cap: str = "512Gi"
-    limit: str = Field(default="", description="the new limit sized from observed usage")
-    basis: str = Field(default="", description="where the new limit or the factor came from")
-
-    @field_validator("current", "cap", "limit")
-    @classmethod
-    def _is_quantity(cls, value: str) -> str:
-        if value:
-            quantity.parse_bytes(value)
-        return value
-
-
-class RescheduleGpuPool(ActionParams):
-    namespace: str = Field(pattern=_K8S_NAME)
-    kind: Literal["RayCluster", "RayJob"]
-    name: str = Field(pattern=_K8S_NAME)
-    group: str = Field(min_length=1)
-    label_key: str = "nvidia.com/gpu.product"
-    label_value: str = "NVIDIA-A100-SXM4-80GB"
-
-
-class AddShm(ActionParams):
-    namespace: str = Field(pattern=_K8S_NAME)
-    kind: Literal["RayCluster", "RayJob"]
-    name: str = Field(pattern=_K8S_NAME)
-    group: str = Field(min_length=1, description="worker group name, or `head`")
-    container: str = ""
-    size: str = Field(default="", description="sizeLimit; empty: half the memory limit")
-
-    @field_validator("size")
-    @classmethod
-    def _is_quantity(cls, value: str) -> str:
-        if value:
-            quantity.parse_bytes(value)
-        return value
-
-
-class ScaleWorkerGroup(ActionParams):
-    namespace: str = Field(pattern=_K8S_NAME)
-    kind: Literal["RayCluster", "RayJob"]
-    name: str = Field(pattern=_K8S_NAME)
-    group: str = Field(min_length=1)
-    add: int = Field(default=1, ge=1, le=64, description="workers to add, within maxReplicas")
-
-
-class CordonNode(ActionParams):
-    name: str = Field(pattern=_K8S_NAME)
-
-
-class RecreateRayJob(ActionParams):
-    namespace: str = Field(pattern=_K8S_NAME)
-    name: str = Field(pattern=_K8S_NAME)
-    naming: Literal["same", "retry"] = Field(
-        default="same",
-        description="same: delete, then create under the same name; "
-        "retry: keep the old one, create `<name>-retry-N`",
+if TYPE_CHECKING:
+    from bot.core.actions.params import (
+        ActionParams,
+        AddShm,
+        BumpMemory,
+        KillActor,
+        RecreateRayJob,
+        RescheduleGpuPool,
+        ScaleWorkerGroup,
     )
-    override: str = Field(default="", description="an entrypoint argument `key=value` to set")
-
-
-class DeletePod(ActionParams):
-    namespace: str = Field(pattern=_K8S_NAME)
-    name: str = Field(pattern=_K8S_NAME)
-
-
-class KillActor(ActionParams):
-    name: str = Field(min_length=1)
-    namespace: str = Field(
-        min_length=1,
-        description="the namespace the clash message named; `None` (Ray prints the "
-        "`.options()` argument) is the failing job's current one: the holder is "
-        "resolved live, and only one in an explicit namespace is ever killed",
-    )
-    cluster: str = ""
-
-
-class StopJob(ActionParams):
-    submission_id: str = Field(min_length=1)
-    cluster: str = ""
-
-
-class ResubmitJob(ActionParams):
-    submission_id: str = Field(min_length=1)
-    cluster: str = ""
-    max_retries: int = Field(default=2, ge=1, le=10)
-    override: str = Field(default="", description="an entrypoint argument `key=value` to set")
 
 
 @dataclass(frozen=True)
@@ -144,7 +52,7 @@ class ActionSpec:
 
     id: str
     summary: str
-    params: type[ActionParams]
+    params_model: str | type[ActionParams]  # a model's name in bot.core.actions.params
     impact: str
     preview: Callable[[Any], str]
     preconditions: tuple[str, ...] = ()
@@ -152,6 +60,16 @@ class ActionSpec:
     rbac: tuple[Permission, ...] = ()
     rerun: bool = False
     needs_rerun: bool = False
+
+    @property
+    def params(self) -> type[ActionParams]:
+        """The model that checks this action's parameters (pydantic is imported with it)."""
+        if not isinstance(self.params_model, str):
+            return self.params_model
+        from bot.core.actions import params
+
+        model: type[ActionParams] = getattr(params, self.params_model)
+        return model
 
 
 def _bump_preview(p: BumpMemory) -> str:
@@ -219,7 +137,7 @@ CATALOG: Mapping[str, ActionSpec] = {
         ActionSpec(
             "k8s.bump_memory",
             "Raise the memory limit and request of the owning template",
-            BumpMemory,
+            "BumpMemory",
             "New pods are needed: the RayJob is resubmitted or the worker group recreated.",
             _bump_preview,
             needs_rerun=True,
@@ -241,7 +159,7 @@ CATALOG: Mapping[str, ActionSpec] = {
         ActionSpec(
             "k8s.reschedule_gpu_pool",
             "Move a worker group onto a GPU pool with free capacity",
-            RescheduleGpuPool,
+            "RescheduleGpuPool",
             "The group's pending pods are deleted and recreated on the target pool.",
             _reschedule_preview,
             preconditions=("k8s.gpu_pool_has_capacity",),
@@ -259,7 +177,7 @@ CATALOG: Mapping[str, ActionSpec] = {
         ActionSpec(
             "k8s.add_shm",
             "Give a group's pods a memory-backed /dev/shm (or a larger one)",
-            AddShm,
+            "AddShm",
             "New pods are needed: the group's pods get the volume when they are recreated.",
             _shm_preview,
             needs_rerun=True,
@@ -275,7 +193,7 @@ CATALOG: Mapping[str, ActionSpec] = {
         ActionSpec(
             "k8s.scale_worker_group",
             "Add workers to a group (replicas/minReplicas) within its maxReplicas",
-            ScaleWorkerGroup,
+            "ScaleWorkerGroup",
             "KubeRay creates the extra worker pods; they take resources from the cluster.",
             _scale_preview,
             preconditions=("k8s.within_max_replicas",),
@@ -289,7 +207,7 @@ CATALOG: Mapping[str, ActionSpec] = {
         ActionSpec(
             "k8s.cordon_node",
             "Cordon a node that reports a GPU fault (no drain)",
-            CordonNode,
+            "CordonNode",
             "No new pods are scheduled on the node; pods running there keep running.",
             lambda p: f"cordon node {p.name} (spec.unschedulable: true); nothing is drained",
             preconditions=("k8s.node_schedulable",),
@@ -303,7 +221,7 @@ CATALOG: Mapping[str, ActionSpec] = {
         ActionSpec(
             "k8s.delete_pod",
             "Delete a failed or evicted pod so its controller recreates it",
-            DeletePod,
+            "DeletePod",
             "The pod object is removed; its controller creates a new one.",
             lambda p: f"delete pod {p.namespace}/{p.name}",
             preconditions=("k8s.pod_failed",),
@@ -313,7 +231,7 @@ CATALOG: Mapping[str, ActionSpec] = {
         ActionSpec(
             "kuberay.recreate_rayjob",
             "Run a failed RayJob again: the same spec, a new RayJob",
-            RecreateRayJob,
+            "RecreateRayJob",
             "KubeRay creates a new RayCluster (or uses the selected one) and submits again.",
             _recreate_preview,
             preconditions=("kuberay.rayjob_finished",),
@@ -329,7 +247,7 @@ CATALOG: Mapping[str, ActionSpec] = {
         ActionSpec(
             "ray.kill_actor",
             "Kill a stale named actor",
-            KillActor,
+            "KillActor",
             "The actor is killed without restart; anything still using it fails.",
             _kill_preview,
             preconditions=("ray.holder_explicit", "ray.actor_stale", "ray.namespace_idle"),
@@ -338,7 +256,7 @@ CATALOG: Mapping[str, ActionSpec] = {
         ActionSpec(
             "ray.stop_job",
             "Stop a running Ray job",
-            StopJob,
+            "StopJob",
             "The job's driver and tasks are stopped.",
             lambda p: f"stop Ray job {p.submission_id}",
             executor="ray",
@@ -346,7 +264,7 @@ CATALOG: Mapping[str, ActionSpec] = {
         ActionSpec(
             "ray.resubmit_job",
             "Resubmit a failed Ray job with the same entrypoint and runtime_env",
-            ResubmitJob,
+            "ResubmitJob",
             "A new submission runs the same entrypoint; the old job stays as it is.",
             lambda p: (
                 f"resubmit Ray job {p.submission_id} (new submission id)"

@@ -25,7 +25,7 @@ from bot.adapters.ray.on_demand import normalize_address
 from bot.adapters.ray.resubmit import ResubmitJobExecutor
 from bot.adapters.ray.signals import context_fields, death_parts, is_stale
 from bot.adapters.ray.source import RaySource, RaySourceOptions
-from bot.core.actions.catalog import KillActor
+from bot.core.actions.params import KillActor
 from bot.core.engine import Engine
 from bot.core.errors import ActionRefusedError
 from bot.core.inputs import LogText

@@ -18,7 +18,8 @@ from bot.adapters.kubernetes.api import EVENTS, RAY_CLUSTERS, RAY_JOBS
 from bot.adapters.kubernetes.base import EVENT_REASON, PROBE_ANNOTATION
 from bot.adapters.kubernetes.bump import BumpMemoryExecutor
 from bot.core import approvals
-from bot.core.actions.catalog import CATALOG, BumpMemory
+from bot.core.actions.catalog import CATALOG
+from bot.core.actions.params import BumpMemory
 from bot.core.actions.step import Step
 from bot.core.errors import ActionRefusedError
 from bot.core.model import Proposal, ProposalState

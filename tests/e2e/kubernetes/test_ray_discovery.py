@@ -31,7 +31,7 @@ from bot.adapters.ray.executor_base import RayClusters
 from bot.adapters.ray.source import RayClusterSource, RaySourceOptions
 from bot.app.factories import build_sources, ray_executor
 from bot.app.settings.sections import Settings
-from bot.core.actions.catalog import StopJob
+from bot.core.actions.params import StopJob
 from bot.core.errors import ActionRefusedError
 from bot.core.model import ObjectRef, Signal, SourceKind
 from bot.core.workloads import workload_keys, workload_refs
