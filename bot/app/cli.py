@@ -34,6 +34,7 @@ from bot.adapters.files.playbooks import (
     load_playbook,
     playbook_files,
 )
+from bot.app import cli_params
 from bot.app.diagnose_apart import diagnose_apart
 from bot.core.analysis import diagnose as analyse
 from bot.core.engine import to_json
@@ -69,6 +70,7 @@ def _help_type(param: typer.core._TyperParameter, ctx: click.Context) -> str:
 
 
 typer.core._TyperParameter.display_type = _help_type  # type: ignore[method-assign,assignment]
+cli_params.install()
 
 
 class _WithDaemonCommands(TyperGroup):
