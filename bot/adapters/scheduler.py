@@ -3,11 +3,11 @@
 Why this exists: some work happens because time passed, not because something
 was observed: offers expire, quiet incidents resolve and cards wait out their
 group interval (the pipeline's tick), failed deliveries are retried, old
-state is cleaned up, approved proposals written by another process are picked
-up, and sources poll. The jobs themselves are plain callables handed in by
-the wiring (`bot.app.wiring`); this module runs them, one instance at a time, and
-logs a failing job in one line instead of letting it stop the schedule.
-Sources and later features add their own with `every`.
+state is cleaned up, approved proposals and released evidence written by
+another process are picked up, and sources poll. The jobs themselves are plain
+callables handed in by the wiring (`bot.app.wiring`); this module runs them, one
+instance at a time, and logs a failing job in one line instead of letting it
+stop the schedule. Sources and later features add their own with `every`.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ class Jobs:
     wake_outbox: Job  # retries whose backoff has passed
     cleanup: Job  # state older than the retention
     run_approved: Job  # approved proposals (also from `pitcrew approve` in another process)
+    take_released: Job  # evidence `pitcrew requeue` released (in another process)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +45,7 @@ class Intervals:
     outbox: timedelta
     cleanup: timedelta
     approved: timedelta
+    released: timedelta
 
 
 class Scheduler:
@@ -72,6 +74,7 @@ class Scheduler:
         self.every("outbox", intervals.outbox, jobs.wake_outbox)
         self.every("cleanup", intervals.cleanup, jobs.cleanup)
         self.every("run-approved", intervals.approved, jobs.run_approved)
+        self.every("take-released", intervals.released, jobs.take_released)
 
     def start(self) -> None:
         self._scheduler.start()

@@ -418,12 +418,16 @@ def requeue_command(
     file: ConfigOption = None,
     store: StoreOption = None,
 ) -> None:
-    """Release evidence a bug or a budget set aside; the daemon's next start takes it in."""
+    """Release evidence a bug or a budget set aside; the running daemon takes it in within
+    seconds (scheduler.released), else its next start."""
     with opened_service(file, store) as service:
         released = service.requeue(row)
     if row is not None and not released:
         raise fail(f"no evidence #{row} is set aside")
-    typer.echo(f"released {released} pieces of evidence; the next start takes them in")
+    typer.echo(
+        f"released {released} pieces of evidence; the daemon takes them in within seconds "
+        "(or at its next start, if it is not running)"
+    )
 
 
 def _time(value: datetime) -> str:

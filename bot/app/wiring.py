@@ -188,7 +188,9 @@ def build(
         runner=runner,
         service=service,
         sources=sources,
-        scheduler=_scheduler(settings, clock, store, pipeline, outbox, runner, service, sources),
+        scheduler=_scheduler(
+            settings, clock, store, pipeline, outbox, runner, service, sources, intake
+        ),
         http=_http(settings, metrics, lambda: daemon.liveness(), lambda: daemon.readiness()),
         live=checks,
         intake=intake,
@@ -382,6 +384,7 @@ def _scheduler(
     runner: Runner,
     service: Service,
     sources: Sequence[Source],
+    intake: Intake,
 ) -> Scheduler:
     scheduler = Scheduler()
     scheduler.install(
@@ -391,6 +394,7 @@ def _scheduler(
             wake_outbox=outbox.wake,
             cleanup=lambda: clean_up(settings, store, clock()),
             run_approved=runner.run_approved,
+            take_released=intake.take_released,
         ),
         Intervals(**dict(settings.scheduler)),
     )

@@ -14,7 +14,10 @@ An item a bug or a budget stops is never deleted (`set_aside`): one a bug
 stopped is kept as `failed` and taken in again at the next start; one over its
 time budget, or one the pipeline began at two starts in a row without
 finishing (a freeze, a kill), is `quarantined`: skipped at every start until
-`pitcrew requeue` releases it. `pitcrew status` lists both.
+`pitcrew requeue` releases it. `pitcrew status` lists both. `pitcrew requeue`
+runs in another process and only marks rows in the store: the running daemon
+looks for them every few seconds (`take_released`, a scheduler job) and
+queues them, so a released item's card comes without a restart.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Protocol
 from bot.core.errors import StoreError
 from bot.daemon.feed import Healthy, Item, Observation, text_size
 from bot.daemon.metrics import Metrics
-from bot.daemon.ports import Clock, KeepingStore
+from bot.daemon.ports import Clock, KeepingStore, SpooledRow
 from bot.daemon.spool import SpoolError, pack, unpack
 
 log = logging.getLogger("pitcrew.intake")
@@ -113,28 +116,40 @@ class Intake:
         return count
 
     def resume(self, batch: int = 64) -> int:
-        """Queue every kept row again, oldest first; returns how many were queued. A row
-        that does not read is left in the store and named in the log; one begun at
-        `MAX_TAKES` starts without finishing is quarantined instead."""
+        """Queue every kept row again (failed and released ones too), oldest first;
+        returns how many were queued. A row that does not read is left in the store and
+        named in the log; one begun at `MAX_TAKES` starts without finishing is
+        quarantined instead."""
+        self._store.queue_all()
         after, count = 0, 0
         while rows := self._store.spooled(after, batch):
             for row in rows:
                 after = row.id
-                if row.takes >= MAX_TAKES:
-                    self._quarantine_unfinished(row.id, row.takes)
-                    continue
-                try:
-                    item = unpack(row.meta, row.body)
-                except SpoolError as error:
-                    log.error(
-                        "kept evidence #%d does not read (%s); it stays in the store", row.id, error
-                    )
-                    continue
-                if self._requeue(_with_row(item, row.id)):
-                    count += 1
+                count += self._queue_row(row)
         if count:
             log.info("queued %d pieces of evidence kept from before the start", count)
         return count
+
+    def take_released(self, batch: int = 64) -> int:
+        """Queue the rows `pitcrew requeue` released while the daemon runs (the
+        scheduler's job); returns how many were queued."""
+        count = 0
+        while rows := self._store.take_released(batch):
+            for row in rows:
+                count += self._queue_row(row)
+                log.info("evidence #%d was released by pitcrew requeue; it is queued", row.id)
+        return count
+
+    def _queue_row(self, row: SpooledRow) -> bool:
+        if row.takes >= MAX_TAKES:
+            self._quarantine_unfinished(row.id, row.takes)
+            return False
+        try:
+            item = unpack(row.meta, row.body)
+        except SpoolError as error:
+            log.error("kept evidence #%d does not read (%s); it stays in the store", row.id, error)
+            return False
+        return self._requeue(_with_row(item, row.id))
 
     def _quarantine_unfinished(self, row: int, takes: int) -> None:
         problem = f"begun at {takes} starts in a row and never finished"

@@ -69,13 +69,12 @@ class SpooledRow:
     meta: str
     body: bytes
     takes: int = 0  # times the pipeline began on it and did not finish
-    state: str = "queued"  # "failed": a bug stopped it (retried at the next start)
 
 
 @dataclass(frozen=True, slots=True)
 class SetAside:
     """Kept evidence a bug or a budget stopped (`pitcrew status`): `failed` is taken in
-    again at the next start, `quarantined` only after `pitcrew requeue`."""
+    again at the next start, `quarantined` only once `pitcrew requeue` releases it."""
 
     id: int
     state: str
@@ -94,6 +93,10 @@ class IntakeStore(Protocol):
     def unspool(self, row_id: int) -> None: ...
 
     def spooled(self, after: int = 0, limit: int = 64) -> tuple[SpooledRow, ...]: ...
+
+    def queue_all(self) -> int: ...
+
+    def take_released(self, limit: int = 64) -> tuple[SpooledRow, ...]: ...
 
     def taking(self, row_id: int) -> None: ...
 

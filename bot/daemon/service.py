@@ -287,7 +287,8 @@ class Service:
         )
 
     def requeue(self, row_id: int | None = None) -> int:
-        """Release evidence set aside (all, or row `row_id`): the next start takes it in."""
+        """Release evidence set aside (all, or row `row_id`): the running daemon takes it
+        in within `scheduler.released` (its next start, when none runs)."""
         released = self._store.requeue(row_id)
         log.info("released %d pieces of evidence set aside", released)
         return released

@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterable
@@ -31,6 +33,7 @@ from bot.core.classifier import Hit
 from bot.core.engine import Engine
 from bot.core.inputs import InputPart, LogText
 from bot.core.inputs.reader import read_stream
+from bot.core.model import ObjectRef
 from bot.daemon.feed import Context, observe
 from bot.daemon.spool import pack
 from tests.support.daemon import SEED, RecordingChat, StartDaemon, config, engine, http
@@ -48,6 +51,10 @@ SLOW_RENDER = playbook(
 # ~1 MiB of distinct matching lines: seconds of classification for the built-in playbooks.
 SLOW_LOG = b"".join(b"ModuleNotFoundError: No module named 'm%d'\n" % n for n in range(22000))
 SMALL_LOG = (SEED / "driver.log").read_bytes()
+RELEASED = (
+    "released 1 pieces of evidence; the daemon takes them in within seconds "
+    "(or at its next start, if it is not running)\n"
+)
 
 
 class BuggyEngine(Engine):
@@ -179,10 +186,7 @@ def test_an_item_over_its_budget_is_quarantined_and_other_cards_flow(
         second.stop()
 
     released = _cli(cfg, "requeue", str(kept.id))
-    assert (released.exit_code, released.output) == (
-        0,
-        "released 1 pieces of evidence; the next start takes them in\n",
-    )
+    assert (released.exit_code, released.output) == (0, RELEASED)
     assert _cli(cfg, "requeue", "99").output.endswith("no evidence #99 is set aside\n")
     unbudgeted = config(tmp_path, budget="pipeline: {step_budget: 0s}\n")
     third = app.build(load(unbudgeted, {}), chat=RecordingChat(), engine=engine())
@@ -218,6 +222,42 @@ def test_an_item_begun_at_two_starts_and_never_finished_is_quarantined(tmp_path:
         2,
     )
     assert 'pitcrew_quarantined_total{stage="start"} 1.0' in exposition
+
+
+@pytest.mark.slow
+def test_pitcrew_requeue_in_another_process_hands_the_item_to_the_running_daemon(
+    tmp_path: Path, start_daemon: StartDaemon, measured: Measured
+) -> None:
+    """Evidence quarantined at the start (two starts died on it), released by `pitcrew
+    requeue` run as its own process while the daemon runs: its card comes without a
+    restart, and `pitcrew status` no longer lists it."""
+    cfg = config(tmp_path)
+    with Store(tmp_path / "state.db") as store:  # as two starts that died on it left it
+        parts = read_stream(io.BytesIO(SMALL_LOG), "driver.log")
+        workload = ObjectRef("RayJob", "released", "ml-train")
+        row = store.spool(*pack(observe(parts, Context(workload=workload))), datetime.now(UTC))
+        store.taking(row)
+        store.taking(row)
+    chat = RecordingChat()
+    daemon = start_daemon(load(cfg, {}), chat=chat, engine=engine())
+    (kept,) = daemon.store.set_aside_rows()
+    assert (kept.id, kept.state, kept.stage) == (row, "quarantined", "start")
+    time.sleep(3)  # the daemon has looked for released rows since: there were none
+    assert _posted(chat) == []
+
+    requeue = [sys.executable, "-m", "bot", "requeue", str(row), "--config", str(cfg)]
+    released = subprocess.run(requeue, capture_output=True, text=True, timeout=60, check=False)
+    assert (released.returncode, released.stdout) == (0, RELEASED), released.stderr
+    with contextlib.suppress(AssertionError):  # what never arrives is counted
+        wait_until(lambda: _posted(chat) == ["released"], 10, "the released item's card")
+    measured.lost(accepted=1, arrived=len(_posted(chat)))
+    assert _posted(chat) == ["released"]
+    assert _incidents(daemon) == ["released"]
+    wait_until(lambda: daemon.store.spooled() == (), 5, "its row gone")
+    shown = _cli(cfg, "status")
+    assert shown.exit_code == 0, shown.output
+    assert "evidence set aside: 0\n" in shown.output
+    assert f"#{row}" not in shown.output
 
 
 @pytest.mark.slow

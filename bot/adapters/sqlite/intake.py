@@ -10,17 +10,22 @@ A row a bug or a budget stopped stays, set aside with the stage and the
 problem: `failed` rows are taken in again at the next start, `quarantined`
 ones only once `pitcrew requeue` releases them; `takes` counts the times the
 pipeline began on a row and did not finish it (a crash or a kill in the middle).
+`pitcrew requeue` (another process) marks a row `released`; the daemon takes
+released rows back (`take_released`, back to `queued`) every few seconds while
+it runs, and at its start (`queue_all`), so no row is queued twice.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import datetime
 
 from bot.adapters.sqlite.connection import SharedConnection
 from bot.core.codec import decode_time, encode_time
 from bot.daemon.ports import SetAside, SpooledRow
 
-QUEUED, FAILED, QUARANTINED = "queued", "failed", "quarantined"
+QUEUED, FAILED, QUARANTINED, RELEASED = "queued", "failed", "quarantined", "released"
+_COLUMNS = "id, meta, body, takes"
 
 
 class IntakeRecords(SharedConnection):
@@ -41,19 +46,37 @@ class IntakeRecords(SharedConnection):
             conn.execute("DELETE FROM intake WHERE id = ?", (row_id,))
 
     def spooled(self, after: int = 0, limit: int = 64) -> tuple[SpooledRow, ...]:
-        """Rows to take in at a start (not quarantined) with an id over `after`, oldest first."""
+        """Rows to take in (not set aside) with an id over `after`, oldest first."""
         with self._reading("read kept evidence") as conn:
             rows = conn.execute(
-                """SELECT id, meta, body, takes, state FROM intake
-                   WHERE id > ? AND state <> ? ORDER BY id LIMIT ?""",
-                (after, QUARANTINED, limit),
+                f"SELECT {_COLUMNS} FROM intake WHERE id > ? AND state = ? ORDER BY id LIMIT ?",
+                (after, QUEUED, limit),
             ).fetchall()
-        return tuple(
-            SpooledRow(
-                int(r["id"]), str(r["meta"]), bytes(r["body"]), int(r["takes"]), str(r["state"])
+        return tuple(_row(r) for r in rows)
+
+    def queue_all(self) -> int:
+        """At a start: rows a bug stopped, and rows released, are to be taken in again;
+        returns how many."""
+        with self._writing("queue kept evidence again") as conn:
+            cursor = conn.execute(
+                "UPDATE intake SET state = ? WHERE state IN (?, ?)", (QUEUED, FAILED, RELEASED)
             )
-            for r in rows
-        )
+        return int(cursor.rowcount)
+
+    def take_released(self, limit: int = 64) -> tuple[SpooledRow, ...]:
+        """Rows `pitcrew requeue` released since the last look, oldest first, now queued."""
+        with self._reading("look for released evidence") as conn:  # the index: no write lock
+            if conn.execute("SELECT 1 FROM intake WHERE state = ?", (RELEASED,)).fetchone() is None:
+                return ()
+        with self._writing("take released evidence") as conn:
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM intake WHERE state = ? ORDER BY id LIMIT ?",
+                (RELEASED, limit),
+            ).fetchall()
+            conn.executemany(
+                "UPDATE intake SET state = ? WHERE id = ?", [(QUEUED, r["id"]) for r in rows]
+            )
+        return tuple(_row(r) for r in rows)
 
     def taking(self, row_id: int) -> None:
         """The pipeline begins on the row's evidence (one more take not yet finished)."""
@@ -73,8 +96,8 @@ class IntakeRecords(SharedConnection):
         with self._reading("list evidence set aside") as conn:
             rows = conn.execute(
                 """SELECT id, state, stage, problem, stopped_at, takes, LENGTH(body) AS size
-                   FROM intake WHERE state <> ? ORDER BY id""",
-                (QUEUED,),
+                   FROM intake WHERE state IN (?, ?) ORDER BY id""",
+                (FAILED, QUARANTINED),
             ).fetchall()
         return tuple(
             SetAside(
@@ -90,12 +113,17 @@ class IntakeRecords(SharedConnection):
         )
 
     def requeue(self, row_id: int | None = None) -> int:
-        """Release set-aside rows (all, or `row_id`) to be taken in at the next start;
-        returns how many."""
-        sql = "UPDATE intake SET state = ?, takes = 0, stage = '', problem = '' WHERE state <> ?"
-        args: tuple[object, ...] = (QUEUED, QUEUED)
+        """Release set-aside rows (all, or `row_id`) to be taken in by the running daemon,
+        or at the next start; returns how many."""
+        sql = """UPDATE intake SET state = ?, takes = 0, stage = '', problem = ''
+                 WHERE state IN (?, ?)"""
+        args: tuple[object, ...] = (RELEASED, FAILED, QUARANTINED)
         if row_id is not None:
             sql += " AND id = ?"
             args += (row_id,)
         with self._writing("requeue evidence set aside") as conn:
             return int(conn.execute(sql, args).rowcount)
+
+
+def _row(r: sqlite3.Row) -> SpooledRow:
+    return SpooledRow(int(r["id"]), str(r["meta"]), bytes(r["body"]), int(r["takes"]))

@@ -207,6 +207,12 @@ MIGRATIONS: tuple[Migration, ...] = (
                 PRIMARY KEY (channel_id, incident_id))""",
         ),
     ),
+    Migration(
+        10,
+        "kept evidence by state: a running daemon looks for the rows pitcrew requeue released "
+        "every few seconds",
+        ("CREATE INDEX intake_by_state ON intake (state)",),
+    ),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -109,6 +109,7 @@ class SchedulerSettings(Closed):
     outbox: timedelta = _interval(5)
     cleanup: timedelta = _interval(3600)
     approved: timedelta = _interval(1)
+    released: timedelta = _interval(2)  # how often the store is read for `pitcrew requeue`'s rows
 
 
 class PipelineSettings(Closed):

@@ -245,7 +245,7 @@ TABLES = [
 
 def test_a_new_file_gets_the_latest_schema_in_wal_mode(db: Path) -> None:
     with Store(db) as store:
-        assert user_version(db) == SCHEMA_VERSION == 9
+        assert user_version(db) == SCHEMA_VERSION == 10
         store.ping()
     with raw(db) as conn:
         tables = conn.execute(
@@ -254,7 +254,7 @@ def test_a_new_file_gets_the_latest_schema_in_wal_mode(db: Path) -> None:
         ).fetchall()
         assert [name for (name,) in tables] == TABLES
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-    assert user_version(db) == 9
+    assert user_version(db) == 10
 
 
 def test_the_default_file_is_in_the_working_directory(
@@ -308,7 +308,7 @@ def test_a_version_1_file_is_migrated_and_keeps_its_data(db: Path) -> None:
         store.create_proposal(proposal("p-1"))
         assert isinstance(click(store, "p-1", "U1", minutes(1)), approvals.NeedsSecondApprover)
         assert store.approvals("p-1") == (Approval("p-1", "U1", minutes(1)),)
-    assert user_version(db) == 9
+    assert user_version(db) == 10
 
 
 def test_migrations_are_numbered_in_order() -> None:
@@ -319,7 +319,7 @@ def test_migrating_is_idempotent_across_opens(db: Path) -> None:
     for _ in range(3):
         with Store(db) as store:
             store.set_bookmark("k", "v")
-    assert user_version(db) == 9
+    assert user_version(db) == 10
 
 
 def test_a_newer_schema_is_refused_and_left_alone(db: Path) -> None:
