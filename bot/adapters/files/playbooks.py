@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from importlib import resources
 from pathlib import Path
 
 from bot.adapters.files import cache
@@ -30,10 +29,9 @@ from bot.core.playbooks import (
 
 def builtin_dir() -> Path:
     """The playbooks shipped with pitcrew (in the wheel, or the source tree)."""
-    packaged = resources.files("bot") / "builtin_playbooks"
-    if packaged.is_dir():
-        return Path(str(packaged))
-    return Path(__file__).resolve().parents[3] / "playbooks"
+    package = Path(__file__).resolve().parents[2]  # bot/, unpacked from the wheel or not
+    packaged = package / "builtin_playbooks"
+    return packaged if packaged.is_dir() else package.parent / "playbooks"
 
 
 def _text(path: Path) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, date, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 # Placeholders kubectl prints for an absent value.
@@ -73,6 +72,8 @@ def parse_time(value: Any) -> datetime | None:
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError:
+        from email.utils import parsedate_to_datetime  # RFC 1123: not for most pastes
+
         try:
             parsed = parsedate_to_datetime(text)
         except (TypeError, ValueError, IndexError):
