@@ -18,7 +18,11 @@ the live checks' answers all put items on one queue (`bot.daemon.feed`); this
 thread takes them one at a time, so the Correlator and the delivery records need
 no locks. It never waits on a cluster: a live fact is asked for, and its answer
 (or "did not answer in time") arrives later as one more item (`bot.daemon.live_checks`);
-meanwhile only that incident's card waits, other cards go out. Ticks resolve
+meanwhile only that incident's card waits, other cards go out. Nor does it wait
+past a budget on its own pure work: classifying, assessing an incident (its
+playbook texts rendered) and building a card run on a worker within
+`pipeline.step_budget` per item (`bot.daemon.budget`), while every store write
+stays on this thread; an item over it is quarantined. Ticks resolve
 quiet incidents, send what `notify.decide` asked to be decided later (group
 wait, update interval, reminders), pick up silences, and notice proposal
 changes other threads or processes made (a `pitcrew approve` in another
