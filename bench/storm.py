@@ -12,7 +12,7 @@ The last line is `messages=N incidents=N p99_ms=N peak_rss_mb=N`: chat
 messages about the storm's workload, incidents opened, the 99th percentile of
 ingest-to-decision in milliseconds, and the process's peak RSS.
 
-    .venv/bin/python bench/storm.py [--signals 10000] [--pods 1000] [--noise 2000]
+    .venv/bin/python bench/storm.py [--signals 10000] [--pods 1000] [--noise 2000] [--budget 10]
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from bot.core.incidents import Correlator, adjusted, assessor
 from bot.core.inputs import LogText
 from bot.core.model import ObjectRef, Report, Signal, SourceKind, frozen_map
 from bot.core.notify import NotifyConfig
+from bot.daemon.budget import Budget, budgeted_assess
 from bot.daemon.feed import Context, Observation, Tick
 from bot.daemon.metrics import Metrics
 from bot.daemon.outbox import Outbox
@@ -179,6 +180,9 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=1_000)
     parser.add_argument("--noise", type=int, default=2_000)
     parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument(
+        "--budget", type=float, default=10.0, help="pipeline.step_budget in s (0: inline work)"
+    )
     args = parser.parse_args()
 
     library = load_builtin()
@@ -191,13 +195,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(Path(tmp) / "pitcrew.db")
         outbox = Outbox(store, chat, clock=clock, metrics=metrics)
+        budget = Budget(args.budget)  # the pure work on a worker, as the daemon runs it
+        assess = budgeted_assess(adjusted(base, lambda d: tuning.tune(d, values)), budget)
         pipeline = Pipeline(
             engine=engine,
-            correlator=Correlator(adjusted(base, lambda d: tuning.tune(d, values))),
+            correlator=Correlator(assess),
             store=store,
             notify=NotifyConfig(),
             clock=clock,
             metrics=metrics,
+            budget=budget,
         )
         pipeline.restore()
         arrivals = items(args)
