@@ -63,7 +63,7 @@ from bot.core.notify import Delivery, NotifyConfig, decide, evidence_hold
 from bot.core.rayjob_owners import owners_named
 from bot.core.reports import build_report
 from bot.core.unmatched import part_lines
-from bot.daemon.budget import Budget, BudgetedClassifier
+from bot.daemon.budget import Budget, BudgetedClassifier, OverBudgetError
 from bot.daemon.capture import CaptureWorker
 from bot.daemon.feed import (
     Captured,
@@ -240,11 +240,19 @@ class Pipeline(Taking):
         findings = self._classify(observation)
         if not findings:
             self._keep_unmatched(observation, now)
-        for finding in findings:
-            for change in self._correlator.add(finding, now):
-                latest[change.incident.id] = self._keep(change, (finding,), now)
-                if change.kind in _RESHAPED:
-                    reshaped.add(change.incident.id)
+        try:
+            for finding in findings:
+                for change in self._correlator.add(finding, now):
+                    latest[change.incident.id] = self._keep(change, (finding,), now)
+                    if change.kind in _RESHAPED:
+                        reshaped.add(change.incident.id)
+        except OverBudgetError:  # what was kept before it still gets its card
+            self._follow_all(latest, reshaped, now)
+            raise
+        self._follow_all(latest, reshaped, now)
+
+    def _follow_all(self, latest: dict[str, Incident], reshaped: set[str], now: datetime) -> None:
+        """Each incident an observation touched: its memory evidence, offers and card."""
         for incident_id, incident in latest.items():
             if incident_id in reshaped:
                 self._count_unrendered(incident)

@@ -308,6 +308,36 @@ def test_a_correlation_over_its_budget_is_given_up_and_quarantined(
     assert 'pitcrew_quarantined_total{stage="correlation"} 1.0' in exposition
 
 
+@pytest.mark.slow
+def test_what_an_item_kept_before_its_correlation_ran_over_still_gets_its_card(
+    tmp_path: Path, start_daemon: StartDaemon
+) -> None:
+    """A log whose first failure is ordinary and whose second spends its playbook's render
+    budget: the first opens its incident and is kept before the second runs over, so its
+    card goes out (without the second) while the item is quarantined for the rest."""
+    library = write_library(tmp_path / "playbooks", SLOW_RENDER)
+    cfg = config(
+        tmp_path,
+        playbooks=f"playbooks: {{dirs: [{library}]}}\n",
+        budget="pipeline: {step_budget: 200ms}\n",
+    )
+    chat = RecordingChat()
+    daemon = start_daemon(load(cfg, {}), chat=chat, engine=_engine_with(library))
+    body = (
+        b"2026-11-03 10:00:00 ERROR ModuleNotFoundError: No module named 'vllm'\n"
+        b"2026-11-03 10:00:01 ERROR SlowMarker: job-2 failed\n"
+    )
+    assert _ingest(daemon, body, "ml-train/RayJob/job-2") == 202
+    (kept,) = wait_until(daemon.store.set_aside_rows, 10, "the item quarantined")
+    wait_until(lambda: _posted(chat) == ["job-2"], 10, "the kept incident's card")
+    (incident,) = daemon.store.open_incidents()
+    assert (kept.state, kept.stage) == ("quarantined", "correlation")
+    assert [r.finding.playbook for r in incident.diagnosis.findings] == ["dependency-runtime-env"]
+    (card,) = [c.report for c in chat.calls if c.kind == "post"]
+    assert card is not None
+    assert card.cause.startswith("Python cannot import `vllm`")
+
+
 def _posted(chat: RecordingChat) -> list[str]:
     """The workloads of the cards posted, in order."""
     posted = [c.report for c in chat.calls if c.kind == "post" and c.report is not None]
