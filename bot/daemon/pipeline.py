@@ -206,6 +206,9 @@ class Pipeline(Taking):
             )
             self._due[failed.incident_id] = now
 
+    def stopped(self) -> None:
+        self._budget.close()  # its idle worker ends
+
     # -- one item --------------------------------------------------------------------------
 
     def process(self, item: Item) -> None:

@@ -97,6 +97,10 @@ class Taking(ABC):
     def process(self, item: Item) -> None:
         """Take one item in (the pipeline's own work)."""
 
+    @abstractmethod
+    def stopped(self) -> None:
+        """The thread took the stop: what the subclass keeps for `process` may go."""
+
     @property
     def stage(self) -> str:
         return self._stage
@@ -185,6 +189,7 @@ class Taking(ABC):
         while True:
             item, queued_at = self._queue.get()
             if item is _STOP:
+                self.stopped()
                 return
             with self._bytes_lock:
                 self._bytes -= text_size(item)  # type: ignore[arg-type]
