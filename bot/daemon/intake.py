@@ -23,6 +23,7 @@ queues them, so a released item's card comes without a restart.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from typing import Protocol
 
@@ -37,6 +38,7 @@ log = logging.getLogger("pitcrew.intake")
 QUEUE_FULL = "the pipeline's queue is full; retry later"
 FAILED, QUARANTINED = "failed", "quarantined"
 MAX_TAKES = 2  # starts at which an item may be begun and not finished before quarantine
+RETRY = 0.1  # seconds between offers of kept evidence to a queue that has no room
 
 
 class Queue(Protocol):
@@ -164,6 +166,7 @@ class Intake:
         while self._queue.alive():
             if self._queue.submit(item, timeout=1.0):
                 return True
+            time.sleep(RETRY)  # refused at once for its bytes: the queue drains meanwhile
         return False  # the pipeline stopped: the row stays for the next start
 
     def _forget(self, row: int) -> None:

@@ -14,6 +14,7 @@ import json
 import logging
 import signal
 import sqlite3
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from bot.core.inputs import LogText
 from bot.core.inputs.reader import read_stream
 from bot.core.model import ObjectRef, Signal, SourceKind
 from bot.daemon.feed import Context, Healthy, Item, Observation, observe
+from bot.daemon.intake import Intake
 from bot.daemon.spool import SpoolError, pack, unpack
 from tests.support.daemon import SEED, RecordingChat, config, engine, http
 from tests.support.daemon_process import Daemon, wait_until
@@ -33,6 +35,7 @@ from tests.support.faults import Measured
 from tests.support.playbooks import playbook, write_library
 
 JOBS = 12
+T0 = datetime(2026, 11, 3, 10, 0, tzinfo=UTC)
 SPEND_BUDGET = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}x"
 SLOW = playbook(
     "slow-render",
@@ -208,6 +211,41 @@ def test_accepting_refuses_before_keeping_when_the_queue_has_no_room(
     finally:
         built.store.close()
         built.lock.release()  # type: ignore[union-attr]
+
+
+class FullForAWhile:
+    """The pipeline's side of the intake, its queue refusing at once (its bytes are full,
+    as during a flood) for `seconds`, then taking what comes."""
+
+    def __init__(self, seconds: float) -> None:
+        self.until = time.monotonic() + seconds
+        self.offers = 0
+        self.queued: list[Item] = []
+
+    def submit(self, item: Item, timeout: float = 1.0) -> bool:
+        self.offers += 1
+        if time.monotonic() < self.until:
+            return False
+        self.queued.append(item)
+        return True
+
+    def has_room(self, size: int) -> bool:
+        return time.monotonic() >= self.until
+
+    def alive(self) -> bool:
+        return True
+
+
+def test_released_evidence_waits_for_room_in_the_queue_without_spinning(tmp_path: Path) -> None:
+    with Store(tmp_path / "state.db") as store:
+        row = store.spool(*pack(_source_item(1)), T0)
+        store.set_aside(row, "quarantined", "correlation", "correlation took over its budget", T0)
+        store.requeue(row)
+        queue = FullForAWhile(1.0)
+        assert Intake(store, queue, lambda: T0).take_released() == 1
+        assert [item.kept for item in queue.queued] == [row]  # type: ignore[union-attr]
+        assert queue.offers <= 15  # offered every 0.1 s, not thousands of times a second
+        assert [r.id for r in store.spooled()] == [row]  # its row stays until taken in
 
 
 # -- real processes: killed, and stopped before the queue drained ---------------------------
