@@ -394,6 +394,12 @@ def status_command(file: ConfigOption = None, store: StoreOption = None) -> None
     typer.echo(f"open incidents: {found.open_incidents}")
     typer.echo(f"proposals: {proposals}")
     typer.echo(f"notifications waiting: {found.pending_notifications}")
+    unchecked = found.unchecked
+    typer.echo(f"cards posted while Slack's history did not answer: {len(unchecked.cards)}")
+    for card in unchecked.cards:
+        typer.echo(f"  {card.incident_id}  {card.channel_id} {card.ts}  checked once it answers")
+    for problem in unchecked.unreadable:
+        typer.echo(f"  {problem}")
     typer.echo(f"active silences: {found.active_silences}")
     typer.echo(f"executors: {', '.join(found.executors) or 'none configured'}")
     typer.echo(f"evidence set aside: {len(found.set_aside)}")

@@ -44,12 +44,13 @@ from bot.core.notify import SILENCE_KEYS
 from bot.core.unmatched import UnmatchedShape
 from bot.daemon.executor import Registry, checked
 from bot.daemon.metrics import Metrics
-from bot.daemon.ports import QueuedMessage, ServiceStore, SetAside
+from bot.daemon.ports import KeptUnchecked, QueuedMessage, ServiceStore, SetAside
 from bot.daemon.runner import no_executor
 
 log = logging.getLogger("pitcrew.service")
 
 S = ProposalState
+_NONE_UNCHECKED = KeptUnchecked(())
 # Decisions tried per click: each lost compare-and-swap means someone else decided meanwhile.
 _ATTEMPTS = 8
 
@@ -98,6 +99,7 @@ class Status:
     executors: tuple[str, ...]
     set_aside: tuple[SetAside, ...] = ()  # evidence a bug or a budget stopped
     dead_letters: tuple[QueuedMessage, ...] = ()  # notifications the outbox gave up on
+    unchecked: KeptUnchecked = _NONE_UNCHECKED  # cards awaiting the duplicate check
 
 
 def _ignore(proposal_id: str) -> None:
@@ -284,6 +286,7 @@ class Service:
             executors=self._registry.actions(),
             set_aside=self._store.set_aside_rows(),
             dead_letters=tuple(self._store.dead_letters()),
+            unchecked=self._store.unchecked_cards(),
         )
 
     def requeue(self, row_id: int | None = None) -> int:
