@@ -260,6 +260,21 @@ def test_pitcrew_requeue_in_another_process_hands_the_item_to_the_running_daemon
     assert f"#{row}" not in shown.output
 
 
+def _with_slow_render(
+    tmp_path: Path, start_daemon: StartDaemon
+) -> tuple[app.Daemon, RecordingChat]:
+    """A daemon whose library has a playbook text that spends its whole render budget,
+    under a 0.2 s step budget."""
+    library = write_library(tmp_path / "playbooks", SLOW_RENDER)
+    cfg = config(
+        tmp_path,
+        playbooks=f"playbooks: {{dirs: [{library}]}}\n",
+        budget="pipeline: {step_budget: 200ms}\n",
+    )
+    chat = RecordingChat()
+    return start_daemon(load(cfg, {}), chat=chat, engine=_engine_with(library)), chat
+
+
 @pytest.mark.slow
 def test_a_correlation_over_its_budget_is_given_up_and_quarantined(
     tmp_path: Path, start_daemon: StartDaemon, measured: Measured
@@ -269,14 +284,7 @@ def test_a_correlation_over_its_budget_is_given_up_and_quarantined(
     correlation: the pipeline stops waiting at once, quarantines the evidence and takes
     the next item, while the abandoned render ends in the background and nothing it
     computed reaches the store or a card."""
-    library = write_library(tmp_path / "playbooks", SLOW_RENDER)
-    cfg = config(
-        tmp_path,
-        playbooks=f"playbooks: {{dirs: [{library}]}}\n",
-        budget="pipeline: {step_budget: 200ms}\n",
-    )
-    chat = RecordingChat()
-    daemon = start_daemon(load(cfg, {}), chat=chat, engine=_engine_with(library))
+    daemon, chat = _with_slow_render(tmp_path, start_daemon)
     stop, latencies = threading.Event(), list[float]()
     probe = threading.Thread(target=_probe, args=(daemon, stop, latencies))
     probe.start()
@@ -315,14 +323,7 @@ def test_what_an_item_kept_before_its_correlation_ran_over_still_gets_its_card(
     """A log whose first failure is ordinary and whose second spends its playbook's render
     budget: the first opens its incident and is kept before the second runs over, so its
     card goes out (without the second) while the item is quarantined for the rest."""
-    library = write_library(tmp_path / "playbooks", SLOW_RENDER)
-    cfg = config(
-        tmp_path,
-        playbooks=f"playbooks: {{dirs: [{library}]}}\n",
-        budget="pipeline: {step_budget: 200ms}\n",
-    )
-    chat = RecordingChat()
-    daemon = start_daemon(load(cfg, {}), chat=chat, engine=_engine_with(library))
+    daemon, chat = _with_slow_render(tmp_path, start_daemon)
     body = (
         b"2026-11-03 10:00:00 ERROR ModuleNotFoundError: No module named 'vllm'\n"
         b"2026-11-03 10:00:01 ERROR SlowMarker: job-2 failed\n"
