@@ -294,11 +294,15 @@ def test_a_correlation_over_its_budget_is_given_up_and_quarantined(
         assert _ingest(daemon, body, "ml-train/RayJob/job-1") == 202
         (kept,) = wait_until(daemon.store.set_aside_rows, 10, "the slow item quarantined")
         quarantined_after = time.monotonic() - sent
+        # The abandoned render runs out its 0.5 s in the background, sharing the
+        # interpreter: under this test's 0.2 s budget (the default is 10 s) an item
+        # classified meanwhile could run over too, so the ordinary one follows it.
+        time.sleep(0.5)
         assert _ingest(daemon, SMALL_LOG, "ml-train/RayJob/ordinary") == 202
         with contextlib.suppress(AssertionError):  # what never arrives is counted
             wait_until(lambda: _posted(chat) == ["ordinary"], 15, "the ordinary card")
         measured.lost(accepted=1, arrived=len(_posted(chat)))
-        time.sleep(1.0)  # the abandoned render's 0.5 s are over: its answer was dropped
+        time.sleep(0.5)  # the abandoned render is over: its answer was dropped
         exposition = daemon.metrics.exposition().decode()
         incidents = _incidents(daemon)
     finally:

@@ -163,7 +163,10 @@ def test_slack_answering_after_the_timeout_gets_one_card_through_the_outbox_retr
         assert "Slack took the card of" in log
         return
     assert len(card_posts(emulator)) == 2  # a missed page costs more than a duplicate
+    (kept,) = cards
+    # the kept card's thread is told after the delete: wait for it, then read the log
+    said = lambda: MERGED in [m.text for m in emulator.replies(CHANNEL, kept.ts)]  # noqa: E731
+    wait_until(said, 30, "the kept card's thread to say the second card was deleted")
+    log = daemon.log()
     assert "posting the card of" in log
     assert "deleted a second card of" in log
-    (kept,) = cards
-    assert MERGED in [m.text for m in emulator.replies(CHANNEL, kept.ts)]
