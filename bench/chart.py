@@ -14,7 +14,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from bot.adapters.charts.memory_chart import memory_chart
-from bot.core.memory_evidence import GI, MemoryEvidence, PodSeries, Sample
+from bot.core.actions.memory_evidence import GI, MemoryEvidence, PodSeries, Sample
 
 END = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 RUNS = 10

@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 
 from bot.adapters.files.playbooks import load_builtin
-from bot.core.classifier import Classifier
+from bot.core.diagnosis.classifier import Classifier
 from bot.core.model import ObjectRef, Signal, SourceKind
 
 CHUNK = 1 << 20

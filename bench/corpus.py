@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.adapters.files.playbooks import builtin_engine
-from bot.core.engine import Engine, to_json
+from bot.core.diagnosis.engine import Engine, to_json
 from bot.core.errors import PitcrewError
 from bot.core.inputs.reader import read_stream
 

@@ -25,7 +25,7 @@ import pytest
 from bot.app import wiring
 from bot.app.settings.loading import load
 from bot.app.settings.sections import Settings
-from bot.core.engine import Engine
+from bot.core.diagnosis.engine import Engine
 from bot.daemon.ports import Chat
 from tests.support.daemon import RecordingChat, StartDaemon, config, engine
 

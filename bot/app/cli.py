@@ -7,7 +7,6 @@ from __future__ import annotations
 from bot.app import collector  # first: no collection while the modules below are imported
 
 # isort: split
-import functools
 import json
 import sys
 from collections.abc import Iterator
@@ -35,22 +34,31 @@ from bot.adapters.files.playbooks import (
     playbook_files,
 )
 from bot.app import cli_params
+from bot.app.cli_inputs import (
+    ChartFile,
+    PlaybookDirs,
+    PrometheusUrl,
+    err,
+    expand_inputs,
+    fail,
+    notice,
+    out,
+)
 from bot.app.diagnose_apart import diagnose_apart
-from bot.core.analysis import diagnose as analyse
-from bot.core.engine import to_json
+from bot.core.diagnosis.analysis import diagnose as analyse
+from bot.core.diagnosis.engine import to_json
 from bot.core.errors import PitcrewError, PlaybookError
 from bot.core.inputs import InputPart
 from bot.core.inputs.reader import read_stream
 from bot.core.model import Diagnosis
 
 if TYPE_CHECKING:
-    from rich.console import Console
     from rich.progress import Progress
     from typer import _click as click
 
     from bot.app.memory_wiring import Measurement
-    from bot.core.engine import Engine
-    from bot.core.examples import ExampleResult
+    from bot.core.diagnosis.engine import Engine
+    from bot.core.quality.examples import ExampleResult
 
 
 _TYPE_WORDS = {"str": "TEXT", "int": "INTEGER", "float": "NUMBER", "path": "PATH", "Path": "PATH"}
@@ -137,23 +145,6 @@ playbooks_app = typer.Typer(help="List, check and test playbooks.", no_args_is_h
 app.add_typer(playbooks_app, name="playbooks")
 
 
-@functools.cache
-def _console(stderr: bool) -> Console:
-    """A rich Console made on first use: `pitcrew diagnose` in a pipe (or `--format json`)
-    never imports rich, a good part of its start-up."""
-    from rich.console import Console
-
-    return Console(stderr=stderr, highlight=False)
-
-
-def out() -> Console:
-    return _console(False)
-
-
-def err() -> Console:
-    return _console(True)
-
-
 def show(diagnosis: Diagnosis, title: str) -> None:
     """A diagnosis for people: a panel on a terminal, whole plain lines in a pipe."""
     if sys.stdout.isatty():
@@ -162,44 +153,6 @@ def show(diagnosis: Diagnosis, title: str) -> None:
         print_diagnosis(diagnosis, out(), title=title)
     else:
         sys.stdout.write("".join(f"{line}\n" for line in plain_lines(diagnosis)))
-
-
-PlaybookDirs = Annotated[
-    list[Path] | None,
-    typer.Option("--playbooks", "-p", help="extra playbook directory (repeatable)"),
-]
-
-PrometheusUrl = Annotated[
-    str | None, typer.Option("--prometheus", help="with --kube: read the killed pod's memory here")
-]
-ChartFile = Annotated[
-    Path | None,
-    typer.Option("--chart", help="with --prometheus: save the memory chart (PNG) here"),
-]
-
-
-def fail(message: str) -> typer.Exit:
-    sys.stderr.write(f"pitcrew: {message}\n")
-    return typer.Exit(2)
-
-
-def notice(text: str) -> None:
-    """Said once on standard error, the diagnosis goes on (undecodable bytes, a cut log)."""
-    sys.stderr.write(f"pitcrew: {text}\n")
-
-
-def expand_inputs(names: list[str]) -> list[str]:
-    expanded: list[str] = []
-    for name in names:
-        path = Path(name)
-        if name != "-" and path.is_dir():
-            files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
-            if not files:
-                raise PitcrewError(f"{name}: directory has no files")
-            expanded.extend(str(p) for p in files)
-        else:
-            expanded.append(name)
-    return expanded
 
 
 def _parts(
@@ -389,8 +342,8 @@ def _explain_files(inputs: list[str] | None, output: str, playbooks: list[Path] 
         diagnosis = analyse(hits, engine.library)
     except PitcrewError as error:
         raise fail(str(error)) from None
-    from bot.core.explain import explain as explain_hits
-    from bot.core.explain import explanation_json, explanation_lines
+    from bot.core.diagnosis.explain import explain as explain_hits
+    from bot.core.diagnosis.explain import explanation_json, explanation_lines
 
     explanation = explain_hits(hits, texts, bool(diagnosis.findings))
     if output == "json":
@@ -455,7 +408,7 @@ def _show_apart(several: list[tuple[list[str], Diagnosis]], output: str) -> None
 
 
 def _examples(engine: Engine) -> Iterator[ExampleResult]:
-    from bot.core.examples import run_examples  # playbooks check and test only
+    from bot.core.quality.examples import run_examples  # playbooks check and test only
 
     yield from run_examples(engine)
 
@@ -553,7 +506,7 @@ def playbooks_coverage(
     """Classify every catalogue entry in every carrier; print per class, per carrier and in
     total the entries, texts and share recognized, and list every miss."""
     from bot.adapters.files.catalogue import builtin_catalogue_dir, load_catalogue
-    from bot.core.coverage import below, report_lines, run
+    from bot.core.quality.coverage import below, report_lines, run
 
     try:
         engine = builtin_engine(playbooks or [])
@@ -576,7 +529,7 @@ def playbooks_schema(
     write: Annotated[Path | None, typer.Option(help="write to this file instead of stdout")] = None,
 ) -> None:
     """Print (or write) the playbook JSON Schema."""
-    from bot.core.playbook_schema import json_schema_text
+    from bot.core.playbooks.schema import json_schema_text
 
     text = json_schema_text()
     if write:

@@ -36,8 +36,8 @@ from bot.app.settings.loading import ConfigError
 from bot.app.settings.sections import Settings
 from bot.core.durations import parse_duration
 from bot.core.errors import PitcrewError
+from bot.core.incidents.reports import status as card_status
 from bot.core.model import Incident, Proposal
-from bot.core.reports import status as card_status
 from bot.daemon.ports import utcnow
 from bot.daemon.service import Answer, Service, console_user
 

@@ -2,7 +2,7 @@
 
 Why this exists: a directory may hold the files of unrelated jobs; diagnosed as one
 body of evidence, one job's failure would be called a symptom of the other's.
-`bot.core.apart` says which inputs belong together; this reads them (small files
+`bot.core.diagnosis.apart` says which inputs belong together; this reads them (small files
 only: they are read twice, once to name their workloads and once per group) and
 diagnoses each group on its own.
 """
@@ -14,8 +14,8 @@ from io import BytesIO
 from pathlib import Path
 
 from bot.adapters.files.inputs import open_input
-from bot.core.apart import apart
-from bot.core.engine import Engine
+from bot.core.diagnosis.apart import apart
+from bot.core.diagnosis.engine import Engine
 from bot.core.inputs import InputPart
 from bot.core.inputs.reader import WHOLE_LIMIT, Notice, read_stream
 from bot.core.model import Diagnosis

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 from bot.adapters.files.playbooks import engine_of, load_builtin
 from bot.app.settings.sections import Settings
 from bot.app.settings.sources import RaySourceSettings
-from bot.core.actions.catalog import CATALOG
-from bot.core.engine import Engine
+from bot.core.actions.specs import ACTION_SPECS
+from bot.core.diagnosis.engine import Engine
 from bot.core.errors import PitcrewError
-from bot.core.playbooks import Library
+from bot.core.playbooks.library import Library
 from bot.daemon.executor import Registry
 from bot.daemon.ports import Bookmarks, Executor, Sink, Source
 
@@ -154,7 +154,7 @@ def stuck_rayjobs(settings: Settings, sink: Sink, api: KubeApi) -> list[Source]:
     if not settings.sources.finds_stuck_rayjobs():
         return []
     from bot.adapters.kuberay.stuck import StuckRayJobSource
-    from bot.core.stuck import Thresholds
+    from bot.core.diagnosis.stuck import Thresholds
 
     stuck = settings.sources.rayjob_stuck
     thresholds = Thresholds(stuck.initializing, stuck.head_not_ready, stuck.dashboard_silent)
@@ -204,7 +204,7 @@ def echo_executor(settings: Settings, bookmarks: Bookmarks | None = None) -> Exe
 
     echo = settings.actions.echo
     executor = EchoExecutor(echo.record, echo.delay.total_seconds())
-    return dict.fromkeys(CATALOG, executor)
+    return dict.fromkeys(ACTION_SPECS, executor)
 
 
 def kubernetes_executor(settings: Settings, bookmarks: Bookmarks | None = None) -> Executors:
@@ -343,7 +343,7 @@ def build_registry(
     config error; one a pattern matches is left without an executor."""
     built: dict[str, Executors] = {}
     registry = Registry()
-    for action, spec in CATALOG.items():
+    for action, spec in ACTION_SPECS.items():
         kind = settings.actions.executor_for(action)
         if kind is None:
             continue

@@ -16,10 +16,9 @@ from datetime import datetime
 from pathlib import Path
 
 from bot.app.settings.sections import Settings
-from bot.core import memory_evidence
-from bot.core.actions import tuning
+from bot.core.actions import memory_evidence, tuning
+from bot.core.actions.memory_evidence import MemoryEvidence, MemoryTarget
 from bot.core.errors import PitcrewError
-from bot.core.memory_evidence import MemoryEvidence, MemoryTarget
 from bot.core.model import Diagnosis
 from bot.daemon.feed import Measured
 from bot.daemon.memory_worker import Chart, Fetch, MemoryWorker

@@ -38,12 +38,12 @@ from bot.app.factories import ray_cluster_configs
 from bot.app.memory_wiring import fetcher, measured_by
 from bot.app.settings.sections import Settings
 from bot.core.actions.order import grouped
-from bot.core.engine import Engine
+from bot.core.diagnosis.engine import Engine
+from bot.core.diagnosis.unmatched import UNKNOWN
 from bot.core.errors import PitcrewError
 from bot.core.inputs import InputPart
 from bot.core.model import Diagnosis, Signal
-from bot.core.playbooks import Library
-from bot.core.unmatched import UNKNOWN
+from bot.core.playbooks.library import Library
 from bot.daemon.feed import Context, observe
 from bot.daemon.ports import Clock, Sink, utcnow
 

@@ -26,13 +26,13 @@ import typer
 from bot.adapters.files.inputs import open_input
 from bot.adapters.files.playbooks import builtin_engine
 from bot.adapters.slack.blocks import Message, card
-from bot.app.cli import PlaybookDirs, expand_inputs, fail
-from bot.core.approvals import reconcile
+from bot.app.cli_inputs import PlaybookDirs, expand_inputs, fail
+from bot.core.actions.approvals import reconcile
 from bot.core.errors import PitcrewError
+from bot.core.incidents.reports import build_report
 from bot.core.inputs import InputPart
 from bot.core.inputs.reader import read_stream
 from bot.core.model import Incident, Proposal, Report
-from bot.core.reports import build_report
 
 
 @dataclass(frozen=True, slots=True)

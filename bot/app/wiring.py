@@ -37,10 +37,10 @@ from bot.app.memory_wiring import charts_dir, memory_worker, prune_charts
 from bot.app.on_demand import Diagnoser
 from bot.app.settings.sections import Settings
 from bot.core.actions import tuning
-from bot.core.engine import Engine
+from bot.core.diagnosis.engine import Engine
 from bot.core.errors import PitcrewError, StoreError
-from bot.core.incidents import Assess, Correlator, adjusted, assessor
-from bot.core.playbooks import Library
+from bot.core.incidents.correlator import Assess, Correlator, adjusted, assessor
+from bot.core.playbooks.library import Library
 from bot.daemon import live_checks
 from bot.daemon.budget import Budget, budgeted_assess
 from bot.daemon.capture import CaptureWorker

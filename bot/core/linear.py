@@ -6,7 +6,7 @@ daemon, and Python's `re` backtracks: `(a+)+$` took 4 s on 26 characters and
 and /ingest froze with it. RE2 (google-re2) never backtracks. A pattern RE2
 cannot run (a lookaround, a backreference) is refused when the playbook loads,
 with its file and line, rather than run slowly later. Hyperscan still picks the
-lines worth a look (`bot.core.prefilter`); RE2 confirms them.
+lines worth a look (`bot.core.diagnosis.prefilter`); RE2 confirms them.
 """
 
 from __future__ import annotations

@@ -226,7 +226,7 @@ class IncidentNote:
 @dataclass(frozen=True, slots=True)
 class RayJobAttempt:
     """One run of a RayJob under KubeRay's `backoffLimit` retries, on its own RayCluster
-    (`bot.core.kuberay_retries`)."""
+    (`bot.core.incidents.kuberay_retries`)."""
 
     cluster: str
     number: int = 0
@@ -254,7 +254,8 @@ class Incident:
     counts: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     state: IncidentState = IncidentState.OPEN
     resolved_at: datetime | None = None
-    # Added for correlation and notification (bot.core.incidents, bot.core.notify); all optional.
+    # Added for correlation and notification (bot.core.incidents.correlator and .notify);
+    # all optional.
     last_seen_at: datetime | None = None
     keys: tuple[str, ...] = ()
     labels: Mapping[str, str] = field(default_factory=lambda: EMPTY)
@@ -267,7 +268,7 @@ class Incident:
     revision: int = 0
     resolution: str = ""
     notes: tuple[IncidentNote, ...] = ()
-    memory: str = ""  # what the pod's memory did before the kill (bot.core.memory_evidence)
+    memory: str = ""  # what the pod's memory did before the kill (bot.core.actions.memory_evidence)
     attempts: tuple[RayJobAttempt, ...] = ()  # a RayJob's runs under KubeRay's retries
 
 
@@ -317,7 +318,7 @@ class Proposal:
     target: ObjectRef | None = None
     preconditions: tuple[str, ...] = ()
     history: tuple[Transition, ...] = field(default=())
-    # Added for approvals (bot.core.approvals); all optional.
+    # Added for approvals (bot.core.actions.approvals); all optional.
     namespace: str = ""
     workload: str = ""  # the incident's, `namespace/kind/name` (approval scopes match it)
     playbook: str = ""

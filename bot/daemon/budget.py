@@ -3,7 +3,7 @@ within a time budget per item.
 
 Why this exists: a body that takes long to classify (a large log against many
 signatures), or an incident whose playbook texts take long to render (each
-render is bounded, `bot.core.render_budget`, but an incident renders one per
+render is bounded, `bot.core.playbooks.render_budget`, but an incident renders one per
 finding it holds, at every finding it takes in), held the pipeline thread: no
 other card went out meanwhile, and after a kill and a restart the same item
 froze the daemon again. A thread cannot be interrupted in Python, so the
@@ -18,7 +18,7 @@ What makes abandoning safe: every store write stays on the pipeline thread, so
 nothing an abandoned worker computes reaches the store; what a call is handed is
 frozen values or copies made before the hand-over, so the worker cannot change
 what the next item reads; the correlator undoes what a call it was making did
-when its assessment is given up (`bot.core.incidents`); and an engine, which a
+when its assessment is given up (`bot.core.incidents.correlator`); and an engine, which a
 worker uses while it scans, is replaced by a fresh one (`BudgetedClassifier`;
 the compiled databases are the user's cache, so it loads in milliseconds).
 Structured signals alone classify inline: they are small and fast.
@@ -35,10 +35,10 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 
-from bot.core.analysis import Facts
-from bot.core.classifier import Hit
-from bot.core.engine import Engine
-from bot.core.incidents import Assess
+from bot.core.diagnosis.analysis import Facts
+from bot.core.diagnosis.classifier import Hit
+from bot.core.diagnosis.engine import Engine
+from bot.core.incidents.correlator import Assess
 from bot.core.inputs import InputPart, LogText
 from bot.core.model import Diagnosis, Finding
 

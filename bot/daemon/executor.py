@@ -27,9 +27,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.core.actions.catalog import CATALOG, ActionSpec
+from bot.core.actions.approvals import LiveCheck
+from bot.core.actions.specs import ACTION_SPECS, ActionSpec
 from bot.core.actions.step import Step
-from bot.core.approvals import LiveCheck
 from bot.core.errors import ActionFailedError, ActionRefusedError, PitcrewError
 from bot.core.model import ActionResult
 from bot.daemon.ports import Executor
@@ -42,7 +42,7 @@ class Registry:
     def __init__(
         self,
         executors: Mapping[str, Executor] | None = None,
-        specs: Mapping[str, ActionSpec] = CATALOG,
+        specs: Mapping[str, ActionSpec] = ACTION_SPECS,
     ) -> None:
         self.specs = specs
         self._executors: dict[str, Executor] = {}

@@ -13,12 +13,12 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from bot.core.facts import FactAnswer
-from bot.core.incidents import HEALTHY_AGAIN
+from bot.core.actions.facts import FactAnswer
+from bot.core.actions.memory_evidence import MemoryEvidence
+from bot.core.incidents.correlator import HEALTHY_AGAIN
+from bot.core.incidents.workloads import SUBMISSION_KIND
 from bot.core.inputs import InputPart, LogText
-from bot.core.memory_evidence import MemoryEvidence
 from bot.core.model import Finding, ObjectRef, frozen_map
-from bot.core.workloads import SUBMISSION_KIND
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@ on, and the daemon's workers that do it off the pipeline thread.
 
 Why this exists: a live fact (is this actor still alive, does the node pool have room)
 is never fetched inside the core or on the pipeline thread (DESIGN.md "The
-pipeline"). The core names the offers that wait on one (`bot.core.facts.awaiting`,
+pipeline"). The core names the offers that wait on one (`bot.core.actions.facts.awaiting`,
 keyed on `ActionOffer.pending_fact`); here they are checked:
 
 - `ask` runs each offer's check and merges what they found into one `FactAnswer`,
@@ -22,10 +22,18 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from bot.core.actions.approvals import LiveCheck
+from bot.core.actions.facts import (
+    FactAnswer,
+    awaiting,
+    merged,
+    offer_key,
+    refusal,
+    settle,
+    to_confirm,
+)
 from bot.core.actions.step import Step
-from bot.core.analysis import Facts
-from bot.core.approvals import LiveCheck
-from bot.core.facts import FactAnswer, awaiting, merged, offer_key, refusal, settle, to_confirm
+from bot.core.diagnosis.analysis import Facts
 from bot.core.model import ActionOffer, Diagnosis
 from bot.daemon.executor import Registry, checked
 from bot.daemon.feed import LiveFacts

@@ -18,9 +18,8 @@ import logging
 import threading
 from collections.abc import Callable
 
-from bot.core import memory_evidence
-from bot.core.actions import tuning
-from bot.core.memory_evidence import MemoryEvidence, MemoryTarget
+from bot.core.actions import memory_evidence, tuning
+from bot.core.actions.memory_evidence import MemoryEvidence, MemoryTarget
 from bot.core.model import Incident
 from bot.daemon.feed import Measured
 from bot.daemon.offthread import OffThread

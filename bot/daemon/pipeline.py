@@ -40,11 +40,15 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 
-from bot.core import approvals, memory_evidence
-from bot.core.analysis import findings_from_hits
-from bot.core.engine import Engine
+from bot.core.actions import approvals, memory_evidence
+from bot.core.diagnosis.analysis import findings_from_hits
+from bot.core.diagnosis.engine import Engine
+from bot.core.diagnosis.unmatched import part_lines
 from bot.core.errors import PitcrewError
-from bot.core.incidents import Change, ChangeKind, Correlator
+from bot.core.incidents.correlator import Change, ChangeKind, Correlator
+from bot.core.incidents.notify import Delivery, NotifyConfig, decide, evidence_hold
+from bot.core.incidents.rayjob_owners import owners_named
+from bot.core.incidents.reports import build_report
 from bot.core.model import (
     ActionOffer,
     Finding,
@@ -59,10 +63,6 @@ from bot.core.model import (
     SourceKind,
     frozen_map,
 )
-from bot.core.notify import Delivery, NotifyConfig, decide, evidence_hold
-from bot.core.rayjob_owners import owners_named
-from bot.core.reports import build_report
-from bot.core.unmatched import part_lines
 from bot.daemon.budget import Budget, BudgetedClassifier, OverBudgetError
 from bot.daemon.capture import CaptureWorker
 from bot.daemon.feed import (

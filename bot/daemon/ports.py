@@ -21,8 +21,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 
+from bot.core.actions.approvals import LiveCheck
 from bot.core.actions.step import Step
-from bot.core.approvals import LiveCheck
+from bot.core.diagnosis.unmatched import FailureLine, UnmatchedShape
+from bot.core.incidents.notify import Delivery
 from bot.core.model import (
     ActionResult,
     Finding,
@@ -35,8 +37,6 @@ from bot.core.model import (
     Report,
     Silence,
 )
-from bot.core.notify import Delivery
-from bot.core.unmatched import FailureLine, UnmatchedShape
 from bot.daemon.feed import Item
 
 Clock = Callable[[], datetime]
@@ -130,7 +130,7 @@ class ProposalStore(Protocol):
     def create_proposal(self, proposal: Proposal) -> Proposal: ...
 
     def record_decision(self, decided: Proposal, expected_version: int) -> Proposal:
-        """Write a decision of `bot.core.approvals` made from the proposal at
+        """Write a decision of `bot.core.actions.approvals` made from the proposal at
         `expected_version`; raises `approvals.StaleProposalError` when someone wrote it
         first and `approvals.IllegalTransitionError` for a move `LEGAL` does not list."""
         ...

@@ -26,9 +26,9 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from bot.core import approvals
+from bot.core.actions import approvals
+from bot.core.actions.approvals import SYSTEM_ACTOR
 from bot.core.actions.step import Step, approver_of
-from bot.core.approvals import SYSTEM_ACTOR
 from bot.core.model import ActionResult, LedgerEntry, PlanStep, Proposal, ProposalState
 from bot.daemon.executor import Registry, checked, outcome_of
 from bot.daemon.metrics import Metrics

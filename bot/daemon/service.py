@@ -25,9 +25,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from bot.core import approvals, silencing
-from bot.core.actions.step import Step
-from bot.core.approvals import (
+from bot.core.actions import approvals
+from bot.core.actions.approvals import (
     ApprovalPolicy,
     Approved,
     ChatUser,
@@ -38,10 +37,12 @@ from bot.core.approvals import (
     Rejected,
     StaleProposalError,
 )
+from bot.core.actions.step import Step
+from bot.core.diagnosis.unmatched import UnmatchedShape
 from bot.core.errors import ActionFailedError
+from bot.core.incidents import silencing
+from bot.core.incidents.notify import SILENCE_KEYS
 from bot.core.model import ActionResult, Incident, LedgerEntry, Proposal, ProposalState, Silence
-from bot.core.notify import SILENCE_KEYS
-from bot.core.unmatched import UnmatchedShape
 from bot.daemon.executor import Registry, checked
 from bot.daemon.metrics import Metrics
 from bot.daemon.ports import KeptUnchecked, QueuedMessage, ServiceStore, SetAside

@@ -11,7 +11,7 @@ import pytest
 
 from bot.adapters.files.catalogue import builtin_catalogue_dir, load_catalogue
 from bot.adapters.files.playbooks import builtin_engine
-from bot.core.coverage import below, report_lines, run
+from bot.core.quality.coverage import below, report_lines, run
 
 FLOOR = 0.97
 

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from bot.adapters.sqlite.store import Store
-from bot.core.approvals import reconcile
+from bot.core.actions.approvals import reconcile
 from tests.app.test_cli_diagnose import SEED, pitcrew
 from tests.e2e.slack.conftest import T0, diagnose_seed
 from tests.support.slack_emulator import block_kit_errors

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.core.analysis import rank_findings
+from bot.core.diagnosis.analysis import rank_findings
 from bot.core.inputs.reader import read_stream
 from bot.core.model import Finding, Role, Severity, SourceKind
 from bot.core.taxonomy import PRECEDENCE, Category
@@ -143,7 +143,7 @@ def test_a_live_fact_that_holds_lets_the_action_be_offered(tmp_path: Path) -> No
     engine = engine_for(tmp_path, _kill_actor_playbook())
     hits = engine.hits([])  # nothing
     assert hits == []
-    from bot.core.analysis import diagnose
+    from bot.core.diagnosis.analysis import diagnose
     from bot.core.inputs import LogText
 
     found = engine.hits([LogText([b"The name trainer_lock (namespace=rl) is already taken\n"])])
@@ -249,7 +249,7 @@ OOM_EVENT = (
 def test_an_event_matched_by_two_signatures_counts_once() -> None:
     """A kubelet `OOMKilling` Event matches both the event reason and the cgroup text."""
     from bot.adapters.files.playbooks import load_library
-    from bot.core.engine import Engine
+    from bot.core.diagnosis.engine import Engine
     from bot.core.inputs import LogText
     from bot.core.model import Signal
 
@@ -302,9 +302,9 @@ def test_a_stale_holder_found_live_keeps_the_clash_first_and_the_death_separate(
 @pytest.mark.slow
 def test_a_resubmission_offers_the_playbooks_named_override_in_its_preview() -> None:
     from bot.adapters.files.playbooks import load_library
-    from bot.core.actions.catalog import CATALOG
     from bot.core.actions.entrypoint import with_override
     from bot.core.actions.params import ResubmitJob
+    from bot.core.actions.specs import ACTION_SPECS
 
     library = load_library([PLAYBOOKS])
     rule = next(
@@ -315,7 +315,7 @@ def test_a_resubmission_offers_the_playbooks_named_override_in_its_preview() -> 
     override = rule.params["override"]
     assert override == "trainer.ray_wait_register_center_timeout=600"
     params = ResubmitJob(submission_id="raysubmit_Qk8vXw2mT3nLp9Rb", override=override)
-    assert CATALOG["ray.resubmit_job"].preview(params) == (
+    assert ACTION_SPECS["ray.resubmit_job"].preview(params) == (
         "resubmit Ray job raysubmit_Qk8vXw2mT3nLp9Rb (new submission id), entrypoint argument "
         "trainer.ray_wait_register_center_timeout=600"
     )

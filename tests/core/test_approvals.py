@@ -14,7 +14,7 @@ from types import MappingProxyType
 import pytest
 from pydantic import ValidationError
 
-from bot.core.approvals import (
+from bot.core.actions.approvals import (
     INTERRUPTED,
     LEGAL,
     ApprovalPolicy,
@@ -41,6 +41,7 @@ from bot.core.approvals import (
     supersede,
     transition,
 )
+from bot.core.incidents.silencing import may_silence
 from bot.core.model import (
     ActionOffer,
     ActionResult,
@@ -52,7 +53,6 @@ from bot.core.model import (
     Transition,
     frozen_map,
 )
-from bot.core.silencing import may_silence
 from bot.daemon.service import console_user
 
 T0 = datetime(2026, 11, 3, 10, 0, tzinfo=UTC)

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from bot.core.carriers import CARRIERS, carriers_for
-from bot.core.catalogue import Entry, fill, parse_catalogue
 from bot.core.errors import PlaybookError
+from bot.core.quality.carriers import CARRIERS, carriers_for
+from bot.core.quality.catalogue import Entry, fill, parse_catalogue
 
 GOOD = """\
 project: ray

@@ -10,11 +10,11 @@ import pytest
 
 from bot.adapters.files import cache as user_cache
 from bot.adapters.files.playbooks import load_library
-from bot.core import classifier as classify
-from bot.core.classifier import Classifier
+from bot.core.diagnosis import classifier as classify
+from bot.core.diagnosis.classifier import Classifier
+from bot.core.diagnosis.prefilter import PatternCache
 from bot.core.errors import PlaybookError
 from bot.core.model import Signal, SourceKind
-from bot.core.prefilter import PatternCache
 from tests.support.playbooks import playbook, write_library
 
 LOG = b"""\

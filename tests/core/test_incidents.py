@@ -18,7 +18,14 @@ import pytest
 from pydantic import ValidationError
 
 from bot.adapters.files.playbooks import load_library
-from bot.core.incidents import ChangeKind, CorrelationConfig, Correlator, assessor, incident_id
+from bot.core.incidents.correlator import (
+    ChangeKind,
+    CorrelationConfig,
+    Correlator,
+    assessor,
+    incident_id,
+)
+from bot.core.incidents.workloads import workload_keys
 from bot.core.model import (
     Finding,
     IncidentState,
@@ -30,7 +37,6 @@ from bot.core.model import (
     frozen_map,
 )
 from bot.core.taxonomy import Category
-from bot.core.workloads import workload_keys
 from tests.support import findings
 from tests.support.playbooks import playbook, write_library
 

@@ -1,4 +1,4 @@
-"""KubeRay's retry rule as pitcrew reads it (bot.core.kuberay_retries): which failures
+"""KubeRay's retry rule as pitcrew reads it (bot.core.incidents.kuberay_retries): which failures
 KubeRay retries under `backoffLimit`, what the card says about each attempt, and when a
 rerun is withheld because KubeRay's own retry is coming or because it cannot help."""
 
@@ -9,7 +9,7 @@ from types import MappingProxyType
 
 import pytest
 
-from bot.core import kuberay_retries as retries
+from bot.core.incidents import kuberay_retries as retries
 from bot.core.model import (
     ActionOffer,
     Diagnosis,

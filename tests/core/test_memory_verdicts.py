@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.core.memory_evidence import (
+from bot.core.actions.memory_evidence import (
     GI,
     MemoryEvidence,
     PodSeries,

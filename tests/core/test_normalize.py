@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from bot.adapters.files.playbooks import load_library
-from bot.core.classifier import Classifier
+from bot.core.diagnosis.classifier import Classifier
+from bot.core.diagnosis.regexes import can_span_lines
 from bot.core.normalize import (
     lenient_anchors,
     unwrap,
@@ -17,7 +18,6 @@ from bot.core.normalize import (
     without_dedup,
     without_prefixes,
 )
-from bot.core.regexes import can_span_lines
 from tests.support.playbooks import playbook, write_library
 
 TAKEN = r"The name (?P<name>\S+) \(namespace=(?P<ns>[^)]*)\) is already taken"

@@ -13,18 +13,8 @@ from datetime import datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from bot.core.incidents import Correlator
-from bot.core.model import (
-    Incident,
-    Notification,
-    NotificationKind,
-    ObjectRef,
-    Signal,
-    Silence,
-    SourceKind,
-    frozen_map,
-)
-from bot.core.notify import (
+from bot.core.incidents.correlator import Correlator
+from bot.core.incidents.notify import (
     Delivery,
     DeliveryPlan,
     NotifyConfig,
@@ -37,7 +27,17 @@ from bot.core.notify import (
     silence_matches,
     silenced_by,
 )
-from bot.core.reports import build_report
+from bot.core.incidents.reports import build_report
+from bot.core.model import (
+    Incident,
+    Notification,
+    NotificationKind,
+    ObjectRef,
+    Signal,
+    Silence,
+    SourceKind,
+    frozen_map,
+)
 from tests.core.test_incidents import CLUSTER, NS, T0, at, clash, oom
 
 CONFIG = NotifyConfig()  # group_wait 30 s, group_interval 1 min, repeat_interval 4 h

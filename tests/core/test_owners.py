@@ -20,7 +20,10 @@ from typing import Any
 
 import pytest
 
-from bot.core.incidents import ChangeKind, Correlator
+from bot.core.incidents.correlator import ChangeKind, Correlator
+from bot.core.incidents.notify import NotifyConfig
+from bot.core.incidents.rayjob_owners import Owner, Owners, owners_named, sole_submission
+from bot.core.incidents.workloads import SUBMISSION_KIND
 from bot.core.inputs.kuberay import rayjob_parts
 from bot.core.inputs.reader import read_stream
 from bot.core.model import (
@@ -30,9 +33,6 @@ from bot.core.model import (
     ProposalState,
 )
 from bot.core.model import frozen_map as fm
-from bot.core.notify import NotifyConfig
-from bot.core.rayjob_owners import Owner, Owners, owners_named, sole_submission
-from bot.core.workloads import SUBMISSION_KIND
 from bot.daemon.feed import Context, Observation, observe
 from tests.support import findings
 from tests.support.daemon import DESCRIBE, SEED, Clock, RecordingChat, rig, seed

@@ -10,10 +10,11 @@ import pytest
 from pydantic import BaseModel
 
 from bot.adapters.files.playbooks import builtin_dir, load_builtin, load_library
-from bot.core import playbook_schema, playbooks
-from bot.core.actions.catalog import CATALOG, FACTS
+from bot.core.actions.specs import ACTION_SPECS, FACTS
 from bot.core.errors import PlaybookError
-from bot.core.playbook_schema import json_schema_text
+from bot.core.playbooks import library as playbooks
+from bot.core.playbooks import schema as playbook_schema
+from bot.core.playbooks.schema import json_schema_text
 from tests.support.playbooks import PLAYBOOK_TEXT
 
 ACTION = """\
@@ -80,7 +81,7 @@ def test_schema_errors_name_file_line_field_and_reason(
         (
             ACTION.replace("ray.kill_actor", "ray.explode") + "      - primary: true\n",
             "p.yaml:14: actions[0].action: unknown action 'ray.explode'; known: "
-            + ", ".join(sorted(CATALOG)),
+            + ", ".join(sorted(ACTION_SPECS)),
         ),
         (
             ACTION.replace("namespace: x", "namespace: x, colour: red") + "      - primary: true\n",
@@ -213,8 +214,8 @@ def test_a_library_read_from_its_files_holds_plain_values_only() -> None:
     library = load_library([builtin_dir()])
     kinds = {type(v).__module__ for v in _values_in(library)}
     assert "pydantic.main" not in kinds
-    assert kinds >= {"bot.core.playbooks"}
-    assert not any(kind == "bot.core.playbook_schema" for kind in kinds)
+    assert kinds >= {"bot.core.playbooks.library"}
+    assert not any(kind == "bot.core.playbooks.schema" for kind in kinds)
 
 
 def _values_in(value: object) -> list[object]:

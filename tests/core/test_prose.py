@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.core.engine import Engine
+from bot.core.diagnosis.engine import Engine
 from tests.support.daemon import engine as builtin_engine
 
 PROSE = [

@@ -18,11 +18,11 @@ import pytest
 import yaml
 
 from bot.adapters.files.playbooks import builtin_dir, load_library
-from bot.core.engine import Engine
+from bot.core.diagnosis.engine import Engine
 from bot.core.errors import PlaybookError
 from bot.core.inputs import LogText
 from bot.core.model import Signal, SourceKind, frozen_map
-from bot.core.playbook_schema import NoiseList
+from bot.core.playbooks.schema import NoiseList
 from tests.support.playbooks import playbook
 
 # Exponential on a backtracking engine: 26 `a`s and a `!` take Python's `re` seconds.

@@ -14,10 +14,10 @@ import pytest
 from typer.testing import CliRunner
 
 from bot.app.cli import app as cli_app
-from bot.core.analysis import diagnose
+from bot.core.diagnosis.analysis import diagnose
 from bot.core.inputs import LogText
 from bot.core.model import RenderFailure
-from bot.core.templating import compile_template, render
+from bot.core.playbooks.templating import compile_template, render
 from tests.support.playbooks import engine_for, playbook, write_library
 
 LOG = b"BadThing happened here\nModuleNotFoundError: No module named 'vllm'\n"

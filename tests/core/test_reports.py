@@ -14,8 +14,7 @@ from types import MappingProxyType
 import pytest
 
 from bot.adapters.files.playbooks import load_library
-from bot.core.actions.catalog import CATALOG
-from bot.core.approvals import (
+from bot.core.actions.approvals import (
     ApprovalPolicy,
     ApproverRule,
     ChatUser,
@@ -28,7 +27,9 @@ from bot.core.approvals import (
     reject,
     start,
 )
-from bot.core.incidents import CorrelationConfig, Correlator, assessor
+from bot.core.actions.specs import ACTION_SPECS
+from bot.core.incidents.correlator import CorrelationConfig, Correlator, assessor
+from bot.core.incidents.reports import build_report, counter, status
 from bot.core.model import (
     ActionResult,
     Evidence,
@@ -43,7 +44,6 @@ from bot.core.model import (
     SourceKind,
     frozen_map,
 )
-from bot.core.reports import build_report, counter, status
 from tests.core.test_incidents import (
     CLASH_PLAYBOOK,
     CLUSTER,
@@ -117,7 +117,7 @@ def test_the_motivating_case_reads_as_one_card(motivating: tuple[Incident, Propo
                 action="k8s.bump_memory",
                 preview=PREVIEW,
                 state=ProposalState.OFFERED,
-                impact=CATALOG["k8s.bump_memory"].impact,
+                impact=ACTION_SPECS["k8s.bump_memory"].impact,
             ),
         ),
         withheld=("ray.kill_actor: the clash is a symptom of the root cause",),

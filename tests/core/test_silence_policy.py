@@ -11,9 +11,9 @@ from types import MappingProxyType
 
 import pytest
 
-from bot.core.approvals import ApprovalPolicy, ApproverRule, ChatUser, propose, reconcile
+from bot.core.actions.approvals import ApprovalPolicy, ApproverRule, ChatUser, propose, reconcile
+from bot.core.incidents.silencing import Muted, may_silence, may_unsilence, muted
 from bot.core.model import ActionOffer, Diagnosis, Incident, ObjectRef, Proposal, Silence
-from bot.core.silencing import Muted, may_silence, may_unsilence, muted
 
 POLICY = ApprovalPolicy(
     approvers=(

@@ -1,4 +1,4 @@
-"""When a RayJob that has not failed is stuck (bot.core.stuck): past which threshold,
+"""When a RayJob that has not failed is stuck (bot.core.diagnosis.stuck): past which threshold,
 and what the signal says."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.core.stuck import Head, Thresholds, verdict
+from bot.core.diagnosis.stuck import Head, Thresholds, verdict
 
 NOW = datetime(2026, 11, 3, 10, 0, tzinfo=UTC)
 T = Thresholds()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from bot.adapters.files.playbooks import builtin_engine
-from bot.core.engine import Engine, to_json
+from bot.core.diagnosis.engine import Engine, to_json
 
 NO_FAILURE = "No failure found: nothing in the input matches a playbook."
 UNKNOWN_HEAD = "pitcrew does not know this failure: no playbook matches it, but these lines look like a failure:"

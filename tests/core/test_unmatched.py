@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from bot.adapters.slack.commands import UnmatchedCommand, Usage, explain_unmatched, parse
 from bot.adapters.sqlite.store import Store
 from bot.app.cli import app
-from bot.core import unmatched
-from bot.core.unmatched import failure_lines, shape
+from bot.core.diagnosis import unmatched
+from bot.core.diagnosis.unmatched import failure_lines, shape
 from tests.app.test_cli_diagnose import pitcrew
 
 ROOT = Path(__file__).resolve().parents[2]

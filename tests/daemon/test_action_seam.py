@@ -20,10 +20,10 @@ from bot.adapters.ray.executor_base import RayClusters
 from bot.adapters.ray.executors import build as ray_build
 from bot.adapters.sqlite.store import Store
 from bot.app.factories import EXECUTOR_KINDS
-from bot.core.actions.catalog import CATALOG, FACTS, ActionSpec
+from bot.core.actions.approvals import ApprovalPolicy, ApproverRule, ChatUser, LiveCheck
 from bot.core.actions.params import ActionParams
+from bot.core.actions.specs import ACTION_SPECS, FACTS, ActionSpec
 from bot.core.actions.step import Step
-from bot.core.approvals import ApprovalPolicy, ApproverRule, ChatUser, LiveCheck
 from bot.core.errors import ActionRefusedError
 from bot.core.model import ActionOffer, ActionResult, ProposalState
 from bot.daemon import executor as seam
@@ -49,9 +49,9 @@ def built_kinds() -> dict[str, dict[str, Any]]:
     }
 
 
-@pytest.mark.parametrize("action", sorted(CATALOG))
+@pytest.mark.parametrize("action", sorted(ACTION_SPECS))
 def test_every_action_has_one_spec_and_one_executor(action: str) -> None:
-    spec = CATALOG[action]
+    spec = ACTION_SPECS[action]
     assert spec.id == action
     assert spec.executor in EXECUTOR_KINDS
     kinds = built_kinds()
@@ -66,7 +66,7 @@ def test_every_action_has_one_spec_and_one_executor(action: str) -> None:
 
 def test_each_kind_builds_exactly_the_actions_its_specs_name() -> None:
     for kind, built in built_kinds().items():
-        assert sorted(built) == sorted(a for a, s in CATALOG.items() if s.executor == kind)
+        assert sorted(built) == sorted(a for a, s in ACTION_SPECS.items() if s.executor == kind)
 
 
 # -- the offer's check and the approval's re-check are one call ----------------------------
@@ -112,7 +112,7 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Step]]:
     return seen
 
 
-@pytest.mark.parametrize("action", sorted(CATALOG))
+@pytest.mark.parametrize("action", sorted(ACTION_SPECS))
 def test_the_offer_check_and_the_approval_recheck_run_the_same_code(
     action: str, spy: list[tuple[str, Step]], tmp_path: Path
 ) -> None:
@@ -128,7 +128,7 @@ def test_the_offer_check_and_the_approval_recheck_run_the_same_code(
         action=action,
         params=offer.params,
         preview=offer.preview,
-        preconditions=CATALOG[action].preconditions,
+        preconditions=ACTION_SPECS[action].preconditions,
     )
     store.create_proposal(offered)
     policy = ApprovalPolicy(approvers=(ApproverRule(users=("U1",)),))
@@ -139,7 +139,7 @@ def test_the_offer_check_and_the_approval_recheck_run_the_same_code(
     assert [where for where, _ in spy] == ["live_checks", "service", "runner"]
     steps = [step for _, step in spy]
     assert [(s.action, dict(s.params), s.preview, s.preconditions) for s in steps] == [
-        (action, {"name": "x"}, f"do {action}", CATALOG[action].preconditions)
+        (action, {"name": "x"}, f"do {action}", ACTION_SPECS[action].preconditions)
     ] * 3
     assert [s.proposal_id for s in steps] == ["", "p-1", "p-1"]
     assert [s.approver for s in steps] == ["", "", "U1"]
@@ -203,7 +203,7 @@ def test_a_new_action_needs_one_spec_and_one_executor_to_run_end_to_end(
     tmp_path: Path,
 ) -> None:
     world = MarkerExecutor()
-    registry = Registry({MARKER.id: world}, specs={**CATALOG, MARKER.id: MARKER})
+    registry = Registry({MARKER.id: world}, specs={**ACTION_SPECS, MARKER.id: MARKER})
     params = {"name": "ready"}
     offer = ActionOffer(
         MARKER.id, params, True, "why", "playbook", MARKER.preview(TouchMarker(name="ready"))

@@ -9,9 +9,9 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+from bot.core.incidents.notify import NotifyConfig
 from bot.core.inputs.kuberay import rayjob_parts
 from bot.core.model import ObjectRef
-from bot.core.notify import NotifyConfig
 from bot.daemon.capture import CaptureWorker
 from bot.daemon.feed import Captured, Context, Observation, observe
 from tests.support.daemon import NS, Clock, RecordingChat, rig

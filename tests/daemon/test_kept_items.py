@@ -29,8 +29,8 @@ from bot.adapters.sqlite.store import Store
 from bot.app import wiring as app
 from bot.app.cli import app as cli_app
 from bot.app.settings.loading import load
-from bot.core.classifier import Hit
-from bot.core.engine import Engine
+from bot.core.diagnosis.classifier import Hit
+from bot.core.diagnosis.engine import Engine
 from bot.core.inputs import InputPart, LogText
 from bot.core.inputs.reader import read_stream
 from bot.core.model import ObjectRef

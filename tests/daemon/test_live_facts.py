@@ -22,10 +22,10 @@ import pytest
 from bot.app import factories
 from bot.app import wiring as app
 from bot.app.settings.loading import load
-from bot.core.actions.catalog import CATALOG
+from bot.core.actions.approvals import LiveCheck
+from bot.core.actions.specs import ACTION_SPECS
 from bot.core.actions.step import Step
-from bot.core.analysis import LIVE_CHECK
-from bot.core.approvals import LiveCheck
+from bot.core.diagnosis.analysis import LIVE_CHECK
 from bot.core.inputs.reader import read_stream
 from bot.core.model import ObjectRef, ProposalState
 from bot.daemon.executor import Registry
@@ -152,7 +152,7 @@ def daemon_with(
         monkeypatch.setitem(
             factories.EXECUTOR_KINDS,
             "fakelive",
-            lambda settings, marks: dict.fromkeys(CATALOG, fake),
+            lambda settings, marks: dict.fromkeys(ACTION_SPECS, fake),
         )
         daemon = start_daemon(
             load(config(tmp_path, "fakelive"), {}), chat=RecordingChat(), engine=engine()

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from bot.adapters.echo.executor import EchoExecutor
-from bot.core.approvals import INTERRUPTED
+from bot.core.actions.approvals import INTERRUPTED
+from bot.core.incidents.notify import NotifyConfig
 from bot.core.inputs import LogText
 from bot.core.inputs.reader import read_stream
 from bot.core.model import (
@@ -30,7 +31,6 @@ from bot.core.model import (
     Silence,
     frozen_map,
 )
-from bot.core.notify import NotifyConfig
 from bot.daemon.executor import Registry
 from bot.daemon.feed import Context, Healthy, Observation, Refresh, observe
 from bot.daemon.runner import Runner

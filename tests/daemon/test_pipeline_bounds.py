@@ -9,10 +9,10 @@ from pathlib import Path
 
 from bot.adapters.files.playbooks import load_library
 from bot.adapters.sqlite.store import Store
-from bot.core.engine import Engine
-from bot.core.incidents import Correlator, assessor
+from bot.core.diagnosis.engine import Engine
+from bot.core.incidents.correlator import Correlator, assessor
+from bot.core.incidents.notify import NotifyConfig
 from bot.core.inputs import LogText
-from bot.core.notify import NotifyConfig
 from bot.daemon.feed import Observation, observe
 from bot.daemon.pipeline import Pipeline
 from tests.support.playbooks import playbook, write_library

@@ -12,11 +12,11 @@ import pytest
 
 from bot.adapters.echo.executor import EchoExecutor
 from bot.adapters.sqlite.store import Store
+from bot.core.actions.approvals import ApprovalPolicy, ApproverRule, ChatUser, LiveCheck, Scope
 from bot.core.actions.step import Step
-from bot.core.approvals import ApprovalPolicy, ApproverRule, ChatUser, LiveCheck, Scope
 from bot.core.errors import ActionFailedError, ActionRefusedError
+from bot.core.incidents.reports import build_report
 from bot.core.model import ActionResult, ProposalState
-from bot.core.reports import build_report
 from bot.daemon.executor import Registry
 from bot.daemon.metrics import Metrics
 from bot.daemon.ports import Verification

@@ -22,11 +22,11 @@ from bot.app import wiring
 from bot.app.settings.actions import ActionSettings
 from bot.app.settings.sections import Settings
 from bot.core.actions import tuning
-from bot.core.engine import Engine
-from bot.core.incidents import CorrelationConfig, Correlator, adjusted, assessor
+from bot.core.diagnosis.engine import Engine
+from bot.core.incidents.correlator import CorrelationConfig, Correlator, adjusted, assessor
+from bot.core.incidents.notify import NotifyConfig
 from bot.core.inputs.reader import read_stream
 from bot.core.model import ObjectRef, Report
-from bot.core.notify import NotifyConfig
 from bot.daemon.feed import Context, Observation, Tick, observe
 from bot.daemon.outbox import Backoff, Outbox
 from bot.daemon.pipeline import Pipeline

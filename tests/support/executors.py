@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bot.core.actions.catalog import preconditions_of
+from bot.core.actions.specs import preconditions_of
 from bot.core.actions.step import Step
 from bot.daemon.executor import checked
 from bot.daemon.ports import Executor

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.adapters.sqlite.store import Store
-from bot.core.unmatched import shape
+from bot.core.diagnosis.unmatched import shape
 
 BODY_BYTES = 1 << 20
 FILLER = b"2026-11-03 10:00:00,123 INFO train.py:88 -- step 4242 loss=0.4321 lr=3e-05 tps=18234\n"

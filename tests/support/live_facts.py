@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from bot.adapters.ray.executor_base import RayExecutor
 from bot.adapters.ray.on_demand import ray_checks
-from bot.core.facts import FactAnswer, awaiting, settle, to_confirm
+from bot.core.actions.facts import FactAnswer, awaiting, settle, to_confirm
 from bot.core.model import Diagnosis
 from bot.daemon import live_checks
 from bot.daemon.executor import Registry

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from bot.core.memory_evidence import GI, PodSeries, Sample
+from bot.core.actions.memory_evidence import GI, PodSeries, Sample
 
 STEP = timedelta(seconds=10)
 LIMIT = 16 * GI

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from bot.adapters.files.playbooks import load_library
-from bot.core.engine import Engine
+from bot.core.diagnosis.engine import Engine
 
 # One playbook of one signature, as a user writes it: the loader's and the cache's tests
 # edit it line by line, and the line numbers of their expected errors count from here.

@@ -19,7 +19,7 @@ matplotlib.use("Agg")
 from matplotlib.dates import DateFormatter, date2num
 from matplotlib.figure import Figure
 
-from bot.core.memory_evidence import GI, MemoryEvidence, PodSeries
+from bot.core.actions.memory_evidence import GI, MemoryEvidence, PodSeries
 
 WIDTH, HEIGHT, DPI = 1000, 500, 100  # pixels of the PNG
 USAGE_COLOR = "#d62728"  # the killed pod's working set

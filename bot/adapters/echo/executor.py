@@ -21,8 +21,8 @@ import threading
 import time
 from pathlib import Path
 
+from bot.core.actions.approvals import LiveCheck
 from bot.core.actions.step import Step
-from bot.core.approvals import LiveCheck
 from bot.daemon.ports import Verification
 
 

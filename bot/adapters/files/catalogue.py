@@ -1,7 +1,7 @@
 """Catalogue files on disk: `playbooks/catalogue/*.yaml`, read into entries.
 
 Why this exists: the core parses and checks a catalogue file's text
-(`bot.core.catalogue`) and never touches a file. Here the directory beside the
+(`bot.core.quality.catalogue`) and never touches a file. Here the directory beside the
 built-in playbooks (or one the user names) is listed and each file read; the
 first bad file stops the load with its name, line and entry id.
 """
@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from bot.adapters.files.playbooks import builtin_dir
-from bot.core.catalogue import CatalogueEntry, check_unique, parse_catalogue
 from bot.core.errors import PlaybookError
+from bot.core.quality.catalogue import CatalogueEntry, check_unique, parse_catalogue
 
 CATALOGUE_DIR = "catalogue"
 

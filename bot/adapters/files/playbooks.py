@@ -1,6 +1,6 @@
 """Playbook files on disk: the built-in directory and the operator's, read into a Library.
 
-Why this exists: the core parses and checks a playbook's text (`bot.core.playbooks`)
+Why this exists: the core parses and checks a playbook's text (`bot.core.playbooks.library`)
 and never touches a file. Here directories are listed (`*.yaml`, `*.yml`, and the
 benign-noise list `noise.yaml`), each file is read and handed to the core, and
 the validated library is kept in the user's cache (`bot.adapters.files.cache`)
@@ -15,9 +15,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from bot.adapters.files import cache
-from bot.core.engine import Engine
+from bot.core.diagnosis.engine import Engine
 from bot.core.errors import PlaybookError
-from bot.core.playbooks import (
+from bot.core.playbooks.library import (
     NOISE_FILE,
     Library,
     LoadedPlaybook,
@@ -42,13 +42,13 @@ def _text(path: Path) -> str:
 
 
 def load_playbook(path: Path) -> LoadedPlaybook:
-    from bot.core.playbook_schema import parse_playbook  # pydantic: not for a cached library
+    from bot.core.playbooks.schema import parse_playbook  # pydantic: not for a cached library
 
     return parse_playbook(_text(path), str(path))
 
 
 def load_noise(path: Path) -> tuple[NoiseRule, ...]:
-    from bot.core.playbook_schema import parse_noise
+    from bot.core.playbooks.schema import parse_noise
 
     return parse_noise(_text(path), str(path))
 

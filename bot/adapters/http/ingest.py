@@ -12,7 +12,7 @@ findings that do not name their own are attached to it, so a driver log and a
 `kubectl describe` of its worker pod land in one incident. Without it, a paste
 whose lines name one Ray submission (`Job 'raysubmit_…' failed`) is about that
 job. A Ray submission is its RayJob's once the RayJob's status has been seen
-(`bot.core.rayjob_owners`), before or after the evidence.
+(`bot.core.incidents.rayjob_owners`), before or after the evidence.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from urllib.parse import parse_qs, urlsplit
 
 from bot.adapters.http.server import Route
 from bot.core.errors import InputError
+from bot.core.incidents.rayjob_owners import sole_submission
+from bot.core.incidents.workloads import SUBMISSION_KIND, WORKLOAD_KINDS
 from bot.core.inputs.reader import read_stream
 from bot.core.model import ObjectRef
-from bot.core.rayjob_owners import sole_submission
-from bot.core.workloads import SUBMISSION_KIND, WORKLOAD_KINDS
 from bot.daemon.feed import Context, Observation, observe
 
 PATH = "/ingest"

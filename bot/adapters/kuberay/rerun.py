@@ -36,11 +36,11 @@ from bot.adapters.kubernetes.templates import (
     proposal_of,
     test_op,
 )
-from bot.core.actions.catalog import CATALOG
+from bot.core.actions.approvals import LiveCheck
 from bot.core.actions.entrypoint import with_override
 from bot.core.actions.params import RecreateRayJob
+from bot.core.actions.specs import ACTION_SPECS
 from bot.core.actions.step import Step
-from bot.core.approvals import LiveCheck
 from bot.core.errors import ActionFailedError, ActionRefusedError
 from bot.core.inputs.values import as_list, as_map, text_at
 
@@ -171,7 +171,7 @@ class RecreateRayJobExecutor(KubeExecutor):
         if plan is None:
             return self.live(step, {FACT: True}, f"already applied by proposal {step.proposal_id}")
         return self.live(
-            step, {FACT: True}, "\n".join([*plan.lines(), CATALOG[self.action].impact])
+            step, {FACT: True}, "\n".join([*plan.lines(), ACTION_SPECS[self.action].impact])
         )
 
     def execute(self, step: Step, plan: Rerun | None) -> str:

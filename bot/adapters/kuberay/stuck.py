@@ -4,7 +4,7 @@ Why this exists: a RayJob whose RayCluster never comes up stays `Initializing`, 
 whose head crashed stays `Running`, with nothing failing that a watch would see (KubeRay
 notices the second only after `RAYJOB_STATUS_CHECK_TIMEOUT_SECONDS`). Time passing is
 the signal, so every `poll_interval` this source lists the RayJobs, asks
-`bot.core.stuck` whether one has been stuck past its threshold and, when it has, hands
+`bot.core.diagnosis.stuck` whether one has been stuck past its threshold and, when it has, hands
 the pipeline one observation: the `ray_job` signal saying how it is stuck, with the
 head pod's signals (`PodScheduled=False` Unschedulable, an image pull waiting …), the
 RayCluster's (a `ReplicaFailure` on a refused quota), the submitter pods' (a submitter
@@ -28,13 +28,13 @@ from typing import Any
 
 from bot.adapters.kubernetes.api import EVENTS, PODS, RAY_CLUSTERS, RAY_JOBS, KubeApi
 from bot.adapters.kubernetes.errors import KubeApiError
+from bot.core.diagnosis.stuck import Head, Stuck, Thresholds, verdict
 from bot.core.inputs import InputPart
 from bot.core.inputs.events import event_signal
 from bot.core.inputs.kuberay import raycluster_parts, rayjob_parts
 from bot.core.inputs.pods import pod_signals
 from bot.core.inputs.values import as_list, as_map, parse_time, text_at
 from bot.core.model import ObjectRef, Signal, SourceKind
-from bot.core.stuck import Head, Stuck, Thresholds, verdict
 from bot.daemon.feed import Context, observe
 from bot.daemon.ports import Sink
 

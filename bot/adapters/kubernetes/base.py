@@ -42,10 +42,10 @@ from bot.adapters.kubernetes.templates import (
     resolve,
     test_op,
 )
-from bot.core.actions.catalog import CATALOG
+from bot.core.actions.approvals import LiveCheck
 from bot.core.actions.params import ActionParams
+from bot.core.actions.specs import ACTION_SPECS
 from bot.core.actions.step import Step
-from bot.core.approvals import LiveCheck
 from bot.core.errors import ActionFailedError, ActionRefusedError
 from bot.core.inputs.values import as_list, as_map, text_at
 from bot.daemon.ports import Verification
@@ -92,7 +92,7 @@ def rules_of(executors: Mapping[str, object]) -> tuple[RbacRule, ...]:
     return tuple(
         RbacRule(p.group, p.resources, p.verbs, p.why)
         for action in executors
-        for p in CATALOG[action].rbac
+        for p in ACTION_SPECS[action].rbac
     )
 
 
@@ -148,7 +148,7 @@ class KubeExecutor(ABC):
         offered now (`params`, else the step's; it differs from the offered preview when
         the target changed since), why a fact does not hold (the diff's `withheld:`
         line) and the live diff."""
-        spec = CATALOG[self.action]
+        spec = ACTION_SPECS[self.action]
         try:
             model = spec.params.model_validate(dict(step.params if params is None else params))
         except ValueError:

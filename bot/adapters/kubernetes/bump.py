@@ -43,10 +43,10 @@ from bot.adapters.kubernetes.templates import (
     test_op,
 )
 from bot.core import quantity
-from bot.core.actions.catalog import CATALOG
+from bot.core.actions.approvals import LiveCheck
 from bot.core.actions.params import BumpMemory
+from bot.core.actions.specs import ACTION_SPECS
 from bot.core.actions.step import Step
-from bot.core.approvals import LiveCheck
 from bot.core.errors import ActionFailedError, ActionRefusedError
 from bot.core.inputs.values import as_map, text_at
 
@@ -108,7 +108,7 @@ class BumpPlan:
             lines += [f"  {line}" for line in bump.lines()]
         lines += self.notes
         lines.append(("fits: " if self.fits else "withheld: ") + self.why)
-        lines.append(CATALOG["k8s.bump_memory"].impact)
+        lines.append(ACTION_SPECS["k8s.bump_memory"].impact)
         return "\n".join(lines)
 
 
@@ -272,7 +272,7 @@ class BumpMemoryExecutor(KubeExecutor):
             self._record(bump.site.kind, bump.site.obj, proposal_id, approver, what)
             done.append(f"{bump.site.describe()}: {what}")
         done.append(dry)
-        done.append(CATALOG[self.action].impact)
+        done.append(ACTION_SPECS[self.action].impact)
         return "\n".join(done)
 
     def _check_read_back(self, bump: _Bump) -> None:

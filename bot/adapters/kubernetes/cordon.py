@@ -23,8 +23,8 @@ from bot.adapters.kubernetes.templates import (
     set_ops,
     test_op,
 )
-from bot.core.actions.catalog import CATALOG
 from bot.core.actions.params import CordonNode
+from bot.core.actions.specs import ACTION_SPECS
 from bot.core.actions.step import Step
 from bot.core.errors import ActionRefusedError
 from bot.core.inputs.values import as_list, as_map, text_at
@@ -79,9 +79,9 @@ class CordonNodeExecutor(KubeExecutor):
             f" and {len(running) - _SHOWN_PODS} more" if len(running) > _SHOWN_PODS else ""
         )
         lines = [
-            CATALOG[self.action].preview(CordonNode(name=name)),
+            ACTION_SPECS[self.action].preview(CordonNode(name=name)),
             f"running there ({len(running)} pods, they keep running): {shown or 'nothing'}",
-            CATALOG[self.action].impact,
+            ACTION_SPECS[self.action].impact,
         ]
         return "\n".join(lines)
 
@@ -112,7 +112,7 @@ class CordonNodeExecutor(KubeExecutor):
         dry = self._apply(site, ops, "spec.unschedulable was not set")
         what = f"node {p.name}: spec.unschedulable → true (not drained)"
         self._record("Node", node, proposal_id, approver, what)
-        return "\n".join([what, dry, CATALOG[self.action].impact])
+        return "\n".join([what, dry, ACTION_SPECS[self.action].impact])
 
     def verified(self, params: Mapping[str, Any]) -> bool:
         p = CordonNode.model_validate(dict(params))

@@ -38,9 +38,9 @@ from bot.adapters.kubernetes.errors import KubeApiError, reason_of
 from bot.adapters.kubernetes.logs import driver_logs, is_submitter, log_tail
 from bot.adapters.kubernetes.owner_resolver import OwnerResolver
 from bot.adapters.kubernetes.state import Converter, containers_to_read, failed_rayjob
-from bot.core.engine import Engine
+from bot.core.actions.facts import offer_key
+from bot.core.diagnosis.engine import Engine
 from bot.core.errors import PitcrewError
-from bot.core.facts import offer_key
 from bot.core.inputs import InputPart, LogText
 from bot.core.inputs.object_refs import object_ref
 from bot.core.inputs.values import as_map, text_at

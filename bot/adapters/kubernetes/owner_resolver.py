@@ -48,7 +48,7 @@ KEPT_LABELS = (
 # Kinds whose owner is worth a lookup: they are made by a higher-level controller.
 _OWNED_KINDS = frozenset({"Pod", "ReplicaSet", "Job", "RayCluster"})
 _MAX_DEPTH = 5
-# Most encompassing first (as bot.core.incidents ranks them).
+# Most encompassing first (as bot.core.incidents.correlator ranks them).
 _TOP_ORDER = ("RayJob", "RayService", "CronJob", "Deployment", "StatefulSet", "DaemonSet", "Job")
 
 

@@ -34,9 +34,9 @@ from bot.adapters.kubernetes.templates import (
     resolve,
     set_ops,
 )
+from bot.core.actions.approvals import LiveCheck
 from bot.core.actions.params import RescheduleGpuPool
 from bot.core.actions.step import Step
-from bot.core.approvals import LiveCheck
 from bot.core.errors import ActionRefusedError
 from bot.core.inputs.values import as_list, as_map, text_at
 

@@ -26,10 +26,10 @@ from bot.adapters.kubernetes.templates import (
     resolve,
     set_ops,
 )
-from bot.core.actions.catalog import CATALOG
+from bot.core.actions.approvals import LiveCheck
 from bot.core.actions.params import ScaleWorkerGroup
+from bot.core.actions.specs import ACTION_SPECS
 from bot.core.actions.step import Step
-from bot.core.approvals import LiveCheck
 from bot.core.errors import ActionRefusedError
 from bot.core.inputs.values import as_map, text_at
 
@@ -117,7 +117,7 @@ class ScaleWorkerGroupExecutor(KubeExecutor):
         return plan_scale(site, p.add)
 
     def check(self, step: Step, plan: ScalePlan) -> LiveCheck:
-        return self.live(step, {FACT: True}, f"{plan.line()}\n{CATALOG[self.action].impact}")
+        return self.live(step, {FACT: True}, f"{plan.line()}\n{ACTION_SPECS[self.action].impact}")
 
     def execute(self, step: Step, plan: ScalePlan) -> str:
         proposal_id, approver = step.proposal_id, step.approver
@@ -125,7 +125,7 @@ class ScaleWorkerGroupExecutor(KubeExecutor):
             return f"already applied by proposal {proposal_id}"
         dry = self._apply(plan.site, plan.ops(proposal_id), f"{plan.field} was read as before")
         self._record("RayCluster", plan.site.obj, proposal_id, approver, plan.line())
-        return "\n".join([plan.line(), dry, CATALOG[self.action].impact])
+        return "\n".join([plan.line(), dry, ACTION_SPECS[self.action].impact])
 
     def verified(self, params: Mapping[str, Any]) -> bool:
         p = ScaleWorkerGroup.model_validate(dict(params))

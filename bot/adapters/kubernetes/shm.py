@@ -29,10 +29,10 @@ from bot.adapters.kubernetes.templates import (
     test_op,
 )
 from bot.core import quantity
-from bot.core.actions.catalog import CATALOG
+from bot.core.actions.approvals import LiveCheck
 from bot.core.actions.params import AddShm
+from bot.core.actions.specs import ACTION_SPECS
 from bot.core.actions.step import Step
-from bot.core.approvals import LiveCheck
 from bot.core.errors import ActionRefusedError
 from bot.core.inputs.values import as_list, as_map, text_at
 
@@ -149,7 +149,7 @@ class AddShmExecutor(KubeExecutor):
 
     def check(self, step: Step, plan: list[ShmChange]) -> LiveCheck:
         lines = [c.line() for c in plan] or [f"already applied by proposal {step.proposal_id}"]
-        return self.live(step, {FACT: True}, "\n".join([*lines, CATALOG[self.action].impact]))
+        return self.live(step, {FACT: True}, "\n".join([*lines, ACTION_SPECS[self.action].impact]))
 
     def execute(self, step: Step, plan: list[ShmChange]) -> str:
         proposal_id, approver, changes = step.proposal_id, step.approver, plan
@@ -167,7 +167,7 @@ class AddShmExecutor(KubeExecutor):
                 continue
             self._record(change.site.kind, change.site.obj, proposal_id, approver, change.line())
             done.append(change.line())
-        return "\n".join([*done, dry, CATALOG[self.action].impact])
+        return "\n".join([*done, dry, ACTION_SPECS[self.action].impact])
 
     def verified(self, params: Mapping[str, Any]) -> bool:
         p = AddShm.model_validate(dict(params))

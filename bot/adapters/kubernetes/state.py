@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.adapters.kubernetes.owner_resolver import OwnerResolver
+from bot.core.incidents.kuberay_retries import FAILED_STATES, attempt_in_progress
 from bot.core.inputs import InputPart, LogText
 from bot.core.inputs.events import event_signal
 from bot.core.inputs.kuberay import raycluster_parts, rayjob_parts
@@ -38,7 +39,6 @@ from bot.core.inputs.nodes import node_signals
 from bot.core.inputs.object_refs import object_ref
 from bot.core.inputs.pods import pod_signals
 from bot.core.inputs.values import as_list, as_map, text_at
-from bot.core.kuberay_retries import FAILED_STATES, attempt_in_progress
 from bot.core.model import ObjectRef, Signal, SourceKind
 
 MAX_TEXT = 64 * 1024  # KubeRay already cuts a RayJob message to 20,000 characters

@@ -21,7 +21,7 @@ from types import TracebackType
 import requests
 
 from bot.adapters.prometheus.working_set import CLUSTER_LABEL, GROUP_LABEL, USAGE
-from bot.core.memory_evidence import PodSeries
+from bot.core.actions.memory_evidence import PodSeries
 
 LIMIT_METRIC = "kube_pod_container_resource_limits"
 LABELS_METRIC = "kube_pod_labels"

@@ -5,7 +5,7 @@ for memory) names a pod and when it died; whether it leaked or spiked, and how m
 group really uses, is in cAdvisor's `container_memory_working_set_bytes` and
 kube-state-metrics' `kube_pod_container_resource_limits` (the pod spec's limit when
 kube-state-metrics has none). Four queries under one deadline; the answer is the core's
-`MemoryEvidence`, which `bot.core.memory_evidence` turns into a verdict.
+`MemoryEvidence`, which `bot.core.actions.memory_evidence` turns into a verdict.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 from bot.adapters.prometheus.client import Deadline, PrometheusClient, Series
 from bot.core import quantity
-from bot.core.memory_evidence import MemoryEvidence, MemoryTarget, PodSeries, Sample
+from bot.core.actions.memory_evidence import MemoryEvidence, MemoryTarget, PodSeries, Sample
 
 USAGE = "container_memory_working_set_bytes"
 LIMITS = 'kube_pod_container_resource_limits{{resource="memory",{where}}}'

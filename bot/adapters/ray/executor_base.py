@@ -19,9 +19,9 @@ from bot.adapters.ray.client import (
     RayClusterConfig,
     RayDashboard,
 )
+from bot.core.actions.approvals import LiveCheck
 from bot.core.actions.params import ActionParams
 from bot.core.actions.step import Step
-from bot.core.approvals import LiveCheck
 from bot.core.errors import ActionRefusedError
 from bot.daemon.ports import Verification
 

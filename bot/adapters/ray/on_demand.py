@@ -20,8 +20,8 @@ from bot.adapters.ray.client import RayApiError, RayClusterConfig, RayDashboard,
 from bot.adapters.ray.executor_base import RayExecutor
 from bot.adapters.ray.executors import ray_executors
 from bot.adapters.ray.jobs import job_parts
-from bot.core.analysis import diagnose as analyse
-from bot.core.engine import Engine
+from bot.core.diagnosis.analysis import diagnose as analyse
+from bot.core.diagnosis.engine import Engine
 from bot.core.errors import PitcrewError
 from bot.core.inputs import InputPart
 from bot.core.model import Diagnosis

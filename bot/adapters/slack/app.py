@@ -71,7 +71,7 @@ from bot.adapters.slack.commands import (
     parse,
 )
 from bot.adapters.slack.events import Gate, Refusal, ReplayGuard, Replays
-from bot.core.approvals import ApprovalPolicy, ChatUser
+from bot.core.actions.approvals import ApprovalPolicy, ChatUser
 from bot.core.errors import StoreError
 from bot.core.model import Silence
 from bot.daemon.metrics import Metrics

@@ -44,7 +44,7 @@ from bot.adapters.slack.limits import (
     fit,
 )
 from bot.core.model import ProposalState, Report, ReportAction, Severity
-from bot.core.templating import compile_template
+from bot.core.playbooks.templating import compile_template
 from bot.core.text import ELLIPSIS, escape_mrkdwn, strip_controls
 
 # -- what a card shows at most ---------------------------------------------------------
@@ -62,7 +62,7 @@ APPROVE_ACTION = "pitcrew.approve"
 REJECT_ACTION = "pitcrew.reject"
 SILENCE_ACTION = "pitcrew.silence"
 # The Silence button mutes the card's workload (a `workload` silence matcher, as
-# bot.core.notify labels it: namespace/kind/name); the value is checked again on click.
+# bot.core.incidents.notify labels it: namespace/kind/name); the value is checked again on click.
 SILENCE_VALUE = re.compile(r"workload:[a-z0-9][-a-z0-9.]*/[a-z]+/[a-z0-9][-a-z0-9.]*")
 
 _EMOJI = {

@@ -19,8 +19,8 @@ from typing import Literal, Protocol
 
 from bot.adapters.slack.blocks import md
 from bot.core.durations import format_duration, parse_duration
+from bot.core.incidents.reports import build_report
 from bot.core.model import Incident, LedgerEntry, Proposal, ProposalState
-from bot.core.reports import build_report
 
 COMMAND = "/pitcrew"
 MAX_SILENCE = timedelta(days=30)

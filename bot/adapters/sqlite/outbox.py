@@ -14,8 +14,8 @@ from datetime import datetime
 
 from bot.adapters.sqlite.connection import SharedConnection
 from bot.core.codec import decode_time, dumps, encode_time
+from bot.core.incidents.notify import Delivery
 from bot.core.model import Notification, NotificationKind
-from bot.core.notify import Delivery
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """Proposals, their transition history and partial approvals in the store.
 
 A proposal changes state only by compare-and-swap (`record_decision`): a decision
-of `bot.core.approvals` is checked against the stored proposal's `version` and
+of `bot.core.actions.approvals` is checked against the stored proposal's `version` and
 `LEGAL`, and written with its history rows in one IMMEDIATE transaction, so two
 clicks, two approvers, two threads or two processes move it once.
 """
@@ -15,8 +15,8 @@ from datetime import datetime
 from typing import Any
 
 from bot.adapters.sqlite.connection import SharedConnection, exists
+from bot.core.actions.approvals import steps_to_record
 from bot.core.actions.order import rank_key
-from bot.core.approvals import steps_to_record
 from bot.core.codec import decode_time, dumps, encode_time
 from bot.core.errors import StoreError
 from bot.core.model import Proposal, ProposalState, Transition
@@ -135,7 +135,7 @@ class ProposalRecords(SharedConnection):
 
     def record_decision(self, decided: Proposal, expected_version: int) -> Proposal:
         """The one write of a proposal's state: compare-and-swap of a decision of
-        `bot.core.approvals` made from the proposal at `expected_version`.
+        `bot.core.actions.approvals` made from the proposal at `expected_version`.
 
         In one IMMEDIATE transaction the stored proposal is read, the decision checked
         against it (`approvals.steps_to_record`: raises `StaleProposalError` when another

@@ -9,7 +9,7 @@ from datetime import datetime
 
 from bot.adapters.sqlite.connection import SharedConnection
 from bot.core.codec import decode_time, encode_time
-from bot.core.unmatched import FailureLine, UnmatchedShape
+from bot.core.diagnosis.unmatched import FailureLine, UnmatchedShape
 
 MAX_SHAPES = 10_000
 """The table keeps at most this many shapes; the least recently seen go first."""

@@ -26,7 +26,7 @@ from bot.adapters.prometheus.local import (
 )
 from bot.app.demo import seed as seed_case
 from bot.app.demo.screen import Card, DemoChat, Screen
-from bot.core.memory_evidence import GI, PodSeries, Sample
+from bot.core.actions.memory_evidence import GI, PodSeries, Sample
 from bot.core.model import Incident
 
 CHART = Path(tempfile.gettempdir()) / "pitcrew-demo-memory.png"

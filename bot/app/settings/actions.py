@@ -17,7 +17,7 @@ from pydantic import AfterValidator, Field, field_validator
 
 from bot.app.settings.base import Closed
 from bot.core import quantity
-from bot.core.actions.catalog import CATALOG
+from bot.core.actions.specs import ACTION_SPECS
 from bot.core.actions.tuning import Overrides
 
 
@@ -60,8 +60,8 @@ class EchoSettings(Closed):
 
 
 def _action_pattern(pattern: str) -> str:
-    if not any(fnmatchcase(action, pattern) for action in CATALOG):
-        raise ValueError(f"{pattern!r} names no action (known: {', '.join(sorted(CATALOG))})")
+    if not any(fnmatchcase(action, pattern) for action in ACTION_SPECS):
+        raise ValueError(f"{pattern!r} names no action (known: {', '.join(sorted(ACTION_SPECS))})")
     return pattern
 
 

@@ -17,10 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from bot.app.settings.actions import ActionSettings
 from bot.app.settings.base import Closed
 from bot.app.settings.sources import SourceSettings
-from bot.core.approvals import ApprovalPolicy
-from bot.core.incidents import CorrelationConfig
-from bot.core.notify import NotifyConfig
-from bot.core.silencing import describe_span
+from bot.core.actions.approvals import ApprovalPolicy
+from bot.core.incidents.correlator import CorrelationConfig
+from bot.core.incidents.notify import NotifyConfig
+from bot.core.incidents.silencing import describe_span
 
 
 class StoreSettings(Closed):

@@ -8,7 +8,7 @@ listing, the card):
 
 1. offered before withheld;
 2. the diagnosis's own order: the root cause's actions first, then its symptoms'
-   (`bot.core.analysis` lists them most causal first, each playbook's in its order);
+   (`bot.core.diagnosis.analysis` lists them most causal first, each playbook's in its order);
 3. an action that runs the workload again as it is (`ActionSpec.rerun`) never
    before another offered action: that one changes what the rerun meets (the memory
    limit, a stale actor holding a name), and without it the same run fails again.
@@ -22,12 +22,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from bot.core.actions.catalog import CATALOG
+from bot.core.actions.specs import ACTION_SPECS
 from bot.core.model import ActionOffer, Proposal
 
 
 def is_rerun(action: str) -> bool:
-    spec = CATALOG.get(action)
+    spec = ACTION_SPECS.get(action)
     return spec is not None and spec.rerun
 
 
@@ -54,7 +54,7 @@ def grouped(offers: Sequence[ActionOffer]) -> tuple[tuple[ActionOffer, ...], ...
     for offer in listed:
         if id(offer) in joined:
             continue
-        spec = CATALOG.get(offer.action)
+        spec = ACTION_SPECS.get(offer.action)
         if offer.offered and spec is not None and spec.needs_rerun:
             rerun = next((r for r in reruns if r.playbook == offer.playbook), None)
             if rerun is not None:

@@ -1,4 +1,4 @@
-"""The parameters of the catalogue's actions (`bot.core.actions.catalog`): what a playbook
+"""The parameters of the catalogue's actions (`bot.core.actions.specs`): what a playbook
 may set and an approved action runs with, each a pydantic model that checks them.
 
 Why apart from the catalogue: pydantic is imported with these models, the first time an

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.core.actions.catalog import preconditions_of
+from bot.core.actions.specs import preconditions_of
 from bot.core.model import ActionOffer, Proposal, ProposalState
 
 

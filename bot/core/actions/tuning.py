@@ -17,8 +17,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from bot.core import memory_evidence, quantity
-from bot.core.actions.catalog import CATALOG
+from bot.core import quantity
+from bot.core.actions import memory_evidence
+from bot.core.actions.specs import ACTION_SPECS
 from bot.core.model import ActionOffer, Diagnosis, frozen_map
 
 Overrides = Mapping[str, Mapping[str, Any]]
@@ -36,7 +37,7 @@ def tune(diagnosis: Diagnosis, values: Overrides) -> Diagnosis:
 
 
 def _tuned(offer: ActionOffer, values: Mapping[str, Any]) -> ActionOffer:
-    spec = CATALOG.get(offer.action)
+    spec = ACTION_SPECS.get(offer.action)
     if not offer.offered or spec is None or not values:
         return offer
     known = {k: v for k, v in values.items() if k in spec.params.model_fields}

@@ -62,7 +62,7 @@ def rayjob_parts(rayjob: Mapping[str, Any], origin: str = "") -> tuple[InputPart
 
 def _retry_fields(rayjob: Mapping[str, Any]) -> dict[str, str]:
     """KubeRay 1.5–1.7 fields pitcrew decides with (`ray-operator/apis/ray/v1/rayjob_types.go`,
-    v1.7.0): the attempts counted under `spec.backoffLimit` (`bot.core.kuberay_retries`),
+    v1.7.0): the attempts counted under `spec.backoffLimit` (`bot.core.incidents.kuberay_retries`),
     the pre-running deadline, when the attempt started, when the dashboard stopped
     answering KubeRay's job status checks, and the Ray job's own times (`rayJobInfo`)."""
     status = as_map(rayjob.get("status"))

@@ -15,10 +15,10 @@ import pytest
 
 from bot.adapters.files import cache
 from bot.adapters.files.playbooks import load_builtin, load_library
-from bot.core.classifier import Classifier
+from bot.core.diagnosis.classifier import Classifier
 from bot.core.errors import PlaybookError
-from bot.core.playbooks import Library
-from bot.core.templating import compile_template, render
+from bot.core.playbooks.library import Library
+from bot.core.playbooks.templating import compile_template, render
 from tests.support.playbooks import PLAYBOOK_TEXT
 
 

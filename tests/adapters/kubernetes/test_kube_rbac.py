@@ -12,7 +12,7 @@ from bot.adapters.kuberay.rerun import RERUN_EXECUTORS
 from bot.adapters.kubernetes.executors import EXECUTORS as K8S_EXECUTORS
 from bot.adapters.kubernetes.executors import RBAC as K8S_ACTIONS
 from bot.adapters.kubernetes.source import RBAC as SOURCE
-from bot.core.actions.catalog import CATALOG
+from bot.core.actions.specs import ACTION_SPECS
 
 ACTIONS = (*K8S_ACTIONS, *KUBERAY_ACTIONS)
 EXECUTORS = {**K8S_EXECUTORS, **RERUN_EXECUTORS}
@@ -46,7 +46,7 @@ def test_every_executor_is_in_the_doc_and_its_spec_declares_an_event_write() -> 
     text = DOC.read_text()
     for action in EXECUTORS:
         assert action in text
-        rbac = CATALOG[action].rbac
+        rbac = ACTION_SPECS[action].rbac
         assert any(r.resources == ("events",) and "create" in r.verbs for r in rbac)
 
 
@@ -83,4 +83,4 @@ def test_the_readme_action_table_lists_every_action() -> None:
     match = re.search(r"^## Actions\n(.*?)(?=^## |\Z)", ACTIONS_DOC.read_text(), re.S | re.M)
     assert match is not None
     listed = re.findall(r"^\| `([a-z0-9_.]+)` \|", match.group(1), re.M)
-    assert sorted(listed) == sorted(CATALOG)
+    assert sorted(listed) == sorted(ACTION_SPECS)

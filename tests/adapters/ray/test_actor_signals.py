@@ -19,10 +19,10 @@ import pytest
 
 from bot.adapters.ray.client import RayClusterConfig
 from bot.adapters.ray.signals import context_fields, death_parts
+from bot.core.incidents.workloads import workload_keys
 from bot.core.inputs.ray_actors import ActorInfo
 from bot.core.inputs.segment import split_text
 from bot.core.model import Signal, SourceKind, frozen_map
-from bot.core.workloads import workload_keys
 
 PASTE = Path(__file__).parents[2] / "data" / "inputs" / "ray-list-actors-detail-json.txt"
 CONFIG = RayClusterConfig("prod", "http://127.0.0.1:8265", k8s_namespace="ml")

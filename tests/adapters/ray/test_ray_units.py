@@ -26,7 +26,7 @@ from bot.adapters.ray.resubmit import ResubmitJobExecutor
 from bot.adapters.ray.signals import context_fields, death_parts, is_stale
 from bot.adapters.ray.source import RaySource, RaySourceOptions
 from bot.core.actions.params import KillActor
-from bot.core.engine import Engine
+from bot.core.diagnosis.engine import Engine
 from bot.core.errors import ActionRefusedError
 from bot.core.inputs import LogText
 from bot.core.inputs.ray_actors import ActorInfo

@@ -24,8 +24,8 @@ from bot.adapters.sqlite.outbox import OutboxMessage
 from bot.adapters.sqlite.proposals import Approval
 from bot.adapters.sqlite.schema import MIGRATIONS, SCHEMA_VERSION
 from bot.adapters.sqlite.store import Cleanup, Store
-from bot.core import approvals
-from bot.core.approvals import (
+from bot.core.actions import approvals
+from bot.core.actions.approvals import (
     ApprovalPolicy,
     ApproverRule,
     ChatUser,
@@ -35,6 +35,7 @@ from bot.core.approvals import (
     StaleProposalError,
 )
 from bot.core.codec import dumps, encode_time
+from bot.core.diagnosis.unmatched import UnmatchedShape, failure_lines
 from bot.core.errors import StoreError
 from bot.core.model import (
     ActionResult,
@@ -58,7 +59,6 @@ from bot.core.model import (
     Transition,
 )
 from bot.core.taxonomy import Category
-from bot.core.unmatched import UnmatchedShape, failure_lines
 from tests.support.ledger import ledger_entry
 
 T0 = datetime(2025, 11, 3, 10, 0, tzinfo=UTC)

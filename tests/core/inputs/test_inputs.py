@@ -537,7 +537,7 @@ def test_rayjob_deadline_exceeded() -> None:
         "job_status": "RUNNING",
         "ray_cluster": "verl-grpo-qwen3-raycluster-7kd2p",
         "job_id": "verl-grpo-qwen3-8xq2z",
-        # KubeRay 1.5–1.7 fields (bot.core.kuberay_retries, docs/signals.md)
+        # KubeRay 1.5–1.7 fields (bot.core.incidents.kuberay_retries, docs/signals.md)
         "backoff_limit": "0",
         "failed_attempts": "0",
         "succeeded_attempts": "0",

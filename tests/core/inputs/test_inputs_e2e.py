@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from bot.adapters.files.playbooks import builtin_engine
-from bot.core.engine import Engine
+from bot.core.diagnosis.engine import Engine
 from bot.core.model import Diagnosis
 from tests.core.inputs.test_inputs import DATA, fixture
 
@@ -136,7 +136,7 @@ def test_the_cli_diagnoses_a_describe_file_as_json() -> None:
 def test_the_pod_oom_killed_playbook_example_passes() -> None:
     """`pitcrew playbooks test` runs 'kubectl describe of an OOMKilled worker' through
     these parsers; it expects k8s.bump_memory offered."""
-    from bot.core.examples import run_examples
+    from bot.core.quality.examples import run_examples
 
     results = [
         r

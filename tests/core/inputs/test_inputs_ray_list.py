@@ -15,7 +15,7 @@ import functools
 import pytest
 
 from bot.adapters.files.playbooks import builtin_engine
-from bot.core.engine import Engine
+from bot.core.diagnosis.engine import Engine
 from bot.core.model import Signal, SourceKind
 from tests.core.inputs.test_inputs import fixture, logs_of, parts_of, signals_of
 

@@ -16,7 +16,7 @@ import textwrap
 
 import pytest
 
-from bot.core.engine import Engine
+from bot.core.diagnosis.engine import Engine
 from tests.support.daemon import engine as builtin_engine
 
 SHAPES = [

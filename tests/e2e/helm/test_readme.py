@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from bot.adapters.files.playbooks import builtin_dir, load_library
-from bot.core.engine import Engine
-from bot.core.examples import run_examples
+from bot.core.diagnosis.engine import Engine
+from bot.core.quality.examples import run_examples
 from tests.e2e.helm.conftest import ROOT, merged, render
 
 README = ROOT / "docs" / "operations.md"

@@ -25,10 +25,10 @@ import yaml
 from bot.adapters.files.playbooks import builtin_engine
 from bot.app.demo import seed
 from bot.app.demo.emulator import KubeEmulator
-from bot.core.engine import Engine
+from bot.core.diagnosis.engine import Engine
+from bot.core.incidents.workloads import workload_refs
 from bot.core.inputs import InputPart
 from bot.core.model import ObjectRef, Signal
-from bot.core.workloads import workload_refs
 from tests.support.shared import kuberay_crds
 
 CRDS = kuberay_crds()
@@ -185,7 +185,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 5.0, what: str = "")
 
 
 def of_workload(items: Iterable[InputPart], ref: ObjectRef) -> list[InputPart]:
-    """The items one incident gathers: those that name the workload (as bot.core.incidents keys
+    """The items one incident gathers: those that name the workload (as bot.core.incidents.correlator keys
     them), not the node taints and other workloads' failures seen in the same watch."""
     kept: list[InputPart] = []
     for item in items:

@@ -17,9 +17,9 @@ import pytest
 from bot.adapters.kubernetes.api import EVENTS, RAY_CLUSTERS, RAY_JOBS
 from bot.adapters.kubernetes.base import EVENT_REASON, PROBE_ANNOTATION
 from bot.adapters.kubernetes.bump import BumpMemoryExecutor
-from bot.core import approvals
-from bot.core.actions.catalog import CATALOG
+from bot.core.actions import approvals
 from bot.core.actions.params import BumpMemory
+from bot.core.actions.specs import ACTION_SPECS
 from bot.core.actions.step import Step
 from bot.core.errors import ActionRefusedError
 from bot.core.model import Proposal, ProposalState
@@ -64,7 +64,7 @@ def test_a_limit_changed_after_the_preview_is_refused_and_kept(kuberay: Emulator
     facts, preview = look(executor, PARAMS)
     assert facts["k8s.within_quota"]
     assert "limits.memory: 16Gi → 24Gi" in preview
-    preview_card = CATALOG["k8s.bump_memory"].preview(BumpMemory.model_validate(PARAMS))
+    preview_card = ACTION_SPECS["k8s.bump_memory"].preview(BumpMemory.model_validate(PARAMS))
 
     # someone raises it by hand to 20Gi while the card waits for a click
     kuberay.api.patch(
@@ -81,7 +81,7 @@ def test_a_limit_changed_after_the_preview_is_refused_and_kept(kuberay: Emulator
         state=ProposalState.OFFERED,
         created_at=now,
         expires_at=now + timedelta(hours=1),
-        preconditions=CATALOG["k8s.bump_memory"].preconditions,
+        preconditions=ACTION_SPECS["k8s.bump_memory"].preconditions,
     )
     live = checked(executor, Step.of_proposal(proposal)).live
     stale = approvals.revalidate(proposal, live)

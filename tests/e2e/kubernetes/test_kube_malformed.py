@@ -14,7 +14,7 @@ import pytest
 from bot.adapters.kubernetes.api import EVENTS, NODES, PODS, RAY_JOBS
 from bot.adapters.kubernetes.source import KubernetesSource, KubeSourceConfig
 from bot.adapters.kubernetes.state import MAX_TEXT
-from bot.core.engine import Engine
+from bot.core.diagnosis.engine import Engine
 from bot.core.inputs import InputPart
 from bot.core.model import Signal, SourceKind
 from tests.e2e.kubernetes.conftest import Emulator, validate_kuberay, wait_for

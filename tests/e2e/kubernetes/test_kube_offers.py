@@ -12,7 +12,7 @@ from bot.adapters.kubernetes.api import RAY_CLUSTERS
 from bot.adapters.kubernetes.bump import BumpMemoryExecutor
 from bot.adapters.kubernetes.executors import executors
 from bot.adapters.kubernetes.on_demand import diagnose_parts
-from bot.core.engine import Engine
+from bot.core.diagnosis.engine import Engine
 from bot.core.inputs import InputPart
 from bot.core.model import Diagnosis
 from bot.daemon.executor import Registry

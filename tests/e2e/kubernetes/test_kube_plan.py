@@ -18,9 +18,9 @@ from bot.adapters.kuberay.rerun import RECREATED_FROM
 from bot.adapters.kubernetes import executors as kubernetes
 from bot.adapters.kubernetes.api import RAY_CLUSTERS, RAY_JOBS
 from bot.adapters.sqlite.store import Store
-from bot.core import approvals
-from bot.core.approvals import ApprovalPolicy, ApproverRule, ChatUser
-from bot.core.engine import Engine
+from bot.core.actions import approvals
+from bot.core.actions.approvals import ApprovalPolicy, ApproverRule, ChatUser
+from bot.core.diagnosis.engine import Engine
 from bot.core.inputs import InputPart
 from bot.core.model import ActionResult, Incident, Proposal, ProposalState
 from bot.daemon.executor import Registry

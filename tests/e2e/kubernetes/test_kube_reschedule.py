@@ -15,7 +15,7 @@ from bot.adapters.kubernetes.executors import executors
 from bot.adapters.kubernetes.on_demand import Target, diagnose_live
 from bot.adapters.kubernetes.reschedule import RescheduleGpuPoolExecutor
 from bot.adapters.kubernetes.source import KubernetesSource, KubeSourceConfig
-from bot.core.engine import Engine
+from bot.core.diagnosis.engine import Engine
 from bot.core.errors import ActionRefusedError
 from bot.core.inputs import InputPart
 from bot.core.model import ObjectRef, Signal

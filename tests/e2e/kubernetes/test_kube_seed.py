@@ -23,10 +23,10 @@ from bot.adapters.kubernetes.bump import BumpMemoryExecutor
 from bot.adapters.kubernetes.executors import executors
 from bot.adapters.kubernetes.source import KubernetesSource, KubeSourceConfig
 from bot.adapters.kubernetes.templates import PROPOSAL_ANNOTATION
-from bot.core import approvals
-from bot.core.actions.catalog import CATALOG
+from bot.core.actions import approvals
+from bot.core.actions.specs import ACTION_SPECS
 from bot.core.actions.step import Step
-from bot.core.engine import Engine
+from bot.core.diagnosis.engine import Engine
 from bot.core.inputs import InputPart, LogText
 from bot.core.model import ObjectRef, Proposal, ProposalState, Signal, SourceKind, Transition
 from bot.daemon.executor import checked
@@ -242,7 +242,7 @@ def test_the_registry_executor_revalidates_and_runs_a_proposal(
         state=ProposalState.APPROVED,
         created_at=now,
         expires_at=now + timedelta(hours=1),
-        preconditions=CATALOG["k8s.bump_memory"].preconditions,
+        preconditions=ACTION_SPECS["k8s.bump_memory"].preconditions,
         history=(Transition(ProposalState.APPROVED, now, "U042"),),
     )
     executor = executors(emulator.api)["k8s.bump_memory"]

@@ -33,8 +33,8 @@ from bot.app.factories import build_sources, ray_executor
 from bot.app.settings.sections import Settings
 from bot.core.actions.params import StopJob
 from bot.core.errors import ActionRefusedError
+from bot.core.incidents.workloads import workload_keys, workload_refs
 from bot.core.model import ObjectRef, Signal, SourceKind
-from bot.core.workloads import workload_keys, workload_refs
 from bot.daemon.feed import Observation
 from tests.e2e.kubernetes.conftest import Emulator, kubeconfig, wait_for
 from tests.support import kube_objects as o

@@ -29,8 +29,8 @@ from bot.adapters.sqlite.store import Store
 from bot.app import wiring
 from bot.app.demo import seed
 from bot.app.settings.loading import load
-from bot.core import approvals
-from bot.core.approvals import ApprovalPolicy, ApproverRule, ChatUser
+from bot.core.actions import approvals
+from bot.core.actions.approvals import ApprovalPolicy, ApproverRule, ChatUser
 from bot.core.model import Incident, ObjectRef, ProposalState
 from bot.daemon.executor import Registry
 from bot.daemon.runner import Runner

@@ -15,8 +15,8 @@ from bot.adapters.prometheus.local import LocalPrometheus
 from bot.adapters.prometheus.working_set import fetch_memory
 from bot.app.settings.actions import ActionSettings
 from bot.core.actions import tuning
+from bot.core.actions.memory_evidence import GI, MemoryEvidence, MemoryTarget, PodSeries, size_limit
 from bot.core.inputs.reader import read_stream
-from bot.core.memory_evidence import GI, MemoryEvidence, MemoryTarget, PodSeries, size_limit
 from bot.core.model import ActionOffer, Diagnosis
 from tests.support.daemon import DESCRIBE, SEED, engine
 from tests.support.memory_series import (

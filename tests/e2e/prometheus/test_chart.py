@@ -11,7 +11,7 @@ from bot.adapters.charts.memory_chart import HEIGHT, LIMIT_COLOR, USAGE_COLOR, W
 from bot.adapters.prometheus.client import PrometheusClient, PrometheusConfig
 from bot.adapters.prometheus.local import LocalPrometheus
 from bot.adapters.prometheus.working_set import fetch_memory
-from bot.core.memory_evidence import MemoryTarget, sparkline
+from bot.core.actions.memory_evidence import MemoryTarget, sparkline
 from tests.support.memory_series import SEED_CLUSTER, SEED_KILLED_AT, SEED_NS, SEED_POD
 
 TARGET = MemoryTarget(SEED_NS, SEED_POD, SEED_KILLED_AT, "ray-worker", "gpu-group", SEED_CLUSTER)

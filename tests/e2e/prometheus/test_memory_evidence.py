@@ -18,7 +18,7 @@ from bot.adapters.prometheus.client import (
 )
 from bot.adapters.prometheus.local import LocalPrometheus
 from bot.adapters.prometheus.working_set import fetch_memory
-from bot.core.memory_evidence import GI, MemoryTarget, Shape, verdict
+from bot.core.actions.memory_evidence import GI, MemoryTarget, Shape, verdict
 from tests.support.memory_series import SEED_CLUSTER, SEED_KILLED_AT, SEED_NS, SEED_POD
 
 

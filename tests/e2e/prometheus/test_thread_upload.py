@@ -19,9 +19,9 @@ from bot.app.memory_wiring import chart_writer, fetcher
 from bot.app.settings.actions import ActionSettings
 from bot.app.settings.sections import Settings
 from bot.core.actions import tuning
-from bot.core.incidents import Correlator, assessor
+from bot.core.incidents.correlator import Correlator, assessor
+from bot.core.incidents.notify import NotifyConfig
 from bot.core.model import ProposalState
-from bot.core.notify import NotifyConfig
 from bot.daemon.feed import Item, Measured, Tick
 from bot.daemon.memory_worker import MemoryWorker
 from bot.daemon.outbox import Backoff, Outbox

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from bot.adapters.files.playbooks import builtin_engine
-from bot.core.engine import Engine
+from bot.core.diagnosis.engine import Engine
 from tests.support.ray_jobs import Jobs
 
 __all__ = ["Jobs"]

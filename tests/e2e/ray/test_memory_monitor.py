@@ -15,7 +15,7 @@ from bot.adapters.ray.bookmarks import MemoryBookmarks
 from bot.adapters.ray.client import TERMINAL, RayClusterConfig, RayDashboard
 from bot.adapters.ray.local import LocalRayHead
 from bot.adapters.ray.source import RaySource, RaySourceOptions
-from bot.core.engine import Engine
+from bot.core.diagnosis.engine import Engine
 from bot.core.model import Signal, SourceKind
 
 pytestmark = pytest.mark.ray

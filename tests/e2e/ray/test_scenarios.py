@@ -24,8 +24,8 @@ from bot.app.factories import ray_executor, ray_sources
 from bot.app.settings.sections import Settings
 from bot.app.settings.sources import RaySourceSettings, SourceSettings
 from bot.core.actions.step import Step
-from bot.core.analysis import diagnose as analyse
-from bot.core.engine import Engine
+from bot.core.diagnosis.analysis import diagnose as analyse
+from bot.core.diagnosis.engine import Engine
 from bot.core.errors import ActionRefusedError
 from bot.core.inputs import InputPart, LogText
 from bot.core.model import Diagnosis, Proposal, ProposalState, Signal, SourceKind

@@ -16,8 +16,8 @@ from bot.adapters.ray.executor_base import RayClusters
 from bot.adapters.ray.executors import ray_executors
 from bot.adapters.ray.kill import KillActorExecutor
 from bot.adapters.ray.on_demand import diagnose_ray_job
-from bot.core.analysis import diagnose as analyse
-from bot.core.engine import Engine
+from bot.core.diagnosis.analysis import diagnose as analyse
+from bot.core.diagnosis.engine import Engine
 from bot.core.inputs.reader import read_stream
 from bot.core.model import Diagnosis
 from tests.e2e.ray.conftest import Jobs

@@ -35,12 +35,12 @@ from bot.adapters.http.server import HealthServer
 from bot.adapters.slack.app import SlackConfig
 from bot.adapters.slack.chat import SlackChat
 from bot.adapters.sqlite.store import Store
-from bot.core.approvals import ApprovalPolicy, ApproverRule, reconcile
-from bot.core.engine import Engine
+from bot.core.actions.approvals import ApprovalPolicy, ApproverRule, reconcile
+from bot.core.diagnosis.engine import Engine
+from bot.core.incidents.reports import build_report
 from bot.core.inputs import InputPart
 from bot.core.inputs.reader import read_stream
 from bot.core.model import Incident, ObjectRef, Proposal, Report
-from bot.core.reports import build_report
 from bot.daemon.executor import Registry
 from bot.daemon.metrics import Metrics
 from bot.daemon.service import Service

@@ -13,9 +13,9 @@ from pathlib import Path
 from bot.adapters.kuberay.capture import Bundle
 from bot.adapters.slack.chat import SlackChat
 from bot.adapters.sqlite.store import Store
-from bot.core.incidents import Correlator, assessor
+from bot.core.incidents.correlator import Correlator, assessor
+from bot.core.incidents.notify import NotifyConfig
 from bot.core.inputs.kuberay import rayjob_parts
-from bot.core.notify import NotifyConfig
 from bot.daemon.capture import CaptureWorker
 from bot.daemon.feed import Captured, Context, observe
 from bot.daemon.outbox import Backoff, Outbox

@@ -17,11 +17,11 @@ import pytest
 import yaml
 
 from bot.adapters.slack.limits import text_size
-from bot.core.approvals import reconcile
+from bot.core.actions.approvals import reconcile
+from bot.core.incidents.reports import build_report
 from bot.core.inputs import InputPart
 from bot.core.inputs.reader import read_stream
 from bot.core.model import Incident, ObjectRef, Report
-from bot.core.reports import build_report
 from tests.e2e.slack.conftest import SEED, T0, engine
 from tests.support.slack_emulator import SlackEmulator, block_kit_errors
 

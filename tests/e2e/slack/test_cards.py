@@ -17,7 +17,8 @@ import pytest
 from bot.adapters.slack import blocks
 from bot.adapters.slack.blocks import card, md
 from bot.adapters.slack.limits import TEXT_BUDGET, cut, fit, text_size
-from bot.core import approvals
+from bot.core.actions import approvals
+from bot.core.incidents.reports import build_report
 from bot.core.model import (
     ActionResult,
     Incident,
@@ -28,7 +29,6 @@ from bot.core.model import (
     ReportAction,
     Severity,
 )
-from bot.core.reports import build_report
 from tests.e2e.slack.conftest import CHANNEL, SEED, T0, diagnose_seed
 from tests.support.slack_emulator import SlackEmulator, block_kit_errors
 

@@ -26,8 +26,8 @@ from bot.adapters.http.server import HealthServer
 from bot.adapters.slack import blocks
 from bot.adapters.slack.chat import SlackChat
 from bot.adapters.slack.commands import DiagnoseTarget
+from bot.core.diagnosis.unmatched import FailureLine
 from bot.core.model import ProposalState
-from bot.core.unmatched import FailureLine
 from bot.daemon.metrics import Metrics
 from tests.e2e.slack.conftest import (
     APPROVER,

@@ -17,10 +17,10 @@ import pytest
 
 from bot.adapters.slack.blocks import APPROVE_ACTION
 from bot.adapters.sqlite.store import Store
+from bot.core.actions.approvals import reconcile
 from bot.core.actions.order import grouped, ordered
-from bot.core.approvals import reconcile
+from bot.core.incidents.reports import build_report
 from bot.core.model import ActionOffer, Incident
-from bot.core.reports import build_report
 from tests.e2e.slack.conftest import T0
 from tests.support.slack_emulator import SlackEmulator
 

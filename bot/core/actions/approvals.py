@@ -35,8 +35,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from bot.core.actions.catalog import FACTS, preconditions_of
 from bot.core.actions.order import grouped
+from bot.core.actions.specs import FACTS, preconditions_of
 from bot.core.errors import PitcrewError
 from bot.core.model import (
     ActionOffer,

@@ -4,7 +4,7 @@ A playbook is data (one YAML file) describing a failure class: what it looks
 like, how to explain it, which remediations it may offer and under which
 guards, and examples that prove it. Its schema, its parsing and the checks that
 make a bad playbook fail at load with `file:line: field: reason` are
-`bot.core.playbook_schema`; what they make are the values here, which need
+`bot.core.playbooks.schema`; what they make are the values here, which need
 neither pydantic nor PyYAML nor Jinja, so a library kept in the user's cache
 (`bot.adapters.files.playbooks`) is read back without them. Each class here has
 the fields of the schema's model of the same name (a test holds them together).
@@ -205,7 +205,7 @@ def with_template_code(library: Library) -> Library:
     action parameters): for a library kept in the user's cache."""
     import jinja2
 
-    from bot.core.templating import template_code
+    from bot.core.playbooks.templating import template_code
 
     sources = {loaded.playbook.diagnosis for loaded in library.playbooks} | {
         value

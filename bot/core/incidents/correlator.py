@@ -6,7 +6,7 @@ clash, a SYSTEM_ERROR, an OOMKilled pod status and a RayJob Failed status, in
 any order, over a minute or two; a bad memory limit kills 340 pods of one
 RayCluster at once. This module folds all of that into one `Incident` per
 workload: the most causal finding is primary (re-ranked with
-`bot.core.analysis.rank_findings` as evidence arrives, so a clash first seen alone
+`bot.core.diagnosis.analysis.rank_findings` as evidence arrives, so a clash first seen alone
 gives way to the OOM kill that caused it), repeats become counters, and the
 incident resolves when the workload is healthy again or has been quiet.
 
@@ -19,7 +19,7 @@ or offered with preconditions to confirm (does a node fit the bigger pod?), is
 not decided here: the incident's `Change` carries it in `asks`, once per action
 and target, for the daemon to check off the pipeline thread; the answer comes
 back through `learn`, and the incident is assessed again with it
-(`bot.core.facts`).
+(`bot.core.actions.facts`).
 
 Pure in the sense that matters here: no I/O, no clock of its own (every call
 takes `now`), every result is a new immutable value. The `Correlator` keeps
@@ -43,9 +43,20 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from bot.core import analysis, kuberay_retries
-from bot.core.analysis import Facts, rank_findings
-from bot.core.facts import FactAnswer, awaiting, combined, offer_key, settle, to_confirm
+from bot.core.actions.facts import FactAnswer, awaiting, combined, offer_key, settle, to_confirm
+from bot.core.diagnosis import analysis
+from bot.core.diagnosis.analysis import Facts, rank_findings
+from bot.core.incidents import kuberay_retries
+from bot.core.incidents.rayjob_owners import Owner, Owners, belongs, complete
+from bot.core.incidents.tracks import EMPTY_LABELS, Track, identity, merged, trimmed, with_labels
+from bot.core.incidents.workloads import (
+    Item,
+    cluster_of,
+    namespace_of,
+    submission_id,
+    workload_from_key,
+    workload_keys,
+)
 from bot.core.model import (
     ActionOffer,
     Diagnosis,
@@ -56,18 +67,8 @@ from bot.core.model import (
     NotificationKind,
     Role,
 )
-from bot.core.playbooks import Library
-from bot.core.rayjob_owners import Owner, Owners, belongs, complete
+from bot.core.playbooks.library import Library
 from bot.core.taxonomy import Category
-from bot.core.tracks import EMPTY_LABELS, Track, identity, merged, trimmed, with_labels
-from bot.core.workloads import (
-    Item,
-    cluster_of,
-    namespace_of,
-    submission_id,
-    workload_from_key,
-    workload_keys,
-)
 
 # -- assessment: ranking and offers over an incident's findings ----------------
 
@@ -90,8 +91,9 @@ def rank_only(findings: Sequence[Finding], facts: Facts | None = None) -> Diagno
 
 
 def assessor(library: Library, facts: Facts | None = None) -> Assess:
-    """Ranking plus the library's offers and explanation, exactly as `bot.core.analysis` does
-    for one input, re-run whenever an incident's set of findings changes."""
+    """Ranking plus the library's offers and explanation, exactly as
+    `bot.core.diagnosis.analysis` does for one input, re-run whenever an incident's set of
+    findings changes."""
     known_facts: Facts = dict(facts or {})
 
     def assess(findings: Sequence[Finding], facts: Facts | None = None) -> Diagnosis:
@@ -192,7 +194,7 @@ class Correlator:
     """The open incidents, keyed by workload; findings in, `Change` values out.
 
     `add` folds a finding into its workload's incident (or opens one), `own` learns
-    which RayJob a Ray submission is (`bot.core.rayjob_owners`), `healthy` resolves the
+    which RayJob a Ray submission is (`bot.core.incidents.rayjob_owners`), `healthy` resolves the
     incidents of a workload reported healthy, `tick` resolves quiet ones. `restore`
     reloads open incidents after a restart."""
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from bot.core.classifier import Hit
+from bot.core.diagnosis.classifier import Hit
 
 _SUBMISSION = re.compile(r"raysubmit_[A-Za-z0-9]+")
 _NAMED_FIELDS = ("pod", "ray_cluster", "rayjob", "job_id", "submission_id")

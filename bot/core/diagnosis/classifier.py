@@ -15,6 +15,8 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from bot.core.diagnosis.prefilter import AnyOf, PatternCache, Prefilter
+from bot.core.diagnosis.signatures import CompiledSignature, compile_signature, scans_logs
 from bot.core.linear import Found
 from bot.core.model import ObjectRef, Signal, SourceKind
 from bot.core.normalize import (
@@ -26,9 +28,7 @@ from bot.core.normalize import (
     without_prefixes,
     without_spans,
 )
-from bot.core.playbooks import Library
-from bot.core.prefilter import AnyOf, PatternCache, Prefilter
-from bot.core.signatures import CompiledSignature, compile_signature, scans_logs
+from bot.core.playbooks.library import Library
 
 log = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ here has seen. Each entry (one YAML file per project or area under
 `playbooks/catalogue/`) is one message read from its project's source: the
 text with `{name}` marking its variable parts, the file and versions that print
 it, the TAXONOMY class it must classify to and the playbook signature that must
-recognize it. `bot.core.carriers` wraps each filled message the ways it reaches
-a user; `bot.core.coverage` checks every carried text classifies to its class.
+recognize it. `bot.core.quality.carriers` wraps each filled message the ways it reaches
+a user; `bot.core.quality.coverage` checks every carried text classifies to its class.
 Pure: a file's text in, entries out; a bad file fails with its name, line and
 the entry's id.
 """
@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from bot.core.errors import PlaybookError
-from bot.core.playbook_schema import parse_document
+from bot.core.playbooks.schema import parse_document
 from bot.core.taxonomy import Category
 from bot.core.yamlsrc import Located
 

@@ -23,9 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from bot.core.inputs import InputPart
-from bot.core.model import Finding, ObjectRef, Signal, frozen_map
-from bot.core.workloads import (
+from bot.core.incidents.workloads import (
     SUBMISSION_KIND,
     Item,
     cluster_of,
@@ -33,6 +31,8 @@ from bot.core.workloads import (
     namespace_of,
     submission_id,
 )
+from bot.core.inputs import InputPart
+from bot.core.model import Finding, ObjectRef, Signal, frozen_map
 
 MAX_OWNERS = 10_000
 """Submissions remembered; the least recently shown are forgotten first."""

@@ -1,9 +1,9 @@
 """`pitcrew playbooks coverage`: every catalogue entry, in every carrier, must classify
 to its class.
 
-Why this exists: the catalogue (`bot.core.catalogue`) records what the systems
+Why this exists: the catalogue (`bot.core.quality.catalogue`) records what the systems
 print; this is where the playbooks are held to it. Each entry is filled,
-carried the ways its `kind` reaches a user (`bot.core.carriers`) and diagnosed
+carried the ways its `kind` reaches a user (`bot.core.quality.carriers`) and diagnosed
 exactly as `pitcrew diagnose` would. It is recognized when its class is the
 primary; when the entry's class is found but a class that precedes it in
 TAXONOMY §3.2 (or shares its rung) is primary (a symptom whose cause the same text
@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from io import BytesIO
 
-from bot.core.analysis import diagnose
-from bot.core.carriers import CARRIERS, Carrier
-from bot.core.catalogue import CatalogueEntry, fill
-from bot.core.engine import Engine
+from bot.core.diagnosis.analysis import diagnose
+from bot.core.diagnosis.engine import Engine
 from bot.core.inputs.reader import read_stream
+from bot.core.quality.carriers import CARRIERS, Carrier
+from bot.core.quality.catalogue import CatalogueEntry, fill
 from bot.core.taxonomy import PRECEDENCE
 
 

@@ -25,6 +25,7 @@ from fnmatch import fnmatchcase
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from bot.core.incidents.reports import details_text
 from bot.core.model import (
     Incident,
     IncidentState,
@@ -33,7 +34,6 @@ from bot.core.model import (
     Report,
     Silence,
 )
-from bot.core.reports import details_text
 
 # -- labels, silences and routes ------------------------------------------------
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from bot.core.actions.catalog import CATALOG
+from bot.core.actions.specs import ACTION_SPECS
 from bot.core.model import (
     ActionOffer,
     Diagnosis,
@@ -302,7 +302,7 @@ def retargeted(offer: ActionOffer, clusters: set[str], rayjob: ObjectRef | None)
     attempt. The executor changes the RayJob's live RayCluster with it (bot.adapters.
     kubernetes.bump). Any other offer comes back as it is."""
     params = offer.params
-    spec = CATALOG.get(offer.action)
+    spec = ACTION_SPECS.get(offer.action)
     if (
         rayjob is None
         or rayjob.kind != "RayJob"

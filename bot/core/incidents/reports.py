@@ -17,8 +17,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
-from bot.core.actions.catalog import CATALOG
 from bot.core.actions.order import rank_key
+from bot.core.actions.specs import ACTION_SPECS
+from bot.core.diagnosis.unmatched import UNKNOWN
 from bot.core.model import (
     ActionResult,
     Evidence,
@@ -37,7 +38,6 @@ from bot.core.model import (
 )
 from bot.core.origins import short_source
 from bot.core.text import truncate
-from bot.core.unmatched import UNKNOWN
 
 MAX_EVIDENCE = 3  # the decisive lines on the card; every line goes to its thread
 MAX_DETAILS = 40
@@ -349,7 +349,7 @@ def build_report(
                 action=p.action,
                 preview=p.preview,
                 state=p.state,
-                impact=CATALOG[p.action].impact if p.action in CATALOG else "",
+                impact=ACTION_SPECS[p.action].impact if p.action in ACTION_SPECS else "",
                 steps=_plan_lines(p),
             )
             for p in mine

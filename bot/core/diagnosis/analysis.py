@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.core import linear
-from bot.core.actions.catalog import CATALOG, FACTS
-from bot.core.classifier import Hit
+from bot.core.actions.specs import ACTION_SPECS, FACTS
+from bot.core.diagnosis.classifier import Hit
 from bot.core.model import (
     ActionOffer,
     Diagnosis,
@@ -27,7 +27,7 @@ from bot.core.model import (
     Severity,
     frozen_map,
 )
-from bot.core.playbooks import (
+from bot.core.playbooks.library import (
     ActionRule,
     CaptureGuard,
     EvidenceGuard,
@@ -376,7 +376,7 @@ def _offer(
     reason = reason or problem
     preview = ""
     if not reason:
-        spec = CATALOG[rule.action]
+        spec = ACTION_SPECS[rule.action]
         try:
             model = spec.params.model_validate(params)
             params = model.model_dump()
@@ -387,7 +387,7 @@ def _offer(
         action=rule.action,
         params=frozen_map(params),
         offered=not reason,
-        reason=reason or f"{CATALOG[rule.action].summary} ({finding.category})",
+        reason=reason or f"{ACTION_SPECS[rule.action].summary} ({finding.category})",
         playbook=finding.playbook,
         preview=preview,
         pending_fact=pending if reason else "",
@@ -426,7 +426,7 @@ def template_context(
 def _render(source: str, library: Library, context: dict[str, Any]) -> str:
     """A playbook's template rendered. Jinja is imported here, the first time a finding
     is rendered: a `pitcrew diagnose` that finds nothing never loads it."""
-    from bot.core.templating import compile_template, render
+    from bot.core.playbooks.templating import compile_template, render
 
     return render(compile_template(source, library.code_of(source)), context)
 

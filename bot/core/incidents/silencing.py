@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from fnmatch import fnmatchcase
 
-from bot.core.approvals import ApprovalPolicy, ApproverRule, ChatUser, actions_of, any_match
+from bot.core.actions.approvals import ApprovalPolicy, ApproverRule, ChatUser, actions_of, any_match
 from bot.core.model import Incident, Proposal, Silence
 
 

@@ -1,7 +1,7 @@
 """The bookkeeping behind one open incident: its representative finding per playbook,
 counters, distinct objects, keys and notes, and how findings fold into them.
 
-Why this exists: the correlator (`bot.core.incidents`) decides which incident a
+Why this exists: the correlator (`bot.core.incidents.correlator`) decides which incident a
 finding joins; what joining does to the incident's numbers and evidence (a strong
 finding replacing a weak one, evidence lines added up to a bound, an object
 counted once, labels taken from fields) is this module's, so that a finding
@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from types import MappingProxyType
 
-from bot.core.facts import FactAnswer
+from bot.core.actions.facts import FactAnswer
+from bot.core.incidents.workloads import LABEL_PREFIX
 from bot.core.model import Finding, Incident, IncidentNote
 from bot.core.taxonomy import Category
-from bot.core.workloads import LABEL_PREFIX
 
 EMPTY_LABELS: Mapping[str, str] = MappingProxyType({})
 

@@ -2,7 +2,7 @@
 offer is decided once its check answered or did not.
 
 Why this exists: a guard such as "the actor is stale" cannot be decided from the
-evidence; `bot.core.analysis` withholds its action and names the unknown fact in
+evidence; `bot.core.diagnosis.analysis` withholds its action and names the unknown fact in
 `ActionOffer.pending_fact`. And an offered action is only worth a button when its
 preconditions hold now (a node can take the bigger pod, the target still exists).
 Whoever may ask the cluster (the daemon's live-check workers, `pitcrew diagnose
@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from bot.core.actions.catalog import CATALOG, FACTS, preconditions_of
-from bot.core.approvals import LiveCheck
+from bot.core.actions.approvals import LiveCheck
+from bot.core.actions.specs import ACTION_SPECS, FACTS, preconditions_of
 from bot.core.model import ActionOffer, Diagnosis
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -45,7 +45,7 @@ class FactAnswer:
 
 def offer_key(offer: ActionOffer) -> tuple[str, str]:
     """One key per action and target, the same for rendered and validated params."""
-    spec = CATALOG.get(offer.action)
+    spec = ACTION_SPECS.get(offer.action)
     values: Mapping[str, Any] = offer.params
     if spec is not None:
         try:
@@ -132,7 +132,7 @@ def _settled(offer: ActionOffer, answer: FactAnswer) -> ActionOffer:
 
 
 def _valid(offer: ActionOffer) -> bool:
-    spec = CATALOG.get(offer.action)
+    spec = ACTION_SPECS.get(offer.action)
     if spec is None:
         return False
     try:

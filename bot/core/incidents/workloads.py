@@ -2,7 +2,7 @@
 
 Why this exists: one card per workload needs one identity per workload, whatever
 names it (the owning workload a source resolved, the object itself, the fields
-`rayjob`, `ray_cluster`, `submission_id`). The correlator (`bot.core.incidents`)
+`rayjob`, `ray_cluster`, `submission_id`). The correlator (`bot.core.incidents.correlator`)
 groups by these keys and the HTTP ingest names the kinds. Pure.
 """
 

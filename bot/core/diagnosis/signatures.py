@@ -9,11 +9,11 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
+from bot.core.diagnosis.regexes import can_span_lines
 from bot.core.linear import Linear
 from bot.core.model import LOG_SOURCES, Signal, SourceKind
 from bot.core.normalize import anchors_lines, lenient_anchors
-from bot.core.playbooks import LoadedPlaybook, Signature
-from bot.core.regexes import can_span_lines
+from bot.core.playbooks.library import LoadedPlaybook, Signature
 
 
 @dataclass(frozen=True, eq=False)

@@ -131,7 +131,7 @@ def _reschedule_preview(p: RescheduleGpuPool) -> str:
     )
 
 
-CATALOG: Mapping[str, ActionSpec] = {
+ACTION_SPECS: Mapping[str, ActionSpec] = {
     spec.id: spec
     for spec in (
         ActionSpec(
@@ -308,5 +308,5 @@ FACTS: Mapping[str, str] = {
 
 def preconditions_of(action: str) -> tuple[str, ...]:
     """The live facts checked before `action` is offered and again at approval."""
-    spec = CATALOG.get(action)
+    spec = ACTION_SPECS.get(action)
     return spec.preconditions if spec is not None else ()

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from bot.core.engine import Engine
+from bot.core.diagnosis.engine import Engine
 from bot.core.model import Diagnosis
-from bot.core.playbooks import Example, LoadedPlaybook
+from bot.core.playbooks.library import Example, LoadedPlaybook
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from bot.core.catalogue import Entry
+from bot.core.quality.catalogue import Entry
 
 Carry = Callable[[Entry, str], str | None]
 """The carried text, or None when the carrier does not apply (a one-line message

@@ -1,5 +1,5 @@
 """The one Jinja2 environment for playbook text: sandboxed, strict about missing names,
-and every render within a budget of time and size (`bot.core.render_budget`).
+and every render within a budget of time and size (`bot.core.playbooks.render_budget`).
 
 Why the budget: a playbook's template runs on the pipeline's thread for every
 finding. The sandbox stops escapes but not work: two nested `range(100000)`
@@ -22,8 +22,8 @@ from jinja2 import StrictUndefined, Template, nodes
 from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from bot.core import render_budget
-from bot.core.render_budget import SIZE_BUDGET, RenderBudgetError
+from bot.core.playbooks import render_budget
+from bot.core.playbooks.render_budget import SIZE_BUDGET, RenderBudgetError
 
 
 class _BudgetedEnvironment(ImmutableSandboxedEnvironment):

@@ -1,10 +1,10 @@
 """The playbook file format: the schema a playbook's YAML is validated against (and the
 JSON Schema editors use), its parsing, and the checks across its fields.
 
-Why this exists apart from `bot.core.playbooks`: validating takes pydantic, and reading
+Why this exists apart from `bot.core.playbooks.library`: validating takes pydantic, and reading
 a file takes PyYAML and Jinja (a template is compiled to be checked); using a playbook
 takes none of them. Each model here checks one part of the file and is turned into the
-plain value of the same name in `bot.core.playbooks` (`_as_value`), so a library the
+plain value of the same name in `bot.core.playbooks.library` (`_as_value`), so a library the
 user's cache kept is read back, and a `pitcrew diagnose` runs, without loading them. A
 bad playbook fails here with `file:line: field: reason`; nothing half-loaded is used.
 """
@@ -29,13 +29,14 @@ from pydantic import (
     model_validator,
 )
 
-from bot.core import linear, playbooks
-from bot.core.actions.catalog import CATALOG, FACTS
+from bot.core import linear
+from bot.core.actions.specs import ACTION_SPECS, FACTS
 from bot.core.errors import PlaybookError
 from bot.core.model import SourceKind
-from bot.core.playbooks import LoadedPlaybook
+from bot.core.playbooks import library as playbooks
+from bot.core.playbooks.library import LoadedPlaybook
+from bot.core.playbooks.templating import compile_template
 from bot.core.taxonomy import Category
-from bot.core.templating import compile_template
 
 if TYPE_CHECKING:
     from bot.core.yamlsrc import Located
@@ -208,13 +209,13 @@ class ActionRule(_Strict):
     @field_validator("action")
     @classmethod
     def _known_action(cls, value: str) -> str:
-        if value not in CATALOG:
-            raise ValueError(f"unknown action {value!r}; known: {', '.join(sorted(CATALOG))}")
+        if value not in ACTION_SPECS:
+            raise ValueError(f"unknown action {value!r}; known: {', '.join(sorted(ACTION_SPECS))}")
         return value
 
     @model_validator(mode="after")
     def _params_known(self) -> ActionRule:
-        known = CATALOG[self.action].params.model_fields
+        known = ACTION_SPECS[self.action].params.model_fields
         unknown = sorted(set(self.params) - set(known))
         if unknown:
             raise ValueError(
@@ -439,7 +440,7 @@ def parse_noise(text: str, source: str) -> tuple[playbooks.NoiseRule, ...]:
 
 
 def _as_value(value: Any) -> Any:
-    """A validated model as the plain value of the same name in `bot.core.playbooks`
+    """A validated model as the plain value of the same name in `bot.core.playbooks.library`
     (lists, mappings and what they hold likewise)."""
     if isinstance(value, BaseModel):
         kind = getattr(playbooks, type(value).__name__)

@@ -11,14 +11,14 @@ from dataclasses import replace
 from io import BytesIO
 from typing import Any
 
-from bot.core.analysis import Facts, diagnose
-from bot.core.classifier import Classifier, Hit
+from bot.core.diagnosis.analysis import Facts, diagnose
+from bot.core.diagnosis.classifier import Classifier, Hit
+from bot.core.diagnosis.prefilter import PatternCache
+from bot.core.diagnosis.unmatched import UNKNOWN, FailureLine, part_lines
 from bot.core.inputs import InputPart, LogText
 from bot.core.inputs.reader import read_stream
 from bot.core.model import Diagnosis, Signal
-from bot.core.playbooks import Library
-from bot.core.prefilter import PatternCache
-from bot.core.unmatched import UNKNOWN, FailureLine, part_lines
+from bot.core.playbooks.library import Library
 
 
 class Engine:

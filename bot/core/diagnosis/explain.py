@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.core.classifier import Hit
-from bot.core.unmatched import FailureLine, failure_lines
+from bot.core.diagnosis.classifier import Hit
+from bot.core.diagnosis.unmatched import FailureLine, failure_lines
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from contextlib import suppress
 from typing import Any, Protocol
 
 from bot.core import linear
-from bot.core.signatures import CompiledSignature, hyperscan_pattern
+from bot.core.diagnosis.signatures import CompiledSignature, hyperscan_pattern
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """What one render of a playbook's text may do: how long it may run and how large
-anything it builds may grow, checked while it runs (`bot.core.templating` calls these).
+anything it builds may grow, checked while it runs (`bot.core.playbooks.templating` calls these).
 
 Why this exists: the sandbox stops escapes, not work. Loops nested over a
 20,000-character string ran 4 * 10^8 times with nothing to stop them (only

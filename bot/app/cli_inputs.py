@@ -1,0 +1,77 @@
+"""What the CLI's commands share about their input and output: the playbook-directory,
+Prometheus and chart options, the inputs a command is handed (a directory is its
+files), and the consoles and messages it answers on.
+
+Why this exists: `pitcrew render` and `pitcrew diagnose` take the same inputs and say
+their errors the same way; kept here, the commands' modules import these helpers and
+the CLI imports the commands, with no way back.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from bot.core.errors import PitcrewError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+@functools.cache
+def _console(stderr: bool) -> Console:
+    """A rich Console made on first use: `pitcrew diagnose` in a pipe (or `--format json`)
+    never imports rich, a good part of its start-up."""
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False)
+
+
+def out() -> Console:
+    return _console(False)
+
+
+def err() -> Console:
+    return _console(True)
+
+
+PlaybookDirs = Annotated[
+    list[Path] | None,
+    typer.Option("--playbooks", "-p", help="extra playbook directory (repeatable)"),
+]
+
+PrometheusUrl = Annotated[
+    str | None, typer.Option("--prometheus", help="with --kube: read the killed pod's memory here")
+]
+ChartFile = Annotated[
+    Path | None,
+    typer.Option("--chart", help="with --prometheus: save the memory chart (PNG) here"),
+]
+
+
+def fail(message: str) -> typer.Exit:
+    sys.stderr.write(f"pitcrew: {message}\n")
+    return typer.Exit(2)
+
+
+def notice(text: str) -> None:
+    """Said once on standard error, the diagnosis goes on (undecodable bytes, a cut log)."""
+    sys.stderr.write(f"pitcrew: {text}\n")
+
+
+def expand_inputs(names: list[str]) -> list[str]:
+    expanded: list[str] = []
+    for name in names:
+        path = Path(name)
+        if name != "-" and path.is_dir():
+            files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+            if not files:
+                raise PitcrewError(f"{name}: directory has no files")
+            expanded.extend(str(p) for p in files)
+        else:
+            expanded.append(name)
+    return expanded
