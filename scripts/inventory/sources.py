@@ -33,7 +33,7 @@ def release_tags(repo: Path, pattern: str, lowest: tuple[int, ...], highest: tup
         numbers = tuple(int(g) for g in match.groups() if g is not None)
         if not lowest <= numbers[: len(lowest)] or numbers[: len(highest)] > highest:
             continue
-        key = numbers[:2]
+        key = (numbers[0], numbers[1])
         if key not in best or numbers > best[key][0]:
             best[key] = (numbers, tag)
     return [tag for _, tag in sorted(best.values())]
