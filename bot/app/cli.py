@@ -9,6 +9,7 @@ from bot.app import collector  # first: no collection while the modules below ar
 # isort: split
 import json
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass
@@ -502,20 +503,53 @@ def playbooks_coverage(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="show each missed text; signature drift")
     ] = False,
+    inventory: Annotated[
+        list[Path] | None,
+        typer.Option("--inventory", "-i", help="inventory directory (default: the built-in one)"),
+    ] = None,
+    sample: Annotated[
+        int,
+        typer.Option(
+            min=0, max=100, help="check this % of the inventory's messages (the same every run)"
+        ),
+    ] = 100,
 ) -> None:
     """Classify every catalogue entry in every carrier; print per class, per carrier and in
-    total the entries, texts and share recognized, and list every miss."""
+    total the entries, texts and share recognized, and list every miss. Then the message
+    inventory: per project its messages, wordings and verdicts, and the share of its
+    wordings answered as their verdict asks in every carrier, with the misses."""
     from bot.adapters.files.catalogue import builtin_catalogue_dir, load_catalogue
+    from bot.adapters.files.inventory import (
+        builtin_inventory_dir,
+        inventory_known_messages,
+        load_inventory,
+    )
+    from bot.adapters.files.playbooks import engine_of, load_builtin
+    from bot.core.quality import inventory_coverage
     from bot.core.quality.coverage import below, report_lines, run
 
+    directories = inventory or [builtin_inventory_dir()]
     try:
-        engine = builtin_engine(playbooks or [])
+        engine = engine_of(
+            load_builtin(playbooks or []), lambda: inventory_known_messages(directories)
+        )
         entries = load_catalogue(catalogue or [builtin_catalogue_dir()])
+        messages = load_inventory(directories) if sample else ()
     except PitcrewError as error:
         raise fail(str(error)) from None
     coverage = run(engine, entries)
     for line in report_lines(coverage, verbose):
         typer.echo(line)
+    if messages:
+        started = time.monotonic()
+        picked = inventory_coverage.sampled(messages, sample)
+        checked = inventory_coverage.run(engine, picked)
+        for line in inventory_coverage.report_lines(picked, checked):
+            typer.echo(line)
+        typer.echo(
+            f"inventory: {len(picked)} of {len(messages)} messages checked"
+            f" in {time.monotonic() - started:.0f} s"
+        )
     short = below(coverage, fail_under / 100)
     if short or coverage.unknown_signatures:
         sys.stderr.write("".join(f"pitcrew: below --fail-under: {s}\n" for s in short))

@@ -11,11 +11,12 @@ under a hash of every file's path and bytes and of pitcrew's code, so the next
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from bot.adapters.files import cache
 from bot.core.diagnosis.engine import Engine
+from bot.core.diagnosis.known_messages import KnownMessages
 from bot.core.errors import PlaybookError
 from bot.core.playbooks.library import (
     NOISE_FILE,
@@ -81,9 +82,12 @@ def load_builtin(extra: Iterable[Path] = ()) -> Library:
     return load_library([builtin_dir(), *extra])
 
 
-def engine_of(library: Library) -> Engine:
-    """The library compiled, its pattern databases kept in the user's cache."""
-    return Engine(library, cache.PATTERNS)
+def engine_of(library: Library, known: Callable[[], KnownMessages] | None = None) -> Engine:
+    """The library compiled, its pattern databases kept in the user's cache; a failure no
+    playbook knows is named from the built-in message inventory."""
+    from bot.adapters.files.inventory import builtin_known_messages  # it imports this module
+
+    return Engine(library, cache.PATTERNS, known or builtin_known_messages)
 
 
 def builtin_engine(extra: Iterable[Path] = ()) -> Engine:

@@ -6,13 +6,14 @@ sources (which hand in signals and log streams of their own).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from io import BytesIO
 from typing import Any
 
 from bot.core.diagnosis.analysis import Facts, diagnose
 from bot.core.diagnosis.classifier import Classifier, Hit
+from bot.core.diagnosis.known_messages import KnownMessages, name_lines
 from bot.core.diagnosis.prefilter import PatternCache
 from bot.core.diagnosis.unmatched import UNKNOWN, FailureLine, part_lines
 from bot.core.inputs import InputPart, LogText
@@ -24,11 +25,19 @@ from bot.core.playbooks.library import Library
 class Engine:
     """A library compiled once, ready to diagnose any number of inputs."""
 
-    def __init__(self, library: Library, cache: PatternCache | None = None) -> None:
+    def __init__(
+        self,
+        library: Library,
+        cache: PatternCache | None = None,
+        known: Callable[[], KnownMessages] | None = None,
+    ) -> None:
         """`cache`: where compiled pattern databases are kept between runs (without one,
-        each Engine compiles the library again: about a second)."""
+        each Engine compiles the library again: about a second). `known`: the message
+        inventory, asked for the first time a failure-looking line matched nothing."""
         self.library = library
         self.classifier = Classifier(library, cache)
+        self._known = known
+        self._known_messages: KnownMessages | None = None
 
     def hits(self, parts: Iterable[InputPart]) -> list[Hit]:
         hits: list[Hit] = []
@@ -59,6 +68,10 @@ class Engine:
             if not self.classifier.known_line(line.text)
             and not any(text in line.text or line.text in text for text in seen)
         ]
+        if unknown and self._known is not None:
+            if self._known_messages is None:
+                self._known_messages = self._known()
+            unknown = name_lines(self._known_messages, unknown)
         return unknown_failure(found, unknown)
 
     def categories(self, parts: Iterable[InputPart]) -> set[str]:

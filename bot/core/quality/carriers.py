@@ -15,10 +15,23 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
-from bot.core.quality.catalogue import Entry
 
-Carry = Callable[[Entry, str], str | None]
+class Carried(Protocol):
+    """What a carrier reads of the message it carries (a catalogue or an inventory entry)."""
+
+    @property
+    def source(self) -> str: ...
+    @property
+    def emitter(self) -> str: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def object(self) -> str | None: ...
+
+
+Carry = Callable[[Carried, str], str | None]
 """The carried text, or None when the carrier does not apply (a one-line message
 cut after its first line, a short one wrapped at a width it fits in)."""
 
@@ -50,48 +63,48 @@ def _each(prefix: str, message: str, suffix: str = "") -> str:
     return "\n".join(f"{prefix}{line}{suffix}" for line in _lines(message))
 
 
-def _file(entry: Entry, fallback: str) -> str:
+def _file(entry: Carried, fallback: str) -> str:
     name = entry.source.rsplit("/", 1)[-1]
     return name if name.endswith(fallback) else f"{name.rsplit('.', 1)[0]}{fallback}"
 
 
-def bare(entry: Entry, message: str) -> str:
+def bare(entry: Carried, message: str) -> str:
     return message
 
 
-def glog(entry: Entry, message: str) -> str:
+def glog(entry: Carried, message: str) -> str:
     """Ray's C++ log line (spdlog in glog's layout): the prefix on the first line."""
     name = entry.source.rsplit("/", 1)[-1]
     where = name if name.endswith(_CXX) else "core_worker.cc"
     return f"[{_STAMP} E 4721 4790] {where}:123: {message}"
 
 
-def python_logging(entry: Entry, message: str) -> str:
+def python_logging(entry: Carried, message: str) -> str:
     """Ray's Python logging layout: `stamp<TAB>LEVEL file.py:line -- message`."""
     return f"{_STAMP}\tERROR {_file(entry, '.py')}:123 -- {message}"
 
 
-def actor(entry: Entry, message: str) -> str:
+def actor(entry: Carried, message: str) -> str:
     """A worker's output forwarded to the driver: every line behind its process prefix."""
     return _each(_ACTOR, message)
 
 
-def raylet(entry: Entry, message: str) -> str:
+def raylet(entry: Carried, message: str) -> str:
     return _each(_RAYLET, message)
 
 
-def repeated(entry: Entry, message: str) -> str:
+def repeated(entry: Carried, message: str) -> str:
     """The driver's log deduplication: `[repeated Nx across cluster]` after each line."""
     return _each(_ACTOR, message, " [repeated 3x across cluster]")
 
 
-def colour(entry: Entry, message: str) -> str:
+def colour(entry: Carried, message: str) -> str:
     """The driver's coloured process prefix, and the message in bold red."""
     prefix = f"{_CYAN}{_ACTOR.strip()}{_RESET} "
     return "\n".join(f"{prefix}{_BOLD}{_RED}{line}{_RESET}" for line in _lines(message))
 
 
-def rayjob_status(entry: Entry, message: str) -> str:
+def rayjob_status(entry: Carried, message: str) -> str:
     """The message as a RayJob's `status.message` (KubeRay copies the Ray job's)."""
     return _json(
         {
@@ -108,7 +121,7 @@ def rayjob_status(entry: Entry, message: str) -> str:
     )
 
 
-def job_record(entry: Entry, message: str) -> str:
+def job_record(entry: Carried, message: str) -> str:
     """The message inside a Ray job record (`ray job status`, the Jobs API)."""
     return _json(
         {
@@ -137,7 +150,7 @@ def _json(value: object) -> str:
 def wrapped(width: int) -> Carry:
     """A terminal's hard wrap: every line cut at `width` columns, mid-token or not."""
 
-    def carry(entry: Entry, message: str) -> str | None:
+    def carry(entry: Carried, message: str) -> str | None:
         if all(len(line) <= width for line in _lines(message)):
             return None
         return "\n".join(
@@ -149,23 +162,23 @@ def wrapped(width: int) -> Carry:
     return carry
 
 
-def first_line(entry: Entry, message: str) -> str | None:
+def first_line(entry: Carried, message: str) -> str | None:
     """Only the first line of a multi-line message, as people quote it."""
     lines = [line for line in _lines(message) if line.strip()]
     return lines[0] if len(lines) > 1 else None
 
 
-def _involved(entry: Entry) -> tuple[str, str]:
+def _involved(entry: Carried) -> tuple[str, str]:
     kind = entry.object or "Pod"
     names = {"Pod": "train-grpo-worker-gpu-7xk2p", "Node": "gke-ml-a100-pool-8f2c-vq4n"}
     return kind, names.get(kind, "train-grpo")
 
 
-def _source(entry: Entry) -> str:
+def _source(entry: Carried) -> str:
     return _FROM.get(entry.emitter, entry.emitter)
 
 
-def describe_events(entry: Entry, message: str) -> str:
+def describe_events(entry: Carried, message: str) -> str:
     """The Event in a `kubectl describe` Events block (multi-line messages as printed)."""
     _kind, name = _involved(entry)
     return "\n".join(
@@ -180,7 +193,7 @@ def describe_events(entry: Entry, message: str) -> str:
     )
 
 
-def get_events(entry: Entry, message: str) -> str:
+def get_events(entry: Carried, message: str) -> str:
     """A `kubectl get events` row (kubectl ≥ 1.14's columns; `kubectl events` prints
     the same)."""
     kind, name = _involved(entry)
@@ -191,7 +204,7 @@ def get_events(entry: Entry, message: str) -> str:
     )
 
 
-def get_events_wide(entry: Entry, message: str) -> str:
+def get_events_wide(entry: Carried, message: str) -> str:
     """A `kubectl get events -o wide` row: SUBOBJECT and SOURCE, then FIRST SEEN, COUNT,
     NAME after MESSAGE."""
     kind, name = _involved(entry)
@@ -204,7 +217,7 @@ def get_events_wide(entry: Entry, message: str) -> str:
     )
 
 
-def event_json(entry: Entry, message: str) -> str:
+def event_json(entry: Carried, message: str) -> str:
     """The Event as `kubectl get events -o json` prints one item."""
     kind, name = _involved(entry)
     return _json(
@@ -222,7 +235,7 @@ def event_json(entry: Entry, message: str) -> str:
     )
 
 
-def _status_object(entry: Entry, message: str) -> dict[str, object]:
+def _status_object(entry: Carried, message: str) -> dict[str, object]:
     kind = entry.object or "Pod"
     status: dict[str, object]
     if kind == "RayJob":
@@ -246,7 +259,7 @@ def _status_object(entry: Entry, message: str) -> dict[str, object]:
     }
 
 
-def status_yaml(entry: Entry, message: str) -> str:
+def status_yaml(entry: Carried, message: str) -> str:
     """The status as `kubectl get -o yaml` prints it (message as a quoted scalar)."""
     value = _status_object(entry, message)
     metadata = value["metadata"]
@@ -265,7 +278,7 @@ def status_yaml(entry: Entry, message: str) -> str:
     return "\n".join(lines)
 
 
-def status_json(entry: Entry, message: str) -> str:
+def status_json(entry: Carried, message: str) -> str:
     return _json(_status_object(entry, message))
 
 

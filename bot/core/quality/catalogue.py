@@ -128,15 +128,20 @@ def placeholders(message: str) -> set[str]:
 
 def fill(entry: Entry) -> str:
     """The message with every placeholder filled: the entry's value, else one by name."""
+    return fill_text(entry.message, entry.values)
+
+
+def fill_text(message: str, values: Mapping[str, str]) -> str:
+    """`message` with every placeholder filled: from `values`, else a plausible one by name."""
 
     def value(match: re.Match[str]) -> str:
         token = match.group(0)
         if token in ("{{", "}}"):
             return token[0]
         name = match.group(1) or ""
-        return entry.values.get(name) or default_value(name)
+        return values.get(name) or default_value(name)
 
-    return _PLACEHOLDER.sub(value, entry.message).rstrip("\n")
+    return _PLACEHOLDER.sub(value, message).rstrip("\n")
 
 
 _DEFAULTS: Mapping[str, str] = {
@@ -193,7 +198,7 @@ def parse_catalogue(text: str, source: str) -> tuple[CatalogueEntry, ...]:
     try:
         parsed = CatalogueFile.model_validate(document.data)
     except ValidationError as error:
-        raise _problem(error, source, document) from None
+        raise problem(error, source, document) from None
     seen: dict[str, int] = {}
     entries: list[CatalogueEntry] = []
     for index, entry in enumerate(parsed.entries):
@@ -216,7 +221,7 @@ def check_unique(entries: Iterable[CatalogueEntry]) -> None:
             raise PlaybookError(item.source, "", f"{item.key}: also in {seen[item.key]}")
 
 
-def _problem(error: ValidationError, source: str, document: Located) -> PlaybookError:
+def problem(error: ValidationError, source: str, document: Located) -> PlaybookError:
     """The first problem as `file:line: entry 'id': field: reason`, the rest counted."""
     problem: dict[str, Any] = dict(error.errors()[0])
     loc = tuple(problem["loc"])

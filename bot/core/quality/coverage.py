@@ -111,7 +111,7 @@ class Coverage:
         )
 
 
-def _rank(category: str) -> int:
+def rank(category: str) -> int:
     for rank, rung in enumerate(PRECEDENCE):
         if category in rung:
             return rank
@@ -131,7 +131,7 @@ def check(engine: Engine, item: CatalogueEntry, carrier: Carrier) -> Outcome | N
     answered = str(primary.category) if primary else "none"
     if answered == want:
         verdict = Verdict.RECOGNIZED
-    elif want in result.categories and _rank(answered) <= _rank(want):
+    elif want in result.categories and rank(answered) <= rank(want):
         verdict = Verdict.AS_FINDING
     else:
         verdict = Verdict.MISS

@@ -1,0 +1,128 @@
+"""Which inventory message a failure-looking line is, by the message's invariant words.
+
+Why this exists: a line no playbook matched is answered "pitcrew does not know this
+failure"; when the line is one the emitting systems are known to print (the inventory,
+`playbooks/inventory/`), the answer names that entry and its emitter, so the reader
+knows what printed it and where to look, and a line the inventory calls benign at its
+level (`none`) is not raised as a failure at all. A message is recognized by its
+literal parts (the text between its `{name}` placeholders) found in order in the line;
+a line cut by a terminal's wrap still counts when it holds a long enough run of them.
+Candidates come from one word of each wording (its longest), so a line costs a few
+dictionary look-ups, and nothing is built until the first line is asked about. Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+from bot.core.diagnosis.unmatched import FailureLine
+
+BENIGN = "none"
+"""The inventory's verdict for a message benign at its level."""
+MIN_PARTIAL = 24
+"""A line holding only some of a message's parts (cut by a wrap) must hold this many of
+its literal characters, and half of them."""
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{3,}")
+
+
+@dataclass(frozen=True, slots=True)
+class KnownMessage:
+    """An inventory entry as the matcher needs it: what to name and its wordings' parts."""
+
+    key: str
+    """`<file>#<id>`."""
+    emitter: str
+    verdict: str
+    wordings: tuple[tuple[str, ...], ...]
+    """Each wording's literal parts, in order, whitespace collapsed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Recognized:
+    message: KnownMessage
+    score: int
+    """Literal characters of the message found in the line."""
+    whole: bool
+    """Every literal part was found (not only a run of them, as in a cut line)."""
+
+    @property
+    def label(self) -> str:
+        """How the unknown answer names it."""
+        return f"known as {self.message.key} ({self.message.emitter})"
+
+
+@dataclass
+class KnownMessages:
+    """The inventory's messages, indexed by one word of each wording on first use."""
+
+    messages: Sequence[KnownMessage]
+    _index: dict[str, list[tuple[int, int]]] | None = field(default=None, repr=False)
+
+    def _built(self) -> dict[str, list[tuple[int, int]]]:
+        if self._index is None:
+            index: dict[str, list[tuple[int, int]]] = {}
+            for m, message in enumerate(self.messages):
+                for w, parts in enumerate(message.wordings):
+                    words = [word for part in parts for word in _WORD.findall(part)]
+                    if words:
+                        index.setdefault(max(words, key=len), []).append((m, w))
+            self._index = index
+        return self._index
+
+    def recognize(self, line: str) -> Recognized | None:
+        """The message `line` is, the one with the most literal text found; None if none."""
+        index = self._built()
+        text = " ".join(line.split())
+        best: Recognized | None = None
+        seen: set[tuple[int, int]] = set()
+        for word in set(_WORD.findall(text)):
+            for candidate in index.get(word, ()):
+                if candidate in seen:
+                    continue
+                seen.add(candidate)
+                message = self.messages[candidate[0]]
+                parts = message.wordings[candidate[1]]
+                score = found(parts, text)
+                if score and (best is None or score > best.score):
+                    best = Recognized(message, score, score == sum(len(p) for p in parts))
+        return best
+
+
+def found(parts: Sequence[str], text: str) -> int:
+    """The literal characters of `parts` found in `text`: all of them in order, or the
+    longest run of consecutive parts in order when that is long enough (a cut line);
+    0 when neither."""
+    total = sum(len(p) for p in parts)
+    best = 0
+    for start in range(len(parts)):
+        position = 0
+        run = 0
+        for part in parts[start:]:
+            index = text.find(part, position)
+            if index < 0:
+                break
+            position = index + len(part)
+            run += len(part)
+        if run == total:
+            return total
+        best = max(best, run)
+    return best if best >= MIN_PARTIAL and 2 * best >= total else 0
+
+
+def known_messages(messages: Iterable[KnownMessage]) -> KnownMessages:
+    return KnownMessages(tuple(messages))
+
+
+def name_lines(known: KnownMessages, lines: Sequence[FailureLine]) -> list[FailureLine]:
+    """Each failure-looking line the inventory knows, with its entry and emitter named; a
+    line whole of a message the inventory calls benign at its level (`none`) left out."""
+    named: list[FailureLine] = []
+    for line in lines:
+        hit = known.recognize(line.text)
+        if hit is None:
+            named.append(line)
+        elif not (hit.whole and hit.message.verdict == BENIGN):
+            named.append(replace(line, text=f"{line.text}  ({hit.label})"))
+    return named
