@@ -1,5 +1,6 @@
-"""Diagnosis accuracy on labelled real-world failure text: the development corpus
-and the held-out one (tests/data/corpus/holdout.jsonl), side by side.
+"""Diagnosis accuracy on labelled real-world failure text: the development corpora,
+the held-out one (tests/data/corpus/holdout.jsonl) and the first-seen batches
+(tests/data/corpus/first_seen/), side by side.
 
 The held-out corpus is real failure text from public issue threads that the
 development corpus does not cite; a signature written for one row's words
@@ -8,15 +9,20 @@ is the measure of how well the playbooks generalize. The metrics are those of
 the shared scorer (`score-corpus`): `accuracy` (primary equals the label,
 `none` expects no finding), `accuracy_clear` (over rows not marked ambiguous),
 `secondary_recall` (labelled secondary found among primary and secondary),
-`unsafe` (offered actions wrong for the label) and `errors`. The engine runs
-in-process on each row's text, exactly as `pitcrew diagnose -` reads it.
+`unsafe` (offered actions wrong for the label), `errors`, `oot_said_unknown`
+(rows labelled `out_of_taxonomy`, a real failure no class covers, answered
+"pitcrew does not know this failure" with its lines: right, and counted as hits),
+`false_alarms` (healthy rows given a class) and `unknown_alarms` (healthy rows
+answered "does not know"). The engine runs in-process on each row's text,
+exactly as `pitcrew diagnose -` reads it.
 
     .venv/bin/python bench/corpus.py [CORPUS.jsonl ...] [--details]
 
-Without arguments it scores the held-out corpus and, when present, the shared
-development corpus (`../shared/corpus/dev.jsonl` beside the checkout). One
-line per corpus: `corpus=NAME accuracy=… accuracy_clear=… secondary_recall=…
-unsafe=N errors=N n=N n_clear=N`.
+Without arguments it scores the shared development corpora when present
+(`../shared/corpus/dev.jsonl` and `dev2.jsonl` beside the checkout), the
+held-out corpus and every first-seen batch. One line per corpus:
+`corpus=NAME accuracy=… accuracy_clear=… secondary_recall=… unsafe=N errors=N
+n=N n_clear=N oot_said_unknown=N/N false_alarms=N/N unknown_alarms=N/N`.
 """
 
 from __future__ import annotations
@@ -34,12 +40,14 @@ from bot.core.errors import PitcrewError
 from bot.core.inputs.reader import read_stream
 
 ROOT = Path(__file__).resolve().parent.parent
-HOLDOUT = ROOT / "tests" / "data" / "corpus" / "holdout.jsonl"
-DEV_CANDIDATES = (
-    ROOT.parent / "shared" / "corpus" / "dev.jsonl",
-    ROOT.parent.parent / "shared" / "corpus" / "dev.jsonl",
-)
+CORPORA = ROOT / "tests" / "data" / "corpus"
+HOLDOUT = CORPORA / "holdout.jsonl"
+FIRST_SEEN = CORPORA / "first_seen"
+SHARED_CANDIDATES = (ROOT.parent / "shared" / "corpus", ROOT.parent.parent / "shared" / "corpus")
+SHARED_NAMES = ("dev.jsonl", "dev2.jsonl")
 MEMORY = {"pod_oom_killed", "ray_memory_monitor_oom"}
+OOT = "out_of_taxonomy"
+"""The label of a real failure no class covers: the right answer is "does not know"."""
 
 
 @dataclass
@@ -52,6 +60,11 @@ class Score:
     sec_found: int = 0
     unsafe: int = 0
     errors: int = 0
+    oot: int = 0
+    oot_ok: int = 0
+    healthy: int = 0
+    alarms: int = 0
+    unknown_alarms: int = 0
     misses: list[str] = field(default_factory=list)
 
     def line(self, name: str) -> str:
@@ -61,7 +74,9 @@ class Score:
         return (
             f"corpus={name} accuracy={acc:.3f} accuracy_clear={clear:.3f} "
             f"secondary_recall={rec:.3f} unsafe={self.unsafe} errors={self.errors} "
-            f"n={self.n} n_clear={self.n_clear}"
+            f"n={self.n} n_clear={self.n_clear} oot_said_unknown={self.oot_ok}/{self.oot} "
+            f"false_alarms={self.alarms}/{self.healthy} "
+            f"unknown_alarms={self.unknown_alarms}/{self.healthy}"
         )
 
 
@@ -73,7 +88,7 @@ def unsafe_actions(label: str, out: dict[str, Any]) -> list[str]:
             continue
         name = action.get("action", "")
         if (
-            label == "none"
+            label in ("none", OOT)
             or (name == "ray.kill_actor" and label != "named_actor_conflict")
             or (name == "k8s.bump_memory" and label not in MEMORY)
         ):
@@ -95,7 +110,15 @@ def score_row(engine: Engine, row: dict[str, Any], score: Score) -> None:
         return
     label = row["primary_class"]
     got = out.get("primary")
-    hit = got == (None if label == "none" else label)
+    hit = got == (None if label in ("none", OOT) else label)
+    if label == OOT:
+        hit = hit and bool(out.get("unknown"))
+        score.oot += 1
+        score.oot_ok += hit
+    if label == "none":
+        score.healthy += 1
+        score.alarms += got is not None
+        score.unknown_alarms += got is None and bool(out.get("unknown"))
     score.ok += hit
     if not row.get("ambiguous") and not row.get("not_ray_k8s"):
         score.n_clear += 1
@@ -133,8 +156,9 @@ def shared_threads(corpora: list[Path]) -> list[str]:
 
 
 def default_corpora() -> list[Path]:
-    dev = [p for p in DEV_CANDIDATES if p.is_file()][:1]
-    return [*dev, HOLDOUT]
+    shared = next((d for d in SHARED_CANDIDATES if d.is_dir()), None)
+    dev = [shared / name for name in SHARED_NAMES if shared and (shared / name).is_file()]
+    return [*dev, HOLDOUT, *sorted(FIRST_SEEN.glob("batch-*.jsonl"))]
 
 
 def main() -> None:
