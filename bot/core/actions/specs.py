@@ -71,6 +71,10 @@ class ActionSpec:
         model: type[ActionParams] = getattr(params, self.params_model)
         return model
 
+    def param_names(self) -> tuple[str, ...]:
+        """The parameters this action takes, in the order its model declares them."""
+        return tuple(self.params.model_fields)
+
 
 def _bump_preview(p: BumpMemory) -> str:
     path = {

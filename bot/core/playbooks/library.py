@@ -1,13 +1,14 @@
-"""Playbooks as the core uses them: plain values, made from validated files.
+"""A playbook: the one model of a failure class, as the core uses it and as its file says it.
 
-A playbook is data (one YAML file) describing a failure class: what it looks
-like, how to explain it, which remediations it may offer and under which
-guards, and examples that prove it. Its schema, its parsing and the checks that
-make a bad playbook fail at load with `file:line: field: reason` are
-`bot.core.playbooks.schema`; what they make are the values here, which need
-neither pydantic nor PyYAML nor Jinja, so a library kept in the user's cache
-(`bot.adapters.files.playbooks`) is read back without them. Each class here has
-the fields of the schema's model of the same name (a test holds them together).
+A playbook is data (one YAML file) describing a failure class: what it looks like,
+how to explain it, which remediations it may offer and under which guards, and
+examples that prove it. Its values are the frozen dataclasses here, and so are its
+rules: each field's constraints and description sit in its `metadata`, a rule of our
+own in its type (`Check`, `OneOf`: `bot.core.validation`), a rule across fields in
+`__post_init__`. `bot.core.playbooks.schema` reads a file into them (pydantic, PyYAML,
+Jinja, loaded then) and says each problem as `file:line: field: reason`; a library kept
+in the user's cache (`bot.adapters.files.playbooks`) is read back as these values,
+checked when their file was read, without any of those packages.
 """
 
 from __future__ import annotations
@@ -16,30 +17,130 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Literal
+from typing import Annotated, Literal
 
+from bot.core import linear
+from bot.core.actions.specs import ACTION_SPECS, FACTS
 from bot.core.errors import PlaybookError
 from bot.core.model import SourceKind
 from bot.core.taxonomy import Category
+from bot.core.validation import STRICT, Check, OneOf
 
 NOISE_FILE = "noise.yaml"
+_ID = r"^[a-z0-9][a-z0-9-]*[a-z0-9]$"
+_NAME = r"^[a-z0-9][a-z0-9_-]*$"
+
+
+def regex_runs(value: str) -> str:
+    """A regex that compiles and that RE2 runs in linear time (`bot.core.linear`)."""
+    try:
+        re.compile(value)
+    except re.error as error:
+        raise ValueError(f"regex does not compile: {error}") from None
+    try:
+        linear.check(value)
+    except linear.LinearError as error:
+        raise ValueError(f"regex {value!r}: {error}") from None
+    return value
+
+
+def template_compiles(value: str) -> str:
+    """A Jinja template the sandbox compiles (Jinja is loaded to check it)."""
+    import jinja2
+
+    from bot.core.playbooks.templating import compile_template
+
+    try:
+        compile_template(value)
+    except jinja2.TemplateSyntaxError as error:
+        raise ValueError(f"template line {error.lineno}: {error.message}") from None
+    return value
+
+
+def _known_action(value: str) -> str:
+    if value not in ACTION_SPECS:
+        raise ValueError(f"unknown action {value!r}; known: {', '.join(sorted(ACTION_SPECS))}")
+    return value
+
+
+def _known_fact(value: str) -> str:
+    if value not in FACTS:
+        raise ValueError(f"unknown fact {value!r}; known: {', '.join(sorted(FACTS))}")
+    return value
+
+
+def _names_unique(signatures: list[Signature]) -> list[Signature]:
+    seen: set[str] = set()
+    for signature in signatures:
+        if signature.name in seen:
+            raise ValueError(f"signature name {signature.name!r} is used twice")
+        seen.add(signature.name)
+    return signatures
+
+
+Regex = Annotated[str, Check(regex_runs)]
+
+
+def _each_regex_runs(values: dict[str, str]) -> dict[str, str]:
+    for pattern in values.values():
+        regex_runs(pattern)
+    return values
 
 
 @dataclass(frozen=True, kw_only=True)
 class Signature:
     """One way a failure shows itself. Every condition given must hold."""
 
-    name: str
-    sources: list[SourceKind] = field(default_factory=list)
-    reason: str | None = None
-    not_reason: str | None = None
-    fields: dict[str, str] = field(default_factory=dict)
-    regex: str | None = None
+    __pydantic_config__ = STRICT
+
+    name: str = field(metadata={"pattern": _NAME, "description": "unique within the playbook"})
+    sources: list[SourceKind] = field(
+        default_factory=list, metadata={"description": "where it may appear; empty means anywhere"}
+    )
+    reason: Regex | None = field(
+        default=None, metadata={"description": "regex that must match the whole signal reason"}
+    )
+    not_reason: Regex | None = field(
+        default=None,
+        metadata={"description": "regex that must not match the whole signal reason"},
+    )
+    fields: Annotated[dict[str, str], Check(_each_regex_runs)] = field(
+        default_factory=dict,
+        metadata={"description": "field name -> regex matching the whole value"},
+    )
+    regex: Regex | None = field(
+        default=None,
+        metadata={
+            "description": "regex searched in the text; named groups become captures; "
+            "may span lines"
+        },
+    )
     ignore_case: bool = False
-    unless: list[str] = field(default_factory=list)
-    weak: bool = False
-    otherwise: Category | None = None
-    suppressed_by: list[Category] = field(default_factory=list)
+    unless: list[Regex] = field(
+        default_factory=list,
+        metadata={"description": "regexes; a match whose evidence matches one is benign"},
+    )
+    weak: bool = field(
+        default=False,
+        metadata={
+            "description": "suggestive only: counts when a strong signature of the "
+            "category matched too"
+        },
+    )
+    otherwise: Category | None = field(
+        default=None,
+        metadata={"description": "the category a weak match alone is reported as (else dropped)"},
+    )
+    suppressed_by: list[Category] = field(
+        default_factory=list,
+        metadata={"description": "dropped when any of these categories is found too"},
+    )
+
+    def __post_init__(self) -> None:
+        if self.reason is None and not self.fields and self.regex is None:
+            raise ValueError("a signature needs at least one of reason, fields, regex")
+        if self.otherwise is not None and not self.weak:
+            raise ValueError("`otherwise` applies only to a weak signature")
 
     @property
     def captures(self) -> frozenset[str]:
@@ -50,7 +151,11 @@ class Signature:
 class PrimaryGuard:
     """Offered only when this finding is the root cause."""
 
-    primary: Literal[True]
+    __pydantic_config__ = STRICT
+
+    primary: Literal[True] = field(
+        metadata={"description": "offered only when this finding is the root cause"}
+    )
     reason: str | None = None
 
 
@@ -58,7 +163,11 @@ class PrimaryGuard:
 class EvidenceGuard:
     """Offered only when one of these categories is found too."""
 
-    evidence_of: list[Category]
+    __pydantic_config__ = STRICT
+
+    evidence_of: list[Category] = field(
+        metadata={"min_length": 1, "description": "one of these must be found"}
+    )
     reason: str | None = None
 
 
@@ -66,7 +175,11 @@ class EvidenceGuard:
 class NoEvidenceGuard:
     """Offered only when none of these categories is found."""
 
-    no_evidence_of: list[Category]
+    __pydantic_config__ = STRICT
+
+    no_evidence_of: list[Category] = field(
+        metadata={"min_length": 1, "description": "none of these may be found"}
+    )
     reason: str | None = None
 
 
@@ -74,49 +187,101 @@ class NoEvidenceGuard:
 class CaptureGuard:
     """Offered only when a capture or signal field matches (or does not match) a regex."""
 
-    capture: str
-    matches: str | None = None
-    not_matches: str | None = None
-    reason: str
+    __pydantic_config__ = STRICT
+
+    capture: str = field(metadata={"description": "a capture or signal field"})
+    matches: Regex | None = field(
+        default=None, metadata={"description": "regex the value must match"}
+    )
+    not_matches: Regex | None = field(
+        default=None, metadata={"description": "regex the value must not match"}
+    )
+    reason: str = field(metadata={"description": "why the action is withheld when the guard fails"})
+
+    def __post_init__(self) -> None:
+        if (self.matches is None) == (self.not_matches is None):
+            raise ValueError("a capture guard needs exactly one of matches, not_matches")
 
 
 @dataclass(frozen=True, kw_only=True)
 class FactGuard:
     """Offered only when a live fact, checked against the cluster, holds."""
 
-    fact: str
+    __pydantic_config__ = STRICT
+
+    fact: Annotated[str, Check(_known_fact)] = field(
+        metadata={"description": "a live fact checked against the cluster"}
+    )
     reason: str | None = None
 
 
 Guard = PrimaryGuard | EvidenceGuard | NoEvidenceGuard | CaptureGuard | FactGuard
+GUARDS = OneOf(
+    {
+        "primary": PrimaryGuard,
+        "evidence_of": EvidenceGuard,
+        "no_evidence_of": NoEvidenceGuard,
+        "capture": CaptureGuard,
+        "fact": FactGuard,
+    },
+    "a guard is one of primary, evidence_of, no_evidence_of, capture, fact",
+)
 
 
 @dataclass(frozen=True, kw_only=True)
 class ActionRule:
     """An action the playbook may offer; string params are templates over the finding."""
 
-    action: str
+    __pydantic_config__ = STRICT
+
+    action: Annotated[str, Check(_known_action)]
     params: dict[str, str | int | float | bool] = field(default_factory=dict)
-    guards: list[Guard] = field(default_factory=list)
+    guards: list[Annotated[Guard, GUARDS]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        spec = ACTION_SPECS.get(self.action)
+        known = spec.param_names() if spec else ()
+        unknown = sorted(set(self.params) - set(known))
+        if spec and unknown:
+            raise ValueError(
+                f"{self.action} has no parameter {', '.join(unknown)}; it takes {', '.join(known)}"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
 class EvidenceSpec:
     """How many evidence lines a finding keeps, with how much context."""
 
-    max_lines: int = 5
-    context_before: int = 0
-    context_after: int = 0
+    __pydantic_config__ = STRICT
+
+    max_lines: int = field(default=5, metadata={"ge": 1, "le": 50})
+    context_before: int = field(default=0, metadata={"ge": 0, "le": 20})
+    context_after: int = field(default=0, metadata={"ge": 0, "le": 20})
 
 
 @dataclass(frozen=True, kw_only=True)
 class Expect:
     """What an example must produce."""
 
-    match: bool
-    symptom_of: Category | None = None
-    captures: dict[str, str] = field(default_factory=dict)
-    primary: Category | Literal["none"] | None = None
+    __pydantic_config__ = STRICT
+
+    match: bool = field(
+        metadata={
+            "description": "this playbook must (or must not) produce a finding of its own; "
+            "a finding listed only as another finding's symptom does not count as one"
+        }
+    )
+    symptom_of: Category | None = field(
+        default=None,
+        metadata={"description": "the finding is listed as a symptom of this category"},
+    )
+    captures: dict[str, str] = field(
+        default_factory=dict, metadata={"description": "a subset that must match"}
+    )
+    primary: Category | Literal["none"] | None = field(
+        default=None,
+        metadata={"description": "the primary category of the whole example (`none`: no failure)"},
+    )
     offered: list[str] = field(default_factory=list)
     withheld: list[str] = field(default_factory=list)
 
@@ -125,8 +290,12 @@ class Expect:
 class Example:
     """An input of the playbook's own, and what diagnosing it must give."""
 
-    name: str
-    input: str
+    __pydantic_config__ = STRICT
+
+    name: str = field(metadata={"min_length": 1})
+    input: str = field(
+        metadata={"min_length": 1, "description": "any input `pitcrew diagnose` accepts"}
+    )
     expect: Expect
 
 
@@ -134,26 +303,42 @@ class Example:
 class Playbook:
     """One failure class: how to recognise it, explain it and what may be done about it."""
 
-    id: str
-    title: str
+    __pydantic_config__ = STRICT
+
+    id: str = field(metadata={"pattern": _ID})
+    title: str = field(metadata={"min_length": 3, "max_length": 150})
     category: Category
     severity: Literal["info", "warning", "error", "critical"]
     description: str = ""
-    match: list[Signature]
-    unless: list[str] = field(default_factory=list)
+    match: Annotated[list[Signature], Check(_names_unique)] = field(metadata={"min_length": 1})
+    unless: list[Regex] = field(
+        default_factory=list,
+        metadata={
+            "description": "regexes; a match of any signature whose evidence matches one is benign"
+        },
+    )
     evidence: EvidenceSpec = field(default_factory=EvidenceSpec)
-    diagnosis: str
-    remediation: list[str] = field(default_factory=list)
+    diagnosis: Annotated[str, Check(template_compiles)] = field(
+        metadata={"min_length": 1, "description": "Jinja2 template"}
+    )
+    remediation: list[str] = field(
+        default_factory=list, metadata={"description": "suggested steps for people"}
+    )
     actions: list[ActionRule] = field(default_factory=list)
     runbook: list[str] = field(default_factory=list)
-    examples: list[Example]
+    examples: list[Example] = field(metadata={"min_length": 1})
 
 
 @dataclass(frozen=True, kw_only=True)
 class NoiseRule:
-    """A benign line (TAXONOMY.md §1.26): a candidate match on it is dropped."""
+    """A benign line (docs/failure-classes.md, "Benign noise"): a candidate match on it is
+    dropped."""
 
-    regex: str
+    __pydantic_config__ = STRICT
+
+    regex: Regex = field(
+        metadata={"description": "regex of a benign line: a candidate match on it is dropped"}
+    )
     why: str
 
 
