@@ -2,7 +2,7 @@
 helpers (printf verbs and expressions to `{name}`), and merging a project's releases into
 inventory entries with every wording and the releases that print it.
 
-Why this exists: the inventory (`playbooks/inventory/*.yaml`) is read mechanically from
+Why this exists: the inventory (`playbooks/inventory/*.jsonl`) is read mechanically from
 the emitting projects' source at release tags; these are the rules that turn a call
 site into a template, so that the same rules apply to Go, C/C++ and Python.
 """

@@ -13,8 +13,9 @@ dictionary look-ups, and nothing is built until the first line is asked about. P
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from bot.core.diagnosis.unmatched import FailureLine
@@ -25,6 +26,7 @@ MIN_PARTIAL = 24
 """A line holding only some of a message's parts (cut by a wrap) must hold this many of
 its literal characters, and half of them."""
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{3,}")
+_PART = re.compile(r"(\{\{|\}\}|\{[a-z_][a-z0-9_]*\})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +34,7 @@ class KnownMessage:
     """An inventory entry as the matcher needs it: what to name and its wordings' parts."""
 
     key: str
-    """`<file>#<id>`."""
+    """`<file's name without .jsonl>#<id>`."""
     emitter: str
     verdict: str
     wordings: tuple[tuple[str, ...], ...]
@@ -126,3 +128,41 @@ def name_lines(known: KnownMessages, lines: Sequence[FailureLine]) -> list[Failu
         elif not (hit.whole and hit.message.verdict == BENIGN):
             named.append(replace(line, text=f"{line.text}  ({hit.label})"))
     return named
+
+
+def inventory_key(file: str, entry_id: str) -> str:
+    """How an answer names an inventory entry: `<file's name without .jsonl>#<id>`."""
+    name = file.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".jsonl")
+    return f"{name}#{entry_id}"
+
+
+def literal_parts(template: str) -> tuple[str, ...]:
+    """The literal text between a template's placeholders, whitespace collapsed (the
+    invariant parts a line is held to)."""
+    parts: list[str] = []
+    current = ""
+    for token in _PART.split(template):
+        if token in ("{{", "}}"):
+            current += token[0]
+        elif _PART.fullmatch(token):
+            parts.append(current)
+            current = ""
+        else:
+            current += token
+    parts.append(current)
+    return tuple(" ".join(p.split()) for p in parts if p.strip())
+
+
+def read_known(text: str, file: str) -> Iterator[KnownMessage]:
+    """An inventory file's messages as the matcher needs them, read without checking the
+    file (`pitcrew playbooks check` and the tests check it: `bot.core.quality.inventory`):
+    a line that is not such an entry is passed over."""
+    for raw in text.split("\n")[1:]:
+        try:
+            item = json.loads(raw)
+            wordings = tuple(literal_parts(w["template"]) for w in item["wordings"])
+            yield KnownMessage(
+                inventory_key(file, item["id"]), item["emitter"], item["verdict"], wordings
+            )
+        except (ValueError, KeyError, TypeError):
+            continue

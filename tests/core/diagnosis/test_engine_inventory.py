@@ -8,7 +8,7 @@ from bot.core.diagnosis.engine import Engine, to_json
 from bot.core.diagnosis.known_messages import KnownMessage, KnownMessages, known_messages
 
 SECRET = KnownMessage(
-    "kubernetes.yaml#kubelet-couldn-t-find-key-in-secret",
+    "kubernetes#kubelet-couldn-t-find-key-in-secret",
     "kubelet",
     "pod_config_error",
     (("couldn't find key", "in Secret", "/"),),
@@ -28,7 +28,7 @@ def test_the_inventory_is_read_only_for_a_line_no_playbook_knows() -> None:
     diagnosis = engine.diagnose_text("ERROR: couldn't find key password in Secret ml/db-creds\n")
     assert to_json(diagnosis)["unknown"] == [
         "<text>:1  ERROR: couldn't find key password in Secret ml/db-creds  (known as "
-        "kubernetes.yaml#kubelet-couldn-t-find-key-in-secret (kubelet))"
+        "kubernetes#kubelet-couldn-t-find-key-in-secret (kubelet))"
     ]
     engine.diagnose_text("ERROR: couldn't find key token in Secret ml/api\n")
     assert asked == [1]

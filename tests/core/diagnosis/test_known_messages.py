@@ -8,13 +8,13 @@ from bot.core.diagnosis.known_messages import KnownMessage, found, known_message
 from bot.core.diagnosis.unmatched import FailureLine
 
 SECRET = KnownMessage(
-    "kubernetes.yaml#kubelet-couldn-t-find-key-in-secret",
+    "kubernetes#kubelet-couldn-t-find-key-in-secret",
     "kubelet",
     "pod_config_error",
     (("couldn't find key", "in Secret", "/"),),
 )
 GCS = KnownMessage(
-    "ray-python.yaml#ray-core-python-failed-to-connect-to-gcs",
+    "ray-python#ray-core-python-failed-to-connect-to-gcs",
     "ray-core-python",
     "gcs_unreachable",
     (
@@ -23,7 +23,7 @@ GCS = KnownMessage(
     ),
 )
 DEPRECATED = KnownMessage(
-    "containerd.yaml#containerd-cri-auths-is-deprecated-please-use-configs-instead",
+    "containerd#containerd-cri-auths-is-deprecated-please-use-configs-instead",
     "containerd-cri",
     "none",
     (("`auths` is deprecated, please use `configs` instead",),),
@@ -85,7 +85,7 @@ def test_the_unknown_answer_names_the_entry_and_leaves_out_a_benign_one() -> Non
     ]
     assert [line.text for line in name_lines(KNOWN, lines)] == [
         "ERROR couldn't find key password in Secret ml/db-creds  (known as "
-        "kubernetes.yaml#kubelet-couldn-t-find-key-in-secret (kubelet))",
+        "kubernetes#kubelet-couldn-t-find-key-in-secret (kubelet))",
         "ERROR something nobody printed before",
     ]
 
