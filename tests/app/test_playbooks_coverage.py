@@ -72,6 +72,39 @@ def test_the_command_prints_each_class_and_carrier_and_lists_every_miss(tmp_path
     assert "pitcrew: below --fail-under: bare: 50.0% < 97%" in result.stderr
 
 
+WORDED = """\
+project: ray
+entries:
+  - id: store-full
+    class: object_store_full
+    signature: object-store-full/in-scope-objects
+    emitter: core_worker
+    kind: log
+    source: python/ray/exceptions.py
+    versions: "ray-1.0.0 - ray-2.9.3"
+    message: &current "The local object store is full of objects that are still in scope and cannot be evicted."
+    wordings:
+      - template: "the plasma arena has no room left"
+        versions: "ray-0.8.0 - ray-0.8.7"
+      - template: *current
+        versions: "ray-1.0.0 - ray-2.9.3"
+"""
+
+
+@pytest.mark.slow
+def test_every_wording_is_carried_and_a_miss_names_its_wording(tmp_path: Path) -> None:
+    (tmp_path / "ray.yaml").write_text(WORDED)
+    result = pitcrew("playbooks", "coverage", "--catalogue", str(tmp_path))
+    lines = result.stdout.splitlines()
+    assert lines[1] == "object_store_full                      1       19      52.6%"
+    assert "wordings: 2 (1 entries with more than one, read at their release tags)" in lines
+    assert (
+        "  ray.yaml#store-full~0 (ray-0.8.0 - ray-0.8.7)  bare  wanted object_store_full,"
+        " answered none"
+    ) in lines
+    assert not any("store-full~1" in line for line in lines)
+
+
 def test_a_bad_catalogue_file_is_an_error_naming_it(tmp_path: Path) -> None:
     (tmp_path / "ray.yaml").write_text(CATALOGUE.replace("kind: log", "kind: logg", 1))
     result = pitcrew("playbooks", "coverage", "--sample", "0", "--catalogue", str(tmp_path))

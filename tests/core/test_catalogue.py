@@ -209,3 +209,81 @@ def test_status_carriers_give_the_object_kind_its_status_fields() -> None:
         'status:\n  jobDeploymentStatus: "Failed"\n  jobStatus: "FAILED"\n'
         '  reason: "DeadlineExceeded"\n  message: "The RayJob has passed"'
     )
+
+
+WORDINGS = """\
+project: ray
+entries:
+  - id: gcs-check-alive
+    class: node_lost_preemption
+    signature: node-lost-preemption/raylet-health-check
+    emitter: gcs
+    kind: log
+    source: src/ray/gcs/gcs_server/gcs_health_check_manager.cc
+    versions: "ray-2.9.0 - ray-2.52.0"
+    message: &current "Node {node_id} is dead and address: {ip}"
+    wordings:
+      - template: "Node {node_id} is dead and ip: {ip}"
+        versions: "ray-2.0.0 - ray-2.8.1"
+        source: src/ray/gcs/gcs_server/gcs_node_manager.cc
+        values: {ip: "10.0.0.1"}
+      - template: *current
+        versions: "ray-2.9.0 - ray-2.52.0"
+"""
+
+
+def test_an_entry_keeps_every_wording_with_its_file_and_tags() -> None:
+    (item,) = parse_catalogue(WORDINGS, "cat.yaml")
+    old, new = item.entry.every_wording
+    assert (old.source, old.versions) == (
+        "src/ray/gcs/gcs_server/gcs_node_manager.cc",
+        "ray-2.0.0 - ray-2.8.1",
+    )
+    assert new.template == item.entry.message
+    assert fill(item.entry, old) == (
+        "Node c8f0a3e2d6b1f4a97e5d0c3b2a1f9e8d7c6b5a40 is dead and ip: 10.0.0.1"
+    )
+    assert fill(item.entry, new).endswith("and address: 10.4.3.21")
+
+
+def test_an_entry_without_wordings_has_its_message_as_its_one_wording() -> None:
+    (item,) = parse_catalogue(GOOD, "cat.yaml")
+    (only,) = item.entry.every_wording
+    assert (only.template, only.versions) == (item.entry.message, "2.9.0-2.52.0")
+
+
+@pytest.mark.parametrize(
+    ("edit", "error"),
+    [
+        (
+            ("- template: *current", "- template: Node {node_id} is gone"),
+            "cat.yaml:11: entry 'gcs-check-alive': wordings: the message is none of the"
+            " wordings: list it as one (`message: &current ...`, then `- template: *current`)",
+        ),
+        (
+            ("- template: *current", '- template: "Node {node_id} is dead and ip: {ip}"'),
+            "cat.yaml:11: entry 'gcs-check-alive': wordings: wordings 0 and 1 are the same text",
+        ),
+        (
+            ('values: {ip: "10.0.0.1"}', 'values: {port: "1"}'),
+            "cat.yaml:12: entry 'gcs-check-alive': wordings.0: values name no placeholder of"
+            " the template: port",
+        ),
+        (
+            ('        versions: "ray-2.0.0 - ray-2.8.1"\n', ""),
+            "cat.yaml:12: entry 'gcs-check-alive': wordings.0.versions: required key is missing",
+        ),
+        (
+            ("is dead and ip: {ip}", "is dead and ip: {ip"),
+            "cat.yaml:12: entry 'gcs-check-alive': wordings.0.template: lone '{' at offset",
+        ),
+    ],
+)
+def test_a_bad_wording_names_the_file_line_entry_and_problem(
+    edit: tuple[str, str], error: str
+) -> None:
+    text = WORDINGS.replace(*edit)
+    assert text != WORDINGS
+    with pytest.raises(PlaybookError) as raised:
+        parse_catalogue(text, "cat.yaml")
+    assert str(raised.value).startswith(error), str(raised.value)

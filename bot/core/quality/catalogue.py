@@ -7,8 +7,11 @@ here has seen. Each entry (one YAML file per project or area under
 `playbooks/catalogue/`) is one message read from its project's source: the
 text with `{name}` marking its variable parts, the file and versions that print
 it, the TAXONOMY class it must classify to and the playbook signature that must
-recognize it. `bot.core.quality.carriers` wraps each filled message the ways it reaches
-a user; `bot.core.quality.coverage` checks every carried text classifies to its class.
+recognize it. A message reworded across releases keeps every wording
+(`wordings`: each template with the file and release tags that print it), so a
+signature is held to what every release prints, not to the newest text alone.
+`bot.core.quality.carriers` wraps each filled wording the ways it reaches a user;
+`bot.core.quality.coverage` checks every carried text classifies to its class.
 Pure: a file's text in, entries out; a bad file fails with its name, line and
 the entry's id.
 """
@@ -20,7 +23,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from bot.core.errors import PlaybookError
 from bot.core.playbooks.schema import parse_document
@@ -53,6 +64,34 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
+class Wording(_Strict):
+    """One way a release printed the entry's message: its provenance and its text."""
+
+    template: str = Field(min_length=1, description="the text; `{name}` marks a variable part")
+    versions: str = Field(
+        min_length=1, description="the release tags that print it, oldest-newest, as read"
+    )
+    source: str | None = Field(
+        default=None, min_length=1, description="the file at those tags, when not the entry's"
+    )
+    values: dict[str, str] = Field(
+        default_factory=dict, description="fills for placeholders only this wording has"
+    )
+
+    @field_validator("template")
+    @classmethod
+    def _placeholders_close(cls, template: str) -> str:
+        placeholders(template)
+        return template
+
+    @model_validator(mode="after")
+    def _own_values(self) -> Wording:
+        stray = sorted(set(self.values) - placeholders(self.template))
+        if stray:
+            raise ValueError(f"values name no placeholder of the template: {', '.join(stray)}")
+        return self
+
+
 class Entry(_Strict):
     """One message a system prints, as read from its source."""
 
@@ -67,6 +106,10 @@ class Entry(_Strict):
     versions: str = Field(min_length=1, description="the versions that print it, as read")
     message: str = Field(min_length=1, description="the text; `{name}` marks a variable part")
     values: dict[str, str] = Field(default_factory=dict, description="plausible fills")
+    wordings: list[Wording] = Field(
+        default_factory=list,
+        description="every wording across releases, the entry's `message` among them",
+    )
     reason: str | None = Field(
         default=None,
         pattern=r"^[A-Z][A-Za-z0-9]*$",
@@ -86,10 +129,39 @@ class Entry(_Strict):
         if self.kind == "log" and (self.reason is not None or self.object is not None):
             raise ValueError("`reason` and `object` apply to event and status entries only")
         names = placeholders(self.message)
+        for wording in self.wordings:
+            names |= placeholders(wording.template)
         unknown = sorted(set(self.values) - names)
         if unknown:
             raise ValueError(f"values name no placeholder of the message: {', '.join(unknown)}")
         return self
+
+    @field_validator("wordings")
+    @classmethod
+    def _message_among_wordings(
+        cls, wordings: list[Wording], info: ValidationInfo
+    ) -> list[Wording]:
+        if not wordings:
+            return wordings
+        seen: dict[str, int] = {}
+        for index, wording in enumerate(wordings):
+            if wording.template in seen:
+                raise ValueError(f"wordings {seen[wording.template]} and {index} are the same text")
+            seen[wording.template] = index
+        message = info.data.get("message")
+        if message is not None and message not in seen:
+            raise ValueError(
+                "the message is none of the wordings: list it as one"
+                " (`message: &current ...`, then `- template: *current`)"
+            )
+        return wordings
+
+    @property
+    def every_wording(self) -> tuple[Wording, ...]:
+        """The wordings to hold a signature to: the listed ones, else the message alone."""
+        if self.wordings:
+            return tuple(self.wordings)
+        return (Wording(template=self.message, versions=self.versions),)
 
 
 class CatalogueFile(_Strict):
@@ -126,9 +198,12 @@ def placeholders(message: str) -> set[str]:
     return names
 
 
-def fill(entry: Entry) -> str:
-    """The message with every placeholder filled: the entry's value, else one by name."""
-    return fill_text(entry.message, entry.values)
+def fill(entry: Entry, wording: Wording | None = None) -> str:
+    """The message (or one of its wordings) with every placeholder filled: the wording's
+    value, the entry's, else one by name."""
+    if wording is None:
+        return fill_text(entry.message, entry.values)
+    return fill_text(wording.template, {**entry.values, **wording.values})
 
 
 def fill_text(message: str, values: Mapping[str, str]) -> str:

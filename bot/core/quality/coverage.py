@@ -1,8 +1,9 @@
-"""`pitcrew playbooks coverage`: every catalogue entry, in every carrier, must classify
-to its class.
+"""`pitcrew playbooks coverage`: every catalogue entry, in every wording and every
+carrier, must classify to its class.
 
 Why this exists: the catalogue (`bot.core.quality.catalogue`) records what the systems
-print; this is where the playbooks are held to it. Each entry is filled,
+print; this is where the playbooks are held to it. Each wording of each entry (what
+one range of releases printed) is filled,
 carried the ways its `kind` reaches a user (`bot.core.quality.carriers`) and diagnosed
 exactly as `pitcrew diagnose` would. It is recognized when its class is the
 primary; when the entry's class is found but a class that precedes it in
@@ -23,7 +24,7 @@ from bot.core.diagnosis.analysis import diagnose
 from bot.core.diagnosis.engine import Engine
 from bot.core.inputs.reader import read_stream
 from bot.core.quality.carriers import CARRIERS, Carrier
-from bot.core.quality.catalogue import CatalogueEntry, fill
+from bot.core.quality.catalogue import CatalogueEntry, Wording, fill
 from bot.core.taxonomy import PRECEDENCE
 
 
@@ -35,9 +36,11 @@ class Verdict(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """One entry in one carrier: what pitcrew answered."""
+    """One wording of an entry in one carrier: what pitcrew answered."""
 
     entry: CatalogueEntry
+    wording: int
+    """Which of the entry's wordings (`Entry.every_wording`) was carried."""
     carrier: str
     verdict: Verdict
     answered: str
@@ -45,6 +48,14 @@ class Outcome:
     signature_hit: bool
     """The signature the entry names matched this text."""
     text: str
+
+    @property
+    def label(self) -> str:
+        """`file#id`, and for an entry of several wordings `~N (versions)` naming which."""
+        entry = self.entry.entry
+        if not entry.wordings:
+            return self.entry.key
+        return f"{self.entry.key}~{self.wording} ({entry.wordings[self.wording].versions})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +104,11 @@ class Coverage:
     def accepted(self) -> tuple[Outcome, ...]:
         return tuple(o for o in self.outcomes if o.verdict is Verdict.AS_FINDING)
 
+    @property
+    def wordings(self) -> int:
+        """The wordings carried: every entry's, counted once whatever its carriers."""
+        return len({(o.entry.key, o.wording) for o in self.outcomes})
+
     def entries_by(self, key: str) -> Counter[str]:
         seen = {o.entry.key: o.entry for o in self.outcomes}
         return Counter(
@@ -118,10 +134,14 @@ def rank(category: str) -> int:
     return len(PRECEDENCE)
 
 
-def check(engine: Engine, item: CatalogueEntry, carrier: Carrier) -> Outcome | None:
-    """`item` carried by `carrier`, diagnosed; None when the carrier does not apply."""
+def check(
+    engine: Engine, item: CatalogueEntry, carrier: Carrier, wording: int = 0
+) -> Outcome | None:
+    """`item`'s `wording` carried by `carrier`, diagnosed; None when the carrier does not
+    apply."""
     entry = item.entry
-    text = carrier.carry(entry, fill(entry))
+    chosen: Wording = entry.every_wording[wording]
+    text = carrier.carry(entry, fill(entry, chosen))
     if text is None:
         return None
     hits = engine.hits(read_stream(BytesIO(text.encode("utf-8")), f"{item.key}@{carrier.name}"))
@@ -137,7 +157,7 @@ def check(engine: Engine, item: CatalogueEntry, carrier: Carrier) -> Outcome | N
         verdict = Verdict.MISS
     named = entry.signature
     signature_hit = any(f"{h.sig.playbook_id}/{h.sig.signature.name}" == named for h in hits)
-    return Outcome(item, carrier.name, verdict, answered, signature_hit, text)
+    return Outcome(item, wording, carrier.name, verdict, answered, signature_hit, text)
 
 
 def run(engine: Engine, entries: Iterable[CatalogueEntry]) -> Coverage:
@@ -151,11 +171,12 @@ def run(engine: Engine, entries: Iterable[CatalogueEntry]) -> Coverage:
     for item in entries:
         if item.entry.signature not in known:
             unknown.append(f"{item.key}: {item.entry.signature}")
-        for carrier in CARRIERS:
-            if carrier.kind == item.entry.kind:
-                outcome = check(engine, item, carrier)
-                if outcome is not None:
-                    outcomes.append(outcome)
+        for wording in range(len(item.entry.every_wording)):
+            for carrier in CARRIERS:
+                if carrier.kind == item.entry.kind:
+                    outcome = check(engine, item, carrier, wording)
+                    if outcome is not None:
+                        outcomes.append(outcome)
     return Coverage(tuple(outcomes), tuple(unknown))
 
 
@@ -179,6 +200,11 @@ def report_lines(coverage: Coverage, verbose: bool = False) -> list[str]:
     lines.append("")
     lines.append(
         "entries by project: " + ", ".join(f"{p} {n}" for p, n in sorted(projects.items()))
+    )
+    several = len({o.entry.key for o in coverage.outcomes if o.entry.entry.wordings})
+    lines.append(
+        f"wordings: {coverage.wordings} ({several} entries with more than one, read at"
+        " their release tags)"
     )
     lines.extend(_listing("misses", coverage.misses, show_text=verbose))
     lines.extend(
@@ -205,7 +231,7 @@ def _listing(title: str, outcomes: Sequence[Outcome], show_text: bool = False) -
     lines = ["", f"{title} ({len(outcomes)}):"]
     for o in outcomes:
         lines.append(
-            f"  {o.entry.key}  {o.carrier}  wanted {o.entry.entry.category}, answered {o.answered}"
+            f"  {o.label}  {o.carrier}  wanted {o.entry.entry.category}, answered {o.answered}"
         )
         if show_text:
             lines.extend(f"      | {line}" for line in o.text.splitlines()[:12])
