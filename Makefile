@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast check lint format bench image image-test clean prometheus
+.PHONY: demo test test-fast check lint format bench image image-test clean prometheus alertmanager
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,7 +18,7 @@ $(STAMP): requirements.lock pyproject.toml
 demo: $(STAMP)
 	@if [ -t 0 ]; then $(BIN)/pitcrew demo; else $(BIN)/pitcrew demo --yes; fi
 
-test: check prometheus
+test: check prometheus alertmanager
 	$(BIN)/pitcrew playbooks test
 	$(BIN)/python -m pytest -q
 
@@ -63,3 +63,9 @@ clean:
 prometheus:
 	@command -v prometheus >/dev/null && command -v promtool >/dev/null || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus)
+
+# The Alertmanager tests run Debian's Alertmanager (and amtool) on loopback, its webhook
+# receiver pointed at `pitcrew run`.
+alertmanager:
+	@command -v prometheus-alertmanager >/dev/null && command -v amtool >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus-alertmanager)

@@ -31,7 +31,8 @@ from bot.adapters.files.playbooks import engine_of, load_builtin
 from bot.adapters.sqlite.store import Store
 from bot.app.settings.actions import ActionSettings
 from bot.core.actions import tuning
-from bot.core.incidents.correlator import Correlator, adjusted, assessor
+from bot.core.incidents.assessment import adjusted, assessor
+from bot.core.incidents.correlator import Correlator
 from bot.core.incidents.notify import NotifyConfig
 from bot.core.inputs import LogText
 from bot.core.model import ObjectRef, Report, Signal, SourceKind, frozen_map

@@ -217,6 +217,11 @@ _SECRET_MEANING = {
     ),
     "slack_app_token": "the app-level token (`xapp-…`, scope `connections:write`) for Socket Mode",
     "slack_signing_secret": "verifies requests in Slack's HTTP mode (`socket_mode: false`)",
+    "ingest_token": "what `POST /ingest` asks of clients beyond loopback: `Bearer` it",
+    "alertmanager_token": (
+        "what `POST /alertmanager` asks of every client (`alertmanager.enabled`): as "
+        "Alertmanager's `http_config.authorization` credentials, or basic auth's password"
+    ),
 }
 
 

@@ -24,9 +24,12 @@ from typing import TextIO
 
 from bot.adapters.console.chat import ConsoleChat
 from bot.adapters.files.playbooks import builtin_engine, engine_of
+from bot.adapters.http.alertmanager import PATH as ALERTMANAGER_PATH
+from bot.adapters.http.alertmanager import Receiver
+from bot.adapters.http.alertmanager import route as alertmanager_route
 from bot.adapters.http.ingest import PATH as INGEST_PATH
 from bot.adapters.http.ingest import route as ingest_route
-from bot.adapters.http.server import HealthServer
+from bot.adapters.http.server import Credentials, HealthServer
 from bot.adapters.scheduler import Intervals, Jobs, Scheduler
 from bot.adapters.sqlite.lock import StoreLock
 from bot.adapters.sqlite.store import Store
@@ -39,7 +42,8 @@ from bot.app.settings.sections import Settings
 from bot.core.actions import tuning
 from bot.core.diagnosis.engine import Engine
 from bot.core.errors import PitcrewError, StoreError
-from bot.core.incidents.correlator import Assess, Correlator, adjusted, assessor
+from bot.core.incidents.assessment import Assess, adjusted, assessor
+from bot.core.incidents.correlator import Correlator
 from bot.core.playbooks.library import Library
 from bot.daemon import live_checks
 from bot.daemon.budget import Budget, budgeted_assess
@@ -198,7 +202,7 @@ def build(
         capture=capture,
         lock=lock,
     )
-    _serve(daemon, engine.library)
+    _serve(daemon, engine.library, clock)
     return daemon
 
 
@@ -340,12 +344,14 @@ def _approvals(
     return runner, service
 
 
-def _serve(daemon: Daemon, library: Library) -> None:
-    """`POST /ingest` when enabled; a chat that takes clicks and commands (Slack) answers
-    them through the service, `/pitcrew diagnose` included."""
+def _serve(daemon: Daemon, library: Library, clock: Clock) -> None:
+    """`POST /ingest` and `POST /alertmanager` when enabled; a chat that takes clicks and
+    commands (Slack) answers them through the service, `/pitcrew diagnose` included."""
     if daemon.settings.http.ingest:
         route = ingest_route(daemon.intake)
         daemon.http.mount(INGEST_PATH, route, private=True)
+    if daemon.settings.alertmanager.enabled:
+        _receive_alerts(daemon, clock)
     bind = getattr(daemon.chat, "bind", None)
     if callable(bind):
         diagnoser = Diagnoser(daemon.settings, library, daemon.pipeline)
@@ -358,6 +364,19 @@ def _serve(daemon: Daemon, library: Library) -> None:
             bundle_writer=bundle_writer(daemon.store, bundles_dir(daemon.settings)),
             unchecked=daemon.store,  # cards posted while history did not answer
         )
+
+
+def _receive_alerts(daemon: Daemon, clock: Clock) -> None:
+    """Alertmanager's webhook on /alertmanager: the token from every client when set
+    (bearer, or basic auth's password), loopback clients only without one."""
+    settings = daemon.settings
+    token = settings.secrets.alertmanager_token
+    credentials = None
+    if token is not None:
+        credentials = Credentials(token.get_secret_value(), settings.alertmanager.username)
+    receiver = Receiver(settings.alertmanager.url, settings.store.retention.total_seconds())
+    route = alertmanager_route(daemon.intake, daemon.store, lambda: clock().timestamp(), receiver)
+    daemon.http.mount(ALERTMANAGER_PATH, route, private=True, credentials=credentials)
 
 
 def clean_up(settings: Settings, store: Store, now: datetime) -> None:

@@ -34,6 +34,7 @@ class SourceKind(StrEnum):
     RAY_ACTOR = "ray_actor"
     DRIVER_LOG = "driver_log"
     WORKER_LOG = "worker_log"
+    ALERT = "alert"  # an Alertmanager alert (bot.core.inputs.alerts)
 
 
 LOG_SOURCES = frozenset({SourceKind.DRIVER_LOG, SourceKind.WORKER_LOG})
@@ -239,6 +240,22 @@ class RayJobAttempt:
 
 
 @dataclass(frozen=True, slots=True)
+class AlertFact:
+    """An Alertmanager alert an incident's card shows: its name, state and links, and the
+    labels a silence in Alertmanager would match (`bot.core.incidents.alert_facts`)."""
+
+    name: str
+    fingerprint: str
+    status: str  # firing | resolved
+    starts_at: datetime | None = None
+    ends_at: datetime | None = None
+    summary: str = ""
+    generator_url: str = ""  # the rule's expression in Prometheus
+    external_url: str = ""  # the Alertmanager that sent it
+    labels: Mapping[str, str] = field(default_factory=lambda: EMPTY)
+
+
+@dataclass(frozen=True, slots=True)
 class Incident:
     """Findings about one workload inside a correlation window, with one primary cause."""
 
@@ -270,6 +287,7 @@ class Incident:
     notes: tuple[IncidentNote, ...] = ()
     memory: str = ""  # what the pod's memory did before the kill (bot.core.actions.memory_evidence)
     attempts: tuple[RayJobAttempt, ...] = ()  # a RayJob's runs under KubeRay's retries
+    alerts: tuple[AlertFact, ...] = ()  # the Alertmanager alerts among its evidence
 
 
 class ProposalState(StrEnum):
@@ -341,6 +359,16 @@ class ReportAction:
 
 
 @dataclass(frozen=True, slots=True)
+class ReportAlert:
+    """One alert on a card: `text` says which and how it stands; the links are URLs."""
+
+    text: str
+    source: str = ""  # generatorURL: the rule's expression in Prometheus
+    alertmanager: str = ""  # the alert in Alertmanager's UI
+    silence: str = ""  # Alertmanager's new-silence form, prefilled with the alert's labels
+
+
+@dataclass(frozen=True, slots=True)
 class Report:
     """What a card shows, neutral of the chat that renders it."""
 
@@ -369,6 +397,9 @@ class Report:
     # already have posted (an answer lost to a timeout or a crash) before posting again.
     incident_id: str = ""
     opened_at: datetime | None = None
+    # The Alertmanager alerts among the evidence, one line each (name, state, since), with
+    # their links: the rule in Prometheus, the alert in Alertmanager, a prefilled silence.
+    alerts: tuple[ReportAlert, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ class Category(StrEnum):
     PROCESS_LIMITS_EXHAUSTED = "process_limits_exhausted"
     GPU_FAULT = "gpu_fault"
     APPLICATION_ERROR = "application_error"
+    ALERT_FIRING = "alert_firing"  # a Prometheus alert no other playbook explains
 
 
 # TAXONOMY.md §3.2, most causal first; categories on one rung share a rank.
@@ -57,6 +58,7 @@ PRECEDENCE: tuple[tuple[Category, ...], ...] = (
     (Category.CRASH_LOOP_BACKOFF,),
     (Category.RAYJOB_CR_FAILURE, Category.JOB_DEADLINE_TIMEOUT),
     (Category.APPLICATION_ERROR,),
+    (Category.ALERT_FIRING,),  # the alert's own words: any class that explains it ranks first
 )
 
 # Classes §3.2 does not rank: causes in their own right, placed after the ranked

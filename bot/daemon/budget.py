@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 from bot.core.diagnosis.analysis import Facts
 from bot.core.diagnosis.classifier import Hit
 from bot.core.diagnosis.engine import Engine
-from bot.core.incidents.correlator import Assess
+from bot.core.incidents.assessment import Assess
 from bot.core.inputs import InputPart, LogText
 from bot.core.model import Diagnosis, Finding
 

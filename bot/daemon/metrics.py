@@ -58,6 +58,14 @@ class Metrics:
             ["playbook"],
             registry=r,
         )
+        self.ingest_rejected = Counter(
+            "pitcrew_ingest_rejected",
+            "Requests to /ingest and /alertmanager refused, by path and reason "
+            "(bad_credentials, unauthenticated, too_large, body_timeout, malformed, "
+            "replayed, unavailable, method)",
+            ["path", "reason"],
+            registry=r,
+        )
         self._failures(r)
 
     def _failures(self, r: CollectorRegistry) -> None:

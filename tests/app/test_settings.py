@@ -194,7 +194,8 @@ secrets:
         "F:6: notify.group_wait: expected a duration like 30s, 10m, 1h or 1h30m",
         "F:7: secrets: tokens are read only from the environment (SLACK_BOT_TOKEN or "
         "SLACK_BOT_TOKEN_FILE, SLACK_APP_TOKEN or SLACK_APP_TOKEN_FILE, SLACK_SIGNING_SECRET "
-        "or SLACK_SIGNING_SECRET_FILE, PITCREW_INGEST_TOKEN or PITCREW_INGEST_TOKEN_FILE)",
+        "or SLACK_SIGNING_SECRET_FILE, PITCREW_INGEST_TOKEN or PITCREW_INGEST_TOKEN_FILE, "
+        "PITCREW_ALERTMANAGER_TOKEN or PITCREW_ALERTMANAGER_TOKEN_FILE)",
     ]
 
 

@@ -15,7 +15,8 @@ import pytest
 
 from bot.core.actions.facts import FactAnswer
 from bot.core.diagnosis.analysis import Facts
-from bot.core.incidents.correlator import Change, Correlator, rank_only
+from bot.core.incidents.assessment import rank_only
+from bot.core.incidents.correlator import Change, Correlator
 from bot.core.model import Diagnosis, Finding
 from tests.core.test_incidents import at, oom
 from tests.core.test_owners import OWNER, driver_log, oom_of_the_rayjob

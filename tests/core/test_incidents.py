@@ -18,11 +18,11 @@ import pytest
 from pydantic import ValidationError
 
 from bot.adapters.files.playbooks import load_library
+from bot.core.incidents.assessment import assessor
 from bot.core.incidents.correlator import (
     ChangeKind,
     CorrelationConfig,
     Correlator,
-    assessor,
     incident_id,
 )
 from bot.core.incidents.workloads import workload_keys

@@ -28,7 +28,8 @@ from bot.core.actions.approvals import (
     start,
 )
 from bot.core.actions.specs import ACTION_SPECS
-from bot.core.incidents.correlator import CorrelationConfig, Correlator, assessor
+from bot.core.incidents.assessment import assessor
+from bot.core.incidents.correlator import CorrelationConfig, Correlator
 from bot.core.incidents.reports import build_report, counter, status
 from bot.core.model import (
     ActionResult,

@@ -29,7 +29,8 @@ from bot.app import wiring as app
 from bot.app.settings.loading import load
 from bot.app.settings.sections import Settings
 from bot.core.actions.facts import FactAnswer, awaiting, merged, settle
-from bot.core.incidents.correlator import ChangeKind, Correlator, assessor
+from bot.core.incidents.assessment import assessor
+from bot.core.incidents.correlator import ChangeKind, Correlator
 from bot.core.inputs.reader import read_stream
 from bot.core.model import ActionOffer, ObjectRef
 from bot.daemon.feed import Context, LiveFacts, observe

@@ -10,7 +10,8 @@ from pathlib import Path
 from bot.adapters.files.playbooks import load_library
 from bot.adapters.sqlite.store import Store
 from bot.core.diagnosis.engine import Engine
-from bot.core.incidents.correlator import Correlator, assessor
+from bot.core.incidents.assessment import assessor
+from bot.core.incidents.correlator import Correlator
 from bot.core.incidents.notify import NotifyConfig
 from bot.core.inputs import LogText
 from bot.daemon.feed import Observation, observe

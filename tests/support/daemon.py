@@ -23,7 +23,8 @@ from bot.app.settings.actions import ActionSettings
 from bot.app.settings.sections import Settings
 from bot.core.actions import tuning
 from bot.core.diagnosis.engine import Engine
-from bot.core.incidents.correlator import CorrelationConfig, Correlator, adjusted, assessor
+from bot.core.incidents.assessment import adjusted, assessor
+from bot.core.incidents.correlator import CorrelationConfig, Correlator
 from bot.core.incidents.notify import NotifyConfig
 from bot.core.inputs.reader import read_stream
 from bot.core.model import ObjectRef, Report

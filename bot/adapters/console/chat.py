@@ -51,6 +51,11 @@ def report_panel(report: Report, ref: str = "") -> Panel:
         lines.append(Text.assemble(("Also seen: ", "dim"), secondary))
     for evidence in report.evidence:
         lines.append(Text(f"  {evidence}", style="dim", no_wrap=True, overflow="ellipsis"))
+    for alert in report.alerts:
+        lines.append(Text.assemble(("Alert: ", "bold"), alert.text))
+        links = [("rule", alert.source), ("in Alertmanager", alert.alertmanager)]
+        links.append(("silence it in Alertmanager", alert.silence))
+        lines.extend(Text(f"  {name}: {url}", style="dim") for name, url in links if url)
     if report.diagnosis:
         lines.append(Text(""))
         lines.append(Text(report.diagnosis))

@@ -14,13 +14,18 @@ mounted routes run on a bounded pool of threads. The probes and /metrics are
 outside every cap and have threads of their own: slow clients holding every
 other slot cannot make the kubelet restart the pod (docs/operations.md).
 Every refusal is a JSON `{"error": ...}` with a 4xx status, logged once
-without the body. A route mounted `private` (/ingest) answers
-only loopback clients or a request bearing the configured token.
+without the body; a private route's are counted in
+`pitcrew_ingest_rejected_total{path, reason}`. A route mounted `private` (/ingest)
+answers only loopback clients or a request bearing the configured token; one mounted
+with its own `Credentials` (/alertmanager) answers only requests bearing them, as
+Alertmanager's `http_config` sends them (a bearer token, or basic auth).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import hmac
 import ipaddress
 import json
@@ -71,9 +76,45 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class Credentials:
+    """What a route takes from every client: `Authorization: Bearer TOKEN`, or (with a
+    `username`) `Authorization: Basic` of that user and TOKEN as the password."""
+
+    token: str
+    username: str = ""
+
+    def accepts(self, header: str) -> bool:
+        scheme, _, given = header.partition(" ")
+        if scheme.lower() == "bearer":
+            return _same(given.strip(), self.token)
+        if scheme.lower() == "basic" and self.username:
+            try:
+                pair = base64.b64decode(given.strip(), validate=True).decode("utf-8")
+            except (binascii.Error, UnicodeDecodeError):
+                return False
+            user, _, password = pair.partition(":")
+            return _same(user, self.username) & _same(password, self.token)
+        return False
+
+
+@dataclass(frozen=True)
 class Mounted:
     route: Route
     private: bool
+    credentials: Credentials | None = None
+
+
+# Why a private route refused a request, by its status (pitcrew_ingest_rejected_total).
+REJECTED = {
+    400: "malformed",
+    401: "bad_credentials",
+    403: "unauthenticated",
+    405: "method",
+    408: "body_timeout",
+    409: "replayed",
+    413: "too_large",
+    503: "unavailable",
+}
 
 
 class RefusedError(Exception):
@@ -120,9 +161,17 @@ class HealthServer:
     def port(self) -> int:
         return int(self._socket.getsockname()[1])
 
-    def mount(self, path: str, route: Route, *, private: bool = False) -> None:
-        """Serve POST `path` with `route`; `private`: loopback or the token only."""
-        self.routes[path] = Mounted(route, private)
+    def mount(
+        self,
+        path: str,
+        route: Route,
+        *,
+        private: bool = False,
+        credentials: Credentials | None = None,
+    ) -> None:
+        """Serve POST `path` with `route`; `private`: loopback or the token only, or
+        with `credentials`, those from every client (loopback included)."""
+        self.routes[path] = Mounted(route, private or credentials is not None, credentials)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._serve, name="pitcrew-http", daemon=True)
@@ -179,6 +228,7 @@ class HealthServer:
                 self._in_flight_on[path] -= 1
         except RefusedError as refused:
             _log_refusal(request, refused.status, refused.error)
+            self._count_refusal(path, refused.status)
             return _json(refused.status, {"error": refused.error}, close=refused.close)
         except Exception:
             log.exception("%s %s failed", request.method, request.url.path)
@@ -199,7 +249,7 @@ class HealthServer:
         if method != "POST":
             raise RefusedError(405, f"{path} takes POST")
         if mounted.private:
-            self._check_access(request)
+            self._check_access(request, mounted.credentials)
         body = await self._body(request)
         target = path + (f"?{request.url.query}" if request.url.query else "")
         headers = {k.lower(): v for k, v in request.headers.items()}
@@ -208,7 +258,14 @@ class HealthServer:
         )
         if status >= 400:
             _log_refusal(request, status, _error_of(payload))
+            self._count_refusal(path, status)
         return Response(payload, status_code=status, headers=out)
+
+    def _count_refusal(self, path: str, status: int) -> None:
+        mounted = self.routes.get(path)
+        if mounted is not None and mounted.private:
+            reason = REJECTED.get(status, str(status))
+            self.metrics.ingest_rejected.labels(path=path, reason=reason).inc()
 
     async def _get(self, path: str) -> Response:
         if path == "/metrics":
@@ -230,8 +287,17 @@ class HealthServer:
         address = getattr(address, "ipv4_mapped", None) or address
         return any(address in network for network in self._open_to)
 
-    def _check_access(self, request: Request) -> None:
+    def _check_access(self, request: Request, credentials: Credentials | None) -> None:
         given = request.headers.get("authorization", "")
+        path = request.url.path
+        if credentials is not None:
+            if not given:
+                raise RefusedError(403, f"{path} needs the credentials this daemon was given")
+            if not credentials.accepts(given):
+                raise RefusedError(
+                    401, f"{path}: the credentials are not the ones this daemon was given"
+                )
+            return
         if given:
             if self._token and hmac.compare_digest(
                 given.encode(), f"Bearer {self._token}".encode()
@@ -258,6 +324,10 @@ class HealthServer:
         except TimeoutError:
             raise RefusedError(408, "the body did not arrive in time", close=True) from None
         return b"".join(chunks)
+
+
+def _same(given: str, expected: str) -> bool:
+    return hmac.compare_digest(given.encode(), expected.encode())
 
 
 def _listen(host: str, port: int, backlog: int) -> socket.socket:

@@ -55,6 +55,8 @@ MAX_EVIDENCE_LINES = 12
 EVIDENCE_LINE = 300
 CARD_EVIDENCE_LINE = 160  # a decisive line on the card; the thread has it whole
 MAX_HISTORY_LINES = 10
+MAX_ALERTS = 8
+MAX_URL = 2000
 HISTORY_LINE = 200
 PREVIEW_TEXT = 1200
 
@@ -277,11 +279,37 @@ def _decision(report: Report, first: ReportAction | None) -> str:
     return cut("\n".join(lines), SECTION_TEXT)
 
 
-def link(url: str) -> str:
-    """A playbook's runbook URL as a Slack link, or as text when it is not plainly http(s)."""
-    if re.fullmatch(r"https?://[^\s<>|]+", url) and len(url) < 500:
-        return f"<{url.replace('&', '&amp;')}>"
+def link(url: str, label: str = "") -> str:
+    """A URL (a playbook's runbook, an alert's rule) as a Slack link, with `label` (safe
+    mrkdwn) as its text; as text when it is not plainly http(s)."""
+    if re.fullmatch(r"https?://[^\s<>|]+", url) and len(url) < MAX_URL:
+        return f"<{url.replace('&', '&amp;')}{'|' + label if label else ''}>"
     return md(url, 500)
+
+
+def _alerts(report: Report) -> str:
+    """The alerts among the evidence, each with its rule, its place in Alertmanager and
+    a prefilled silence there; then how to silence it in both worlds."""
+    if not report.alerts:
+        return ""
+    lines = ["*Alerts:*"]
+    for alert in report.alerts[:MAX_ALERTS]:
+        links = [
+            link(url, label)
+            for url, label in (
+                (alert.source, "rule"),
+                (alert.alertmanager, "Alertmanager"),
+                (alert.silence, "silence it in Alertmanager"),
+            )
+            if url
+        ]
+        lines.append(f"• {md(alert.text, 300)}" + "".join(f" · {x}" for x in links))
+    if any(a.silence for a in report.alerts):
+        lines.append(
+            "_pitcrew's Silence mutes this workload's cards; a silence in Alertmanager "
+            "mutes the alert itself, wherever Alertmanager sends it._"
+        )
+    return cut("\n".join(lines), SECTION_TEXT)
 
 
 def _where_line(report: Report) -> str:
@@ -335,6 +363,7 @@ def card_view(report: Report, options: CardOptions = CardOptions()) -> dict[str,
         "decision": _decision(report, lead),
         "lead": lead_view,
         "symptoms": cut(symptoms, SECTION_TEXT),
+        "alerts": _alerts(report),
         "evidence": cut(evidence, SECTION_TEXT),
         "actions": [a for a in actions if a is not lead_view],
         "withheld": cut(withheld, CONTEXT_TEXT),

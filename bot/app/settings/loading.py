@@ -30,6 +30,7 @@ SECRET_ENV = {
     "slack_app_token": "SLACK_APP_TOKEN",
     "slack_signing_secret": "SLACK_SIGNING_SECRET",
     "ingest_token": "PITCREW_INGEST_TOKEN",
+    "alertmanager_token": "PITCREW_ALERTMANAGER_TOKEN",
 }
 MASK = "**********"
 
@@ -296,7 +297,45 @@ def _secrets(environ: Mapping[str, str], problems: list[str]) -> Secrets:
 
 
 def _cross_checks(settings: Settings, located: Located | None, source: str) -> list[str]:
-    """Problems no single section can see: tokens the chosen chat needs."""
+    """Problems no single section can see: tokens the chosen chat and the Alertmanager
+    receiver need."""
+    return _slack_tokens(settings, located, source) + _alertmanager(settings, located, source)
+
+
+def _where(located: Located | None, source: str, *path: str) -> str:
+    line = located.line_of(path) if located else None
+    return f"{source}:{line or 1}" if located else source
+
+
+_TOKEN = "PITCREW_ALERTMANAGER_TOKEN"
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def _alertmanager(settings: Settings, located: Located | None, source: str) -> list[str]:
+    """The receiver's secret: what it needs to answer beyond loopback, and basic auth's."""
+    receiver, token = settings.alertmanager, settings.secrets.alertmanager_token
+    problems = []
+    if receiver.enabled and token is None and settings.http.host not in _LOOPBACK_HOSTS:
+        problems.append(
+            f"{_where(located, source, 'alertmanager', 'enabled')}: alertmanager.enabled: "
+            f"without {_TOKEN} (or {_TOKEN}_FILE) POST /alertmanager answers loopback "
+            f"clients only, and http.host is {settings.http.host}: set the token and send "
+            "it from Alertmanager's http_config (authorization or basic_auth)"
+        )
+    if receiver.username and token is None:
+        problems.append(
+            f"{_where(located, source, 'alertmanager', 'username')}: alertmanager.username: "
+            f"basic auth needs {_TOKEN} (or {_TOKEN}_FILE) in the environment as its password"
+        )
+    if token is not None and not receiver.enabled:
+        problems.append(
+            f"{_where(located, source, 'alertmanager')}: alertmanager.enabled: {_TOKEN} is "
+            "set but the receiver is off; set alertmanager.enabled: true, or unset the token"
+        )
+    return problems
+
+
+def _slack_tokens(settings: Settings, located: Located | None, source: str) -> list[str]:
     if settings.chat_kind != "slack":
         return []
     secrets = settings.secrets

@@ -8,11 +8,12 @@ the policy sections reuse the core's own models (`CorrelationConfig`, `NotifyCon
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from bot.app.settings.actions import ActionSettings
 from bot.app.settings.base import Closed
@@ -58,6 +59,37 @@ class HttpSettings(Closed):
     host: str = Field(default="127.0.0.1", min_length=1)
     port: int = Field(default=9464, ge=0, le=65535, description="0 picks a free port (logged)")
     ingest: bool = Field(default=True, description="accept evidence on POST /ingest")
+
+
+class AlertmanagerSettings(Closed):
+    """Alertmanager's webhook receiver (`bot.adapters.http.alertmanager`); its secret comes
+    from PITCREW_ALERTMANAGER_TOKEN or the file PITCREW_ALERTMANAGER_TOKEN_FILE names."""
+
+    enabled: bool = Field(
+        default=False,
+        description="take Alertmanager's webhook on POST /alertmanager: every request "
+        "bears the token (bearer, or basic auth's password); without one, loopback only",
+    )
+    url: str = Field(
+        default="",
+        description="Alertmanager as people open it, for the card's links to the alert "
+        "and to a prefilled silence; empty: the externalURL each notification names",
+    )
+    username: str = Field(
+        default="",
+        description="basic auth: the user Alertmanager's http_config sends, the token "
+        "its password; empty: the token as a bearer token only",
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _web_address(cls, value: str) -> str:
+        if value and not re.fullmatch(r"https?://[^\s/?#]+[^\s?#]*", value):
+            raise ValueError(
+                "expected Alertmanager's address as people open it, like "
+                f"https://alertmanager.example.com, not {value[:60]!r}"
+            )
+        return value.rstrip("/")
 
 
 class ConsoleSettings(Closed):
@@ -160,11 +192,13 @@ class Secrets(BaseModel):
     slack_app_token: SecretStr | None = None
     slack_signing_secret: SecretStr | None = None
     ingest_token: SecretStr | None = None  # /ingest from beyond loopback: `Bearer` this
+    alertmanager_token: SecretStr | None = None  # /alertmanager: bearer, or basic's password
 
 
 class Settings(Closed):
     store: StoreSettings = StoreSettings()
     http: HttpSettings = HttpSettings()
+    alertmanager: AlertmanagerSettings = AlertmanagerSettings()
     chat: ChatSettings = ChatSettings()
     correlation: CorrelationConfig = CorrelationConfig()
     notify: NotifyConfig = NotifyConfig()

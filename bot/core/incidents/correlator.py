@@ -33,21 +33,22 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bot.core.actions.facts import FactAnswer, awaiting, combined, offer_key, settle, to_confirm
-from bot.core.diagnosis import analysis
-from bot.core.diagnosis.analysis import Facts, rank_findings
-from bot.core.incidents import kuberay_retries
-from bot.core.incidents.rayjob_owners import Owner, Owners, belongs, complete
+from bot.core.incidents import alert_facts, kuberay_retries
+from bot.core.incidents.assessment import Assess, rank_only
+from bot.core.incidents.claims import Claim
+from bot.core.incidents.placements import Placements, placements_of
+from bot.core.incidents.rayjob_owners import Owner, Owners, complete
 from bot.core.incidents.tracks import EMPTY_LABELS, Track, identity, merged, trimmed, with_labels
 from bot.core.incidents.workloads import (
     Item,
@@ -65,52 +66,8 @@ from bot.core.model import (
     IncidentNote,
     IncidentState,
     NotificationKind,
-    Role,
 )
-from bot.core.playbooks.library import Library
 from bot.core.taxonomy import Category
-
-# -- assessment: ranking and offers over an incident's findings ----------------
-
-
-class Assess(Protocol):
-    """Ranks an incident's findings and decides which actions are offered, with the
-    live facts known so far."""
-
-    def __call__(self, findings: Sequence[Finding], facts: Facts | None = None) -> Diagnosis: ...
-
-
-def rank_only(findings: Sequence[Finding], facts: Facts | None = None) -> Diagnosis:
-    """An assessment without a playbook library: precedence ranking, no actions."""
-    ranked = rank_findings(findings)
-    lines = [
-        f"{'Root cause' if r.role is Role.PRIMARY else 'Also seen'}: {r.finding.title}"
-        for r in ranked
-    ]
-    return Diagnosis(ranked, (), "\n".join(lines))
-
-
-def assessor(library: Library, facts: Facts | None = None) -> Assess:
-    """Ranking plus the library's offers and explanation, exactly as
-    `bot.core.diagnosis.analysis` does for one input, re-run whenever an incident's set of
-    findings changes."""
-    known_facts: Facts = dict(facts or {})
-
-    def assess(findings: Sequence[Finding], facts: Facts | None = None) -> Diagnosis:
-        return analysis.assess(findings, library, {**known_facts, **(facts or {})})
-
-    return assess
-
-
-def adjusted(assess: Assess, adjust: Callable[[Diagnosis], Diagnosis]) -> Assess:
-    """`assess`, each diagnosis then adjusted (with the configured action values,
-    `bot.core.actions.tuning.tune`)."""
-
-    def assess_adjusted(findings: Sequence[Finding], facts: Facts | None = None) -> Diagnosis:
-        return adjust(assess(findings, facts))
-
-    return assess_adjusted
-
 
 # -- configuration and results -------------------------------------------------
 
@@ -193,10 +150,12 @@ def _duration(value: timedelta) -> str:
 class Correlator:
     """The open incidents, keyed by workload; findings in, `Change` values out.
 
-    `add` folds a finding into its workload's incident (or opens one), `own` learns
-    which RayJob a Ray submission is (`bot.core.incidents.rayjob_owners`), `healthy` resolves the
-    incidents of a workload reported healthy, `tick` resolves quiet ones. `restore`
-    reloads open incidents after a restart."""
+    `add` folds a finding into its workload's incident (or opens one; an alert that
+    resolved is a fact on the incident it joins, `bot.core.incidents.alert_facts`),
+    `own` learns which RayJob a Ray submission is (`bot.core.incidents.rayjob_owners`),
+    and a finding naming its workload and its pod or node places them there
+    (`bot.core.incidents.placements`); `healthy` resolves the incidents of a workload
+    reported healthy, `tick` resolves quiet ones. `restore` reloads open incidents."""
 
     def __init__(self, assess: Assess = rank_only, config: CorrelationConfig | None = None) -> None:
         self.config = config or CorrelationConfig()
@@ -204,6 +163,7 @@ class Correlator:
         self._tracks: dict[str, Track] = {}
         self._by_key: dict[str, str] = {}
         self._owners = Owners()
+        self._places = Placements()
 
     # -- queries ---------------------------------------------------------------
 
@@ -225,15 +185,22 @@ class Correlator:
     # -- inputs ----------------------------------------------------------------
 
     def add(self, finding: Finding, now: datetime) -> tuple[Change, ...]:
-        """Fold one finding in; usually one change, two when a stale incident of the same
-        workload had to be closed first (its window had passed). A finding naming a Ray
-        submission whose RayJob is known is that RayJob's."""
+        """Fold one finding in; usually one change, more when a stale incident of the
+        same workload had to be closed first (its window had passed) or one opened on
+        the finding's pod or node alone became its workload's. A finding naming only a
+        known pod, Job or node, or a Ray submission whose RayJob is known, is theirs."""
+        placed = self._places.of(finding, now, self.config.window)
+        finding = placed.complete(finding) if placed is not None else finding
         owner = self._owners.of(finding)
-        if owner is not None:
-            finding = complete(finding, owner)
+        finding = complete(finding, owner) if owner is not None else finding
+        if alert_facts.is_resolution(finding):
+            return self._alert_resolved(finding, now)
+        changes: list[Change] = []
+        for placement in placements_of(finding):
+            changes.extend(self._claim(placement, now))
+            self._places.learn(placement, now)
         keys = workload_keys(finding)
         track = self._track_for(keys)
-        changes: list[Change] = []
         with self._all_or_nothing(keys):
             if (
                 track is not None
@@ -250,27 +217,57 @@ class Correlator:
         return tuple(changes)
 
     def own(self, owner: Owner, now: datetime) -> tuple[Change, ...]:
-        """Learn that `owner`'s RayJob submitted its Ray job. An open incident opened on
-        the submission id alone becomes the RayJob's (same incident, same card) or, when
-        the RayJob has one already, is merged into it and resolved, saying where."""
+        """Learn that `owner`'s RayJob submitted its Ray job (a `_claim`)."""
         if not self._owners.is_news(owner):
             return ()
-        home = self._track_for(owner.home_keys)
+        changes = self._claim(owner, now)
+        self._owners.learn(owner)
+        return changes
+
+    def _claim(self, claim: Claim, now: datetime) -> tuple[Change, ...]:
+        """An open incident opened on the claim's stray keys alone becomes its workload's
+        (same incident, same card) or, when the workload has one already, is merged into
+        it and resolved, saying where."""
+        home = self._track_for(claim.home_keys)
         strays = [
             t
-            for t in self._tracks_for(owner.stray_keys)
-            if t is not home and all(belongs(f, owner) for f in t.reps.values())
+            for t in self._tracks_for(claim.stray_keys)
+            if t is not home and all(claim.belongs(f) for f in t.reps.values())
         ]
         changes: list[Change] = []
-        with self._all_or_nothing((*owner.home_keys, *owner.stray_keys)):
+        with self._all_or_nothing((*claim.home_keys, *claim.stray_keys)):
             if home is None and strays:
                 home = strays.pop(0)
-                changes.append(self._adopt(home, owner, now))
+                changes.append(self._adopt(home, claim, now))
             for stray in strays:
                 assert home is not None
-                changes.extend(self._fold(stray, home, owner, now))
-        self._owners.learn(owner)
+                changes.extend(self._fold(stray, home, claim, now))
         return tuple(changes)
+
+    def _alert_resolved(self, finding: Finding, now: datetime) -> tuple[Change, ...]:
+        """A resolved alert is a fact on the incident it joins (none: nothing to do); an
+        incident whose evidence is only alerts resolves with the last of them."""
+        track = self._track_for(workload_keys(finding))
+        if track is None:
+            return ()
+        old = track.incident
+        alerts = alert_facts.noted(old.alerts, finding)
+        if alerts == old.alerts:
+            return ()
+        with self._all_or_nothing(track.keys):
+            track.notes.append(IncidentNote(now, f"alert {finding.reason} resolved"))
+            track.incident = dataclasses.replace(
+                old,
+                alerts=alerts,
+                updated_at=now,
+                revision=old.revision + 1,
+                notes=tuple(track.notes),
+            )
+            if not alert_facts.resolves(alerts, track.reps.values()):
+                return (Change(track.incident, ChangeKind.UPDATED),)
+            return self.healthy(
+                track.keys[0], now, f"its alert {alert_facts.names(alerts)} resolved"
+            )
 
     def learn(self, incident_id: str, answer: FactAnswer, now: datetime) -> Change | None:
         """Assess an open incident again with what a live check found (None when it is
@@ -362,30 +359,27 @@ class Correlator:
         found = dict.fromkeys(self._by_key[k] for k in keys if k in self._by_key)
         return [self._tracks[i] for i in found]
 
-    def _adopt(self, track: Track, owner: Owner, now: datetime) -> Change:
-        """The incident opened on `owner`'s submission id becomes its RayJob's."""
+    def _adopt(self, track: Track, claim: Claim, now: datetime) -> Change:
+        """The incident opened on the claim's stray key becomes its workload's."""
         old = track.incident
-        home_key = owner.home_keys[0]
+        home_key = claim.home_keys[0]
         self._by_key[home_key] = old.id
         track.keys = [home_key, *(k for k in track.keys if k != home_key)]
-        self._link(track, owner.home_keys)
-        track.reps = {p: complete(f, owner) for p, f in track.reps.items()}
+        self._link(track, claim.home_keys)
+        track.reps = {p: claim.complete(f) for p, f in track.reps.items()}
         diagnosis = self._assessed(track)
         changed_from = _moved(track, old.diagnosis, diagnosis, now)
-        said = (
-            f"Ray job {owner.submission} is {owner.describe()}'s (its status.jobId): "
-            "this incident is now that RayJob's"
-        )
+        said = f"{claim.why}: this incident is now that {claim.workload.kind}'s"
         track.notes.append(IncidentNote(now, said))
         track.incident = self._rebuild(
             track,
             now,
             diagnosis,
             key=home_key,
-            workload=owner.rayjob,
-            cluster=owner.cluster or old.cluster,
-            namespace=owner.rayjob.namespace or old.namespace,
-            ray_job_id=old.ray_job_id or owner.submission,
+            workload=claim.workload,
+            cluster=claim.cluster or old.cluster,
+            namespace=claim.namespace or old.namespace,
+            ray_job_id=old.ray_job_id or claim.ray_job_id,
         )
         return Change(
             track.incident,
@@ -396,29 +390,28 @@ class Correlator:
             say=f"{said}.",
         )
 
-    def _fold(self, stray: Track, home: Track, owner: Owner, now: datetime) -> tuple[Change, ...]:
-        """`stray` (opened on `owner`'s submission id) merged into `home`, the RayJob's:
-        its findings, counters and keys move, it resolves saying where they went, and
-        what it offered is withheld (the RayJob's incident offers what still holds)."""
+    def _fold(self, stray: Track, home: Track, claim: Claim, now: datetime) -> tuple[Change, ...]:
+        """`stray` (opened on the claim's stray key) merged into `home`, the workload's:
+        its findings, counters, alerts and keys move, it resolves saying where they went,
+        and what it offered is withheld (the workload's incident offers what holds)."""
         moved_to = f"merged into incident {home.incident.id}"
         stray.incident = dataclasses.replace(
             stray.incident, diagnosis=_withheld(stray.incident.diagnosis, moved_to)
         )
-        gone = self._resolve(
-            stray, now, f"{moved_to}: Ray job {owner.submission} is {owner.describe()}'s"
-        )
+        gone = self._resolve(stray, now, f"{moved_to}: {claim.whose}")
         old = home.incident
         for playbook, finding in stray.reps.items():
-            home.reps[playbook] = self._folded(home.reps.get(playbook), complete(finding, owner))
+            home.reps[playbook] = self._folded(home.reps.get(playbook), claim.complete(finding))
         home.take_counts(stray)
-        self._link(home, (*stray.keys, *owner.home_keys))
+        self._link(home, (*stray.keys, *claim.home_keys))
         diagnosis = self._assessed(home)
         changed_from = _moved(home, old.diagnosis, diagnosis, now)
-        said = (
-            f"merged in incident {stray.incident.id}: Ray job {owner.submission} is this RayJob's"
-        )
+        said = f"merged in incident {stray.incident.id}: {claim.ours}"
         home.notes.append(IncidentNote(now, said))
-        home.incident = self._rebuild(home, now, diagnosis)
+        alerts = old.alerts
+        for fact in stray.incident.alerts:
+            alerts = alert_facts.added(alerts, fact)
+        home.incident = self._rebuild(home, now, diagnosis, alerts=alerts)
         kept = Change(
             home.incident,
             ChangeKind.UPDATED,
@@ -451,6 +444,7 @@ class Correlator:
             last_seen_at=now,
             labels=with_labels(EMPTY_LABELS, finding, self.config.max_labels),
             notes=(note,),
+            alerts=alert_facts.noted((), finding),
         )
         track = Track(incident, self.config.max_notes)
         track.reps = {first.playbook: first}
@@ -490,6 +484,7 @@ class Correlator:
             now,
             diagnosis,
             labels=with_labels(old.labels, finding, self.config.max_labels),
+            alerts=alert_facts.noted(old.alerts, finding),
             cluster=old.cluster or cluster_of(finding),
             namespace=old.namespace or namespace_of(finding),
             ray_job_id=old.ray_job_id or submission_id(finding),

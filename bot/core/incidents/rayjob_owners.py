@@ -73,6 +73,34 @@ class Owner:
     def describe(self) -> str:
         return f"RayJob {self.rayjob.namespace}/{self.rayjob.name}"
 
+    # -- as a claim (bot.core.incidents.claims): an incident on the submission is the RayJob's
+
+    @property
+    def workload(self) -> ObjectRef:
+        return self.rayjob
+
+    @property
+    def ray_job_id(self) -> str:
+        return self.submission
+
+    @property
+    def why(self) -> str:
+        return f"Ray job {self.submission} is {self.describe()}'s (its status.jobId)"
+
+    @property
+    def whose(self) -> str:
+        return f"Ray job {self.submission} is {self.describe()}'s"
+
+    @property
+    def ours(self) -> str:
+        return f"Ray job {self.submission} is this RayJob's"
+
+    def belongs(self, item: Item) -> bool:
+        return belongs(item, self)
+
+    def complete(self, finding: Finding) -> Finding:
+        return complete(finding, self)
+
 
 def owners_named(parts: Iterable[InputPart], cluster: str = "") -> tuple[Owner, ...]:
     """The owners the signals among `parts` name: a RayJob status with its `jobId`, a Ray

@@ -20,8 +20,10 @@ from datetime import datetime
 from bot.core.actions.order import rank_key
 from bot.core.actions.specs import ACTION_SPECS
 from bot.core.diagnosis.unmatched import UNKNOWN
+from bot.core.incidents import alert_facts
 from bot.core.model import (
     ActionResult,
+    AlertFact,
     Evidence,
     Finding,
     Incident,
@@ -31,6 +33,7 @@ from bot.core.model import (
     RankedFinding,
     Report,
     ReportAction,
+    ReportAlert,
     Role,
     Severity,
     Transition,
@@ -305,6 +308,25 @@ def details_text(report: Report) -> str:
     return "\n".join(lines)
 
 
+def _alert_line(fact: AlertFact) -> ReportAlert:
+    """`KubePodCrashLooping firing since …: summary` or `… resolved at … (firing since …)`,
+    with the rule, the alert and a prefilled silence in Alertmanager."""
+    since = fact.starts_at.strftime(TIME_FORMAT) if fact.starts_at else ""
+    if fact.status == "resolved":
+        ended = f" at {fact.ends_at.strftime(TIME_FORMAT)}" if fact.ends_at else ""
+        text = f"{fact.name} resolved{ended}" + (f" (firing since {since})" if since else "")
+    else:
+        text = f"{fact.name} firing" + (f" since {since}" if since else "")
+    if fact.summary:
+        text += f": {fact.summary}"
+    return ReportAlert(
+        text=truncate(text, LINE_LIMIT),
+        source=fact.generator_url,
+        alertmanager=alert_facts.alert_link(fact),
+        silence=alert_facts.silence_link(fact) if fact.status != "resolved" else "",
+    )
+
+
 def _plan_lines(proposal: Proposal) -> tuple[str, ...]:
     """A plan's steps in order, `action: the first line of its preview`; none for one."""
     if not proposal.then:
@@ -359,4 +381,5 @@ def build_report(
         memory=incident.memory,
         incident_id=incident.id,
         opened_at=incident.opened_at,
+        alerts=tuple(_alert_line(fact) for fact in incident.alerts),
     )

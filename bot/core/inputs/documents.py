@@ -24,6 +24,7 @@ import re
 from typing import Any
 
 from bot.core.inputs import InputPart, yamltext
+from bot.core.inputs.alerts import alert_parts
 from bot.core.inputs.blocks import Block, Line, Miss, block_end, lines_from
 from bot.core.inputs.clusterstatus import cluster_status_parts
 from bot.core.inputs.kubeobjects import kube_parts
@@ -106,7 +107,7 @@ def structured_parts(data: Any, origin: str) -> tuple[InputPart, ...] | None:
     return None
 
 
-_STRUCTURED_READERS = (kube_parts, ray_job_parts, state_parts, cluster_status_parts)
+_STRUCTURED_READERS = (kube_parts, ray_job_parts, state_parts, cluster_status_parts, alert_parts)
 
 
 # -- JSON ---------------------------------------------------------------------------

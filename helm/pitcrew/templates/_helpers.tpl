@@ -74,6 +74,7 @@ pushed to the user's registry and named in image.repository. */ -}}
 {{- define "pitcrew.playbooksDir" -}}/etc/pitcrew/playbooks{{- end -}}
 {{- define "pitcrew.secretsDir" -}}/var/run/secrets/pitcrew/slack{{- end -}}
 {{- define "pitcrew.ingestTokenDir" -}}/var/run/secrets/pitcrew/ingest{{- end -}}
+{{- define "pitcrew.alertmanagerTokenDir" -}}/var/run/secrets/pitcrew/alertmanager{{- end -}}
 {{- define "pitcrew.cacheDir" -}}/var/cache/pitcrew{{- end -}}
 {{- define "pitcrew.storePath" -}}
 {{- printf "%s/pitcrew.db" (trimSuffix "/" .Values.persistence.mountPath) -}}

@@ -75,6 +75,13 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
             "config": {"http": {"ingest": True}},
         },
     ),
+    "alertmanager-token": merged(
+        TOKENS,
+        {
+            "alertmanager": {"tokenSecret": "pitcrew-alertmanager", "tokenKey": "credentials"},
+            "config": {"alertmanager": {"enabled": True, "url": "https://am.example.com"}},
+        },
+    ),
     "persistence-off": merged(TOKENS, {"persistence": {"enabled": False}}),
     "existing-claim": merged(TOKENS, {"persistence": {"existingClaim": "pitcrew-store"}}),
     "network-policy": merged(

@@ -225,6 +225,17 @@ def test_the_ingest_token_comes_from_its_secret_as_a_file(rendered: dict[str, Re
     assert "PITCREW_INGEST_TOKEN_FILE" not in rendered["slack-tokens"].env()
 
 
+def test_the_alertmanager_token_comes_from_its_secret_as_a_file(rendered: dict[str, Rendered]):
+    release = rendered["alertmanager-token"]
+    env = release.env()
+    assert env["PITCREW_ALERTMANAGER_TOKEN_FILE"] == "/var/run/secrets/pitcrew/alertmanager/token"
+    volume = _volume_at(release, env["PITCREW_ALERTMANAGER_TOKEN_FILE"])
+    assert volume["secret"]["secretName"] == "pitcrew-alertmanager"
+    assert volume["secret"]["items"] == [{"key": "credentials", "path": "token"}]
+    assert volume["readOnly"] is True
+    assert "PITCREW_ALERTMANAGER_TOKEN_FILE" not in rendered["slack-tokens"].env()
+
+
 def test_an_existing_secret_is_used_and_none_is_created(rendered: dict[str, Rendered]):
     release = rendered["existing-secret"]
     assert not release.kind("Secret")

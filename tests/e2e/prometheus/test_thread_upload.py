@@ -19,7 +19,8 @@ from bot.app.memory_wiring import chart_writer, fetcher
 from bot.app.settings.actions import ActionSettings
 from bot.app.settings.sections import Settings
 from bot.core.actions import tuning
-from bot.core.incidents.correlator import Correlator, assessor
+from bot.core.incidents.assessment import assessor
+from bot.core.incidents.correlator import Correlator
 from bot.core.incidents.notify import NotifyConfig
 from bot.core.model import ProposalState
 from bot.daemon.feed import Item, Measured, Tick

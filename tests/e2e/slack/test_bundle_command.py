@@ -20,7 +20,8 @@ from bot.adapters.kuberay.capture import Bundle
 from bot.adapters.slack.chat import SlackChat
 from bot.adapters.sqlite.store import Store
 from bot.app.bundles import bundle_writer
-from bot.core.incidents.correlator import Correlator, assessor
+from bot.core.incidents.assessment import assessor
+from bot.core.incidents.correlator import Correlator
 from bot.core.incidents.notify import NotifyConfig
 from bot.core.inputs.kuberay import rayjob_parts
 from bot.daemon.executor import Registry
