@@ -46,7 +46,6 @@ from bot.app.cli_inputs import (
     out,
 )
 from bot.app.diagnose_apart import diagnose_apart
-from bot.core.diagnosis.analysis import diagnose as analyse
 from bot.core.diagnosis.engine import to_json
 from bot.core.errors import PitcrewError, PlaybookError
 from bot.core.inputs import InputPart
@@ -332,22 +331,20 @@ def _explain_files(inputs: list[str] | None, output: str, playbooks: list[Path] 
     as usual, and the matching and unmatched failure lines are shown with the verdict."""
     try:
         engine = builtin_engine(playbooks or [])
-        texts: list[tuple[str, str]] = []
         parts: list[InputPart] = []
         for name in expand_inputs(inputs or ["-"]):
             stream, origin, _ = open_input(name)
             with stream if stream is not sys.stdin.buffer else nullcontext(stream):
                 data = stream.read()
-            texts.append((origin, data.decode("utf-8", "replace")))
             parts.extend(read_stream(BytesIO(data), origin, notice=notice))
         hits = engine.hits(parts)
-        diagnosis = analyse(hits, engine.library)
+        diagnosis = engine.verdict(parts, hits)
     except PitcrewError as error:
         raise fail(str(error)) from None
     from bot.core.diagnosis.explain import explain as explain_hits
     from bot.core.diagnosis.explain import explanation_json, explanation_lines
 
-    explanation = explain_hits(hits, texts, bool(diagnosis.findings))
+    explanation = explain_hits(hits, engine.unknown_lines(parts), bool(diagnosis.findings))
     if output == "json":
         shown = to_json(diagnosis) | {"explain": explanation_json(explanation)}
         sys.stdout.write(json.dumps(shown, ensure_ascii=False) + "\n")

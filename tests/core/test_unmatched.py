@@ -55,6 +55,30 @@ def test_shapes_normalise_digits_ids_hex_and_prefixes(line: str, expected: str) 
         ("INFO 11-03 worker.py:12] Error budget fine", False),
         ("FutureWarning: the Error class is deprecated", False),
         ("step:41 - actor/pg_loss:0.012", False),
+        # glog/klog E and F lines, Ray's spdlog at E/C level, a failed check
+        ('E0623 15:44:33.989839    1746 pod_workers.go:951] "Error syncing pod, skipping"', True),
+        ("F0207 11:16:26.652703 51019 direct_task_transport.cc:154] Lost connection", True),
+        ("[2025-07-22 15:32:09,880 C 742 742] task_manager.cc:1068: Check failed: it != end", True),
+        ('I0623 15:42:16.744070 1748 nodeshutdown_manager_linux.go:316] "Shutdown manager"', False),
+        # the kernel's and Slurm's OOM killer
+        ("[12345.678] Memory cgroup out of memory: Killed process 4242 (raylet)", True),
+        ("slurmstepd: error: Detected 1 oom_kill event in StepId=42.0", True),
+        # lowercase runtime errors, a shell that cannot find a program
+        ("exec /usr/bin/python3: exec format error", True),
+        ("error: failed to create containerd task: exec format error", True),
+        ("failed to mount rootfs component: no such file or directory", True),
+        ("/bin/bash: line 1: ray: command not found", True),
+        # an exception quoted in prose, behind a backtick or a timestamp
+        ("I'm getting a `TimeoutError: Timed out waiting for RayJob ray/x", True),
+        # Kubernetes states and Warning events as table rows print them
+        ("raycluster-head-x7k2p   0/1     CrashLoopBackOff   5 (13s ago)   3m42s", True),
+        ("user-directory-646bbbc878-lf4tq   2/3     OOMKilled   16 (5m13s ago)   57m", True),
+        ("  Warning  PodGroupPending  38s  vc-controller-manager  PodGroup unschedulable", True),
+        ("  Normal   Scheduled        82s  default-scheduler      Successfully assigned", False),
+        # debug chatter, errors retried by their emitter, a benign lookup (§1.26)
+        ("DEBUG 06-12 19:58:31 [__init__.py:76] Exception happens when checking CUDA", False),
+        ("ConnectionResetError: [Errno 104] Connection reset by peer (upload retried)", False),
+        ("Failed to look up actor with name 'N4K03i_register_center'.", False),
     ],
 )
 def test_what_looks_like_a_failure(line: str, failure: bool) -> None:
@@ -71,8 +95,13 @@ def test_explain_lists_the_failure_lines_no_playbook_knows() -> None:
         (3, "Traceback (most recent call last):"),
         (5, "QuuxError: the widget is gone"),
     ]
+    assert out["unknown"] == [
+        "<stdin>:2  (TaskRunner pid=1187) ERROR 2025-11-03 trainer.py:88 -- reward server returned 503",
+        "<stdin>:3  Traceback (most recent call last):",
+        "<stdin>:5  QuuxError: the widget is gone",
+    ]
     text = pitcrew("diagnose", "--explain", stdin=UNKNOWN).stdout.decode()
-    assert "No failure found" in text
+    assert "pitcrew does not know this failure" in text
     assert "Lines that look like failures and that no playbook knows:" in text
     assert "<stdin>:5  QuuxError: the widget is gone" in text
 

@@ -96,10 +96,17 @@ class Classifier:
 
     def known_line(self, text: str) -> bool:
         """Whether a line is one the playbooks know to be benign: a noise line, or one a
-        signature's `unless` sets aside."""
+        signature's regex finds and its `unless` then sets aside (its author looked at
+        that very line and said it is not the failure)."""
         text, _ = without_dedup(text)
-        return self._noise.search(text) or any(
-            p.search(text) for s in self.signatures for p in s.unless
+        if self._noise.search(text):
+            return True
+        return any(
+            any(p.search(text) for p in s.unless)
+            and s.text_regex is not None
+            and s.text_regex.search(text) is not None
+            for s in self.signatures
+            if s.unless
         )
 
     # -- structured signals -------------------------------------------------

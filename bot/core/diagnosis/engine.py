@@ -56,23 +56,28 @@ class Engine:
         """The verdict; with no finding, the failure-looking lines of the parts that can
         be read again are named as a failure pitcrew does not know."""
         parts = list(parts)
-        hits = self.hits(parts)
+        return self.verdict(parts, self.hits(parts), facts)
+
+    def verdict(
+        self, parts: list[InputPart], hits: list[Hit], facts: Facts | None = None
+    ) -> Diagnosis:
+        """The verdict on `parts` whose `hits` are known (`--explain` shows them too)."""
         found = diagnose(hits, self.library, facts)
         if found.findings:
             return found
-        # A line a signature matched (a weak one, alone) or the noise list names is known.
-        seen = [text for hit in hits for text, _ in hit.evidence]
-        unknown = [
-            line
-            for line in part_lines(parts)
-            if not self.classifier.known_line(line.text)
-            and not any(text in line.text or line.text in text for text in seen)
-        ]
+        return unknown_failure(found, self.unknown_lines(parts))
+
+    def unknown_lines(self, parts: Iterable[InputPart]) -> list[FailureLine]:
+        """The failure-looking lines of `parts` (a line only a weak signature matched, the
+        final exception alone, among them), but those the noise list or a signature's
+        `unless` knows to be benign; each line the message inventory knows is named, and
+        one whole of a message it calls benign is left out."""
+        unknown = [line for line in part_lines(parts) if not self.classifier.known_line(line.text)]
         if unknown and self._known is not None:
             if self._known_messages is None:
                 self._known_messages = self._known()
             unknown = name_lines(self._known_messages, unknown)
-        return unknown_failure(found, unknown)
+        return unknown
 
     def categories(self, parts: Iterable[InputPart]) -> set[str]:
         """The classes the evidence shows on its own (a symptom kept beside its cause is

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.core.diagnosis.classifier import Hit
-from bot.core.diagnosis.unmatched import FailureLine, failure_lines
+from bot.core.diagnosis.unmatched import FailureLine
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,8 +34,9 @@ class Explanation:
     """Failure-looking lines; listed only when no playbook found anything."""
 
 
-def explain(hits: Sequence[Hit], texts: Iterable[tuple[str, str]], found: bool) -> Explanation:
-    """`texts`: (origin, text) of each input; `found`: the diagnosis has findings."""
+def explain(hits: Sequence[Hit], unknown: Iterable[FailureLine], found: bool) -> Explanation:
+    """`unknown`: the failure-looking lines no playbook knows (`Engine.unknown_lines`);
+    `found`: the diagnosis has findings."""
     matched = tuple(
         MatchedLine(
             hit.sig.playbook_id,
@@ -48,11 +49,7 @@ def explain(hits: Sequence[Hit], texts: Iterable[tuple[str, str]], found: bool) 
         for hit in hits
         for text, line in hit.evidence
     )
-    unmatched: list[FailureLine] = []
-    if not found:
-        for origin, text in texts:
-            unmatched.extend(failure_lines(text.splitlines(), origin))
-    return Explanation(matched, tuple(unmatched))
+    return Explanation(matched, () if found else tuple(unknown))
 
 
 def explanation_json(explanation: Explanation) -> dict[str, Any]:
