@@ -87,6 +87,10 @@ def _ranks() -> dict[Category, int]:
 
 RANK: dict[Category, int] = _ranks()
 
+CATCH_ALL = Category.APPLICATION_ERROR
+"""TAXONOMY.md §1.25: a user's own exception with no infrastructure class anywhere; its
+likely (weak) evidence is dropped the moment any other class is found."""
+
 # Classes whose remediation needs a human change (image, code, versions): retrying is useless.
 NOT_RETRYABLE: frozenset[Category] = frozenset(
     {

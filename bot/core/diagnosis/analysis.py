@@ -37,7 +37,7 @@ from bot.core.playbooks.library import (
     NoEvidenceGuard,
     PrimaryGuard,
 )
-from bot.core.taxonomy import EFFECTS, FOLLOWS, Category, rank, symptom_why
+from bot.core.taxonomy import CATCH_ALL, EFFECTS, FOLLOWS, Category, rank, symptom_why
 
 Facts = Mapping[str, bool]
 LIVE_CHECK = "needs a live check"
@@ -78,14 +78,24 @@ def findings_from_hits(hits: Iterable[Hit]) -> list[Finding]:
         standing = [hit for hit, gone in members if not gone]
         if standing:
             findings.append(_merge(category, standing))
-        elif category in EFFECTS and any(_reportable(hit) for hit, _ in members):
-            findings.append(_merge(category, [hit for hit, _ in members]))
+        elif category in EFFECTS and any(_reportable(hit, category) for hit, _ in members):
+            kept = [hit for hit, _ in members if not _catch_all(hit, category)]
+            findings.append(_merge(category, kept))
     return findings
 
 
-def _reportable(hit: Hit) -> bool:
-    """Strong, or weak with an `otherwise` (a weak match its playbook reports alone)."""
-    return not hit.sig.signature.weak or hit.sig.signature.otherwise is not None
+def _reportable(hit: Hit, category: Category) -> bool:
+    """Strong, or weak with an `otherwise` (a weak match its playbook reports alone), but
+    the catch-all's likely evidence."""
+    if not hit.sig.signature.weak:
+        return True
+    return hit.sig.signature.otherwise is not None and not _catch_all(hit, category)
+
+
+def _catch_all(hit: Hit, category: Category) -> bool:
+    """The catch-all's likely evidence (a user's exception, the entrypoint's exit code):
+    dropped, not kept as a symptom, once another class explains it (TAXONOMY.md §1.25)."""
+    return category is CATCH_ALL and hit.sig.signature.weak
 
 
 def _explained(candidates: list[_Candidate]) -> set[int]:

@@ -96,8 +96,9 @@ class Classifier:
 
     def known_line(self, text: str) -> bool:
         """Whether a line is one the playbooks know to be benign: a noise line, or one a
-        signature's regex finds and its `unless` then sets aside (its author looked at
-        that very line and said it is not the failure)."""
+        strong signature's regex finds and its `unless` then sets aside (its author looked
+        at that very line and said it is not the failure; a weak signature's `unless` only
+        narrows what it takes as evidence)."""
         text, _ = without_dedup(text)
         if self._noise.search(text):
             return True
@@ -106,7 +107,7 @@ class Classifier:
             and s.text_regex is not None
             and s.text_regex.search(text) is not None
             for s in self.signatures
-            if s.unless
+            if s.unless and not s.signature.weak
         )
 
     # -- structured signals -------------------------------------------------
