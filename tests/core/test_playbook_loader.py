@@ -53,7 +53,7 @@ def _check(tmp_path: Path, text: str) -> str:
         ),
         (
             ("    regex: 'CUDA out of memory'", "    ignore_case: true"),
-            "p.yaml:6: match[0]: a signature needs at least one of reason, fields, regex",
+            "p.yaml:6: match[0]: a signature needs at least one of reason, fields, regex, alert",
         ),
         (
             ("    regex: 'CUDA out of memory'", "    regex: x\n  - name: one\n    regex: y"),

@@ -21,6 +21,7 @@ from bot.adapters.files.playbooks import builtin_dir, load_library
 from bot.core.diagnosis.engine import Engine
 from bot.core.errors import PlaybookError
 from bot.core.inputs import LogText
+from bot.core.inputs.alerts import Alert, alert_signal
 from bot.core.model import Signal, SourceKind, frozen_map
 from bot.core.playbooks.schema import NoiseList
 from bot.core.validation import json_schema
@@ -61,6 +62,12 @@ def _event(reason: str, message: str = "") -> tuple[Any, ...]:
     return (Signal(SourceKind.K8S_EVENT, message or reason, reason=reason, fields=fields),)
 
 
+def _alert(name: str, reason: str = "", summary: str = "") -> tuple[Any, ...]:
+    labels = frozen_map({"alertname": name, **({"reason": reason} if reason else {})})
+    notes = frozen_map({"summary": summary} if summary else {})
+    return (alert_signal(Alert(status="firing", labels=labels, annotations=notes)),)
+
+
 # field (its path in the schema) -> (playbooks and noise using `pattern`, what to classify)
 FIELDS: dict[str, tuple[Build, tuple[Any, ...]]] = {
     "Signature.regex": (lambda p: (_signature(regex=p), []), _log(STALL)),
@@ -85,6 +92,15 @@ FIELDS: dict[str, tuple[Build, tuple[Any, ...]]] = {
     "CaptureGuard.not_matches": (
         lambda p: (_guarded(not_matches=p), []),
         _log(f"The name {STALL} (namespace=rl) is already taken"),
+    ),
+    "AlertMatch.alertname": (lambda p: (_signature(alert={"alertname": p}), []), _alert(STALL)),
+    "AlertMatch.labels": (
+        lambda p: (_signature(alert={"labels": [f'reason=~"{p}"']}), []),
+        _alert("X", reason=STALL),
+    ),
+    "AlertMatch.annotations": (
+        lambda p: (_signature(alert={"annotations": {"summary": p}}), []),
+        _alert("X", summary=STALL),
     ),
     "NoiseRule.regex": (
         lambda p: (_signature(regex="!"), [{"regex": p, "why": "benign"}]),

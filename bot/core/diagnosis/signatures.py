@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from bot.core.diagnosis.regexes import can_span_lines
+from bot.core.inputs.alerts import ANNOTATIONS, LABELS
 from bot.core.linear import Linear
 from bot.core.model import LOG_SOURCES, Signal, SourceKind
 from bot.core.normalize import anchors_lines, lenient_anchors
@@ -34,7 +35,8 @@ class CompiledSignature:
 
     @cached_property
     def reason(self) -> Linear[str] | None:
-        reason = self.signature.reason
+        alert = self.signature.alert
+        reason = alert.alertname if alert is not None else self.signature.reason
         return Linear(reason) if reason is not None else None
 
     @cached_property
@@ -44,7 +46,18 @@ class CompiledSignature:
 
     @cached_property
     def fields(self) -> tuple[tuple[str, Linear[str]], ...]:
-        return tuple((k, Linear(v)) for k, v in self.signature.fields.items())
+        """Whole-value regexes on fields; an alert's annotations are searched."""
+        alert = self.signature.alert
+        notes = alert.annotations.items() if alert is not None else ()
+        searched = ((f"{ANNOTATIONS}{k}", f"(?s).*(?:{v}).*") for k, v in notes)
+        return tuple((k, Linear(v)) for k, v in (*self.signature.fields.items(), *searched))
+
+    @cached_property
+    def labels(self) -> tuple[tuple[str, bool, Linear[str]], ...]:
+        """An alert's label matchers: (field, negated, whole-value regex)."""
+        alert = self.signature.alert
+        matchers = alert.matchers if alert is not None else ()
+        return tuple((f"{LABELS}{m.name}", m.negated, Linear(m.regex)) for m in matchers)
 
     @cached_property
     def text_regex(self) -> Linear[str] | None:
@@ -81,7 +94,10 @@ class CompiledSignature:
             value = signal.fields.get(name)
             if value is None or not self._full(pattern, value):
                 return False
-        return True
+        return all(
+            self._full(pattern, signal.fields.get(name, "")) is not negated
+            for name, negated, pattern in self.labels
+        )
 
     @cached_property
     def _answers(self) -> dict[tuple[int, str], bool]:
@@ -114,14 +130,14 @@ def compile_signature(
         id=index,
         loaded=loaded,
         signature=signature,
-        sources=frozenset(signature.sources),
+        sources=frozenset([SourceKind.ALERT] if signature.alert else signature.sources),
         anchored=anchors_lines(signature.regex or ""),
     )
 
 
 def scans_logs(sig: CompiledSignature) -> bool:
     """Log text has no reason or fields: only plain regex signatures that allow a log source."""
-    if sig.signature.reason is not None or sig.signature.fields:
+    if sig.signature.reason is not None or sig.signature.fields or sig.signature.alert:
         return False
     return any(sig.applies_to(source) for source in LOG_SOURCES)
 

@@ -14,12 +14,11 @@ import dataclasses
 from collections.abc import Iterable
 from datetime import datetime
 
-from bot.core.inputs.alerts import FIRING, RESOLVED
+from bot.core.inputs.alerts import FIRING, LABELS, RESOLVED
 from bot.core.inputs.values import parse_time
 from bot.core.model import AlertFact, Finding, SourceKind, frozen_map
 
 MAX_ALERTS = 20  # alerts kept per incident, the newest
-_LABELS = "labels."
 
 
 def fact_of(finding: Finding) -> AlertFact | None:
@@ -37,7 +36,7 @@ def fact_of(finding: Finding) -> AlertFact | None:
         generator_url=fields.get("generator_url", ""),
         external_url=fields.get("external_url", ""),
         labels=frozen_map(
-            {k.removeprefix(_LABELS): v for k, v in fields.items() if k.startswith(_LABELS)}
+            {k.removeprefix(LABELS): v for k, v in fields.items() if k.startswith(LABELS)}
         ),
     )
 

@@ -33,6 +33,7 @@ from bot.core.model import EMPTY, Signal, SourceKind, frozen_map
 WEBHOOK_VERSION = "4"
 ORIGIN = "alertmanager"
 FIRING, RESOLVED = "firing", "resolved"
+LABELS, ANNOTATIONS = "labels.", "annotations."  # the signal fields of each label, annotation
 _STATES = (FIRING, RESOLVED)
 _ZERO_YEAR = 1  # Go's zero time, 0001-01-01T00:00:00Z: "no end yet"
 MAX_LABELS = 64  # of one alert, as signal fields (labels and annotations each)
@@ -177,8 +178,8 @@ def alert_signal(alert: Alert, external_url: str = "", origin: str = ORIGIN) -> 
     expr = rule_expression(alert.generator_url)
     fields = object_fields(alert.labels, expr)
     fields.update(_state(alert, external_url, expr))
-    fields.update({f"labels.{k}": v for k, v in alert.labels.items() if v})
-    fields.update({f"annotations.{k}": v for k, v in alert.annotations.items() if v})
+    fields.update({f"{LABELS}{k}": v for k, v in alert.labels.items() if v})
+    fields.update({f"{ANNOTATIONS}{k}": v for k, v in alert.annotations.items() if v})
     obj, workload = refs(fields)
     return Signal(
         source=SourceKind.ALERT,

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Annotated, Literal
+from typing import Annotated, Literal, NamedTuple
 
 from bot.core import linear
 from bot.core.actions.specs import ACTION_SPECS, FACTS
@@ -87,6 +87,80 @@ def _each_regex_runs(values: dict[str, str]) -> dict[str, str]:
     return values
 
 
+# Alertmanager's matcher syntax (pkg/labels/parse.go): name, operator, quoted value.
+_MATCHER = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*')
+
+
+class LabelMatcher(NamedTuple):
+    """`name="v"`, `name!="v"`, `name=~"re"`, `name!~"re"`: a label missing is ""."""
+
+    name: str
+    op: str
+    value: str
+
+    @property
+    def regex(self) -> str:
+        """The whole-value regex the matcher's value is (an equality's, escaped)."""
+        return self.value if "~" in self.op else re.escape(self.value)
+
+    @property
+    def negated(self) -> bool:
+        return self.op.startswith("!")
+
+
+def label_matcher(text: str) -> LabelMatcher:
+    """A matcher as Alertmanager's routes and silences write it; raises ValueError."""
+    found = _MATCHER.fullmatch(text)
+    if found is None:
+        raise ValueError(
+            f'label matcher {text!r}: expected name="value", name!="value", '
+            'name=~"regex" or name!~"regex"'
+        )
+    name, op, quoted = found.groups()
+    matcher = LabelMatcher(name, op, re.sub(r"\\(.)", r"\1", quoted))
+    try:
+        regex_runs(matcher.regex)
+    except ValueError as error:
+        raise ValueError(f"label matcher {text!r}: {error}") from None
+    return matcher
+
+
+def _matcher_reads(text: str) -> str:
+    label_matcher(text)
+    return text
+
+
+@dataclass(frozen=True, kw_only=True)
+class AlertMatch:
+    """What an Alertmanager alert (source `alert`) must look like: its name, its labels
+    as Alertmanager's own matchers, its annotations. Every condition given must hold."""
+
+    __pydantic_config__ = STRICT
+
+    alertname: Regex | None = field(
+        default=None, metadata={"description": "regex that must match the alert's whole name"}
+    )
+    labels: list[Annotated[str, Check(_matcher_reads)]] = field(
+        default_factory=list,
+        metadata={
+            "description": 'label selectors as Alertmanager writes them: name="value", '
+            'name!="value", name=~"regex", name!~"regex" (anchored; a missing label is "")'
+        },
+    )
+    annotations: dict[str, Regex] = field(
+        default_factory=dict,
+        metadata={"description": "annotation name -> regex searched in its text"},
+    )
+
+    def __post_init__(self) -> None:
+        if self.alertname is None and not self.labels and not self.annotations:
+            raise ValueError("an alert match needs at least one of alertname, labels, annotations")
+
+    @property
+    def matchers(self) -> tuple[LabelMatcher, ...]:
+        return tuple(label_matcher(text) for text in self.labels)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Signature:
     """One way a failure shows itself. Every condition given must hold."""
@@ -135,12 +209,23 @@ class Signature:
         default_factory=list,
         metadata={"description": "dropped when any of these categories is found too"},
     )
+    alert: AlertMatch | None = field(
+        default=None,
+        metadata={
+            "description": "an Alertmanager alert's name, labels and annotations; "
+            "the signature then matches alerts only"
+        },
+    )
 
     def __post_init__(self) -> None:
-        if self.reason is None and not self.fields and self.regex is None:
-            raise ValueError("a signature needs at least one of reason, fields, regex")
+        if self.reason is None and not self.fields and self.regex is None and self.alert is None:
+            raise ValueError("a signature needs at least one of reason, fields, regex, alert")
         if self.otherwise is not None and not self.weak:
             raise ValueError("`otherwise` applies only to a weak signature")
+        if self.alert is not None and (self.reason is not None or self.not_reason is not None):
+            raise ValueError("an alert's name is `alert.alertname`, not `reason`")
+        if self.alert is not None and set(self.sources) - {SourceKind.ALERT}:
+            raise ValueError("a signature with `alert` matches alerts only: sources: [alert]")
 
     @property
     def captures(self) -> frozenset[str]:
