@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast check lint format bench image image-test clean prometheus alertmanager
+.PHONY: demo test test-fast check lint format bench image image-test clean prometheus alertmanager postgresql
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,16 +18,16 @@ $(STAMP): requirements.lock pyproject.toml
 demo: $(STAMP)
 	@if [ -t 0 ]; then $(BIN)/pitcrew demo; else $(BIN)/pitcrew demo --yes; fi
 
-test: check prometheus alertmanager
+test: check prometheus alertmanager postgresql
 	$(BIN)/pitcrew playbooks test
 	$(BIN)/python -m pytest -q
 
-# The inner loop (tests/README.md): every test that needs no real service (tests/e2e/ is
-# left out) and takes under 5 s (no `slow` marker), each stopped after 20 s; its wall time
-# is the last line.
+# The inner loop (tests/README.md): every test that needs no real service (tests/e2e/ and
+# the store suite's PostgreSQL cases are left out) and takes under 5 s (no `slow` marker),
+# each stopped after 20 s; its wall time is the last line.
 test-fast: $(STAMP)
 	@start=$$(date +%s); \
-	$(BIN)/python -m pytest -q --ignore=tests/e2e -m "not slow" --timeout=20; status=$$?; \
+	$(BIN)/python -m pytest -q --ignore=tests/e2e -m "not slow and not postgres" --timeout=20; status=$$?; \
 	echo "test-fast: $$(( $$(date +%s) - start )) s"; exit $$status
 
 check: $(STAMP)
@@ -69,3 +69,11 @@ prometheus:
 alertmanager:
 	@command -v prometheus-alertmanager >/dev/null && command -v amtool >/dev/null || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus-alertmanager)
+
+# The shared store's tests start a real PostgreSQL (Debian's package) on loopback, as the
+# tests' own server (a temporary cluster, stopped by pid). The package puts initdb and
+# postgres in /usr/lib/postgresql/<version>/bin; the cluster it makes (and may start) for
+# the system is not used.
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql)

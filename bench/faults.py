@@ -42,8 +42,8 @@ MATRIX: dict[str, str] = {
     "tests/e2e/slack/test_daemon_no_duplicate.py": "duplicated",  # real daemons: SIGKILL, slow
     "tests/e2e/slack/test_no_duplicate_reply.py": "duplicated",  # a thread reply or chart twice
     "tests/e2e/slack/test_daemon_no_duplicate_reply.py": "duplicated",  # SIGKILL, reply in flight
-    "tests/adapters/sqlite/test_store_lock.py": "duplicated",  # two daemons posted every card twice
-    "tests/adapters/sqlite/test_store_writes.py": "lost",
+    "tests/adapters/store/test_store_lock.py": "duplicated",  # two daemons posted every card twice
+    "tests/adapters/store/test_store_writes.py": "lost",
     "tests/core/test_render_budget.py": "lost",  # a bad template cost the other findings
     "tests/daemon/test_daemon_bad_playbooks.py": "lost",  # a bad playbook stalled the ordinary card
     "tests/core/test_classify.py": "lost",  # a regex that stalls the scan loses what follows
@@ -63,7 +63,7 @@ MATRIX: dict[str, str] = {
     "tests/daemon/test_service_silences.py": "bad_clicks_accepted",  # ... as the service finds it
     "tests/e2e/slack/test_silence_scope.py": "bad_clicks_accepted",  # ... at the Slack edge
     "tests/app/test_silence_settings.py": "bad_clicks_accepted",  # a button always refused
-    "tests/adapters/sqlite/test_store_lock_file.py": "duplicated",  # a second daemon
+    "tests/adapters/store/test_store_lock_file.py": "duplicated",  # a second daemon
 }
 # cases inside those files that are about running an action once
 DOUBLE_RUNS = ("execute_once", "run_once", "runs_once", "fifty_simultaneous")

@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bot.adapters.files.playbooks import engine_of, load_builtin
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.app.settings.actions import ActionSettings
 from bot.core.actions import tuning
 from bot.core.incidents.assessment import adjusted, assessor

@@ -8,7 +8,8 @@
   `start_daemon` starts more, or starts them inside a test, on the same terms.
 - `measured` (what a fault test measured, for `bench/faults.py`: tests/support/faults.py)
   and `daemons` (real `pitcrew run` processes, stopped by pid:
-  tests/support/daemon_process.py).
+  tests/support/daemon_process.py); `postgres`, `postgres_url` and `store_location`
+  (the session's real PostgreSQL, a database on it, either store: tests/support/stores.py).
 
 Every test under tests/e2e/ is marked `e2e` here (it runs a real service: Ray, kmock's
 emulator, the Slack emulator, Prometheus, Helm's renderer, the demo), so the fast loop
@@ -29,7 +30,7 @@ from bot.core.diagnosis.engine import Engine
 from bot.daemon.ports import Chat
 from tests.support.daemon import RecordingChat, StartDaemon, config, engine
 
-pytest_plugins = ["tests.support.faults", "tests.support.daemon_process"]
+pytest_plugins = ["tests.support.faults", "tests.support.daemon_process", "tests.support.stores"]
 
 E2E = Path(__file__).resolve().parent / "e2e"
 

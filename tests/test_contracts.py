@@ -24,6 +24,7 @@ CORE_PACKAGES = "The core imports the standard library and only these third-part
 DAEMON_NETWORK = "The daemon does no network I/O"
 APP_LAYERS = "Layers inside the app: the CLI over its commands over the wiring"
 ADAPTERS = "Adapters do not import each other (kuberay composes kubernetes and ray)"
+STORE_DRIVERS = "sqlite3 and psycopg (the store's drivers) only in bot.adapters.store"
 
 
 def lint_with(tmp_path: Path, module: str, probe: str) -> tuple[int, str, int]:
@@ -194,6 +195,16 @@ def test_the_package_as_it_is_keeps_every_contract(tmp_path: Path) -> None:
                 "- bot.adapters.kuberay.clusters -> bot.adapters.kubernetes.api (l.{line})"
             ],
             id="the pure kuberay clusters module importing the Kubernetes API",
+        ),
+        pytest.param(
+            "bot/adapters/http/ingest.py",
+            "import psycopg",
+            STORE_DRIVERS,
+            [
+                "bot.adapters.http is not allowed to import psycopg: "
+                "- bot.adapters.http.ingest -> psycopg (l.{line})"
+            ],
+            id="PostgreSQL's driver outside the store",
         ),
     ],
 )

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from bot.adapters.slack.bundles import BundleFile, BundleWriter
-    from bot.adapters.sqlite.store import Store
+    from bot.adapters.store.store import Store
 
 
 def merged_bundles(bundles: Sequence[tuple[str, bytes]]) -> bytes:

@@ -29,7 +29,7 @@ import typer
 from bot.adapters.files.playbooks import load_builtin
 from bot.adapters.http.ingest import PATH as INGEST_PATH
 from bot.adapters.http.ingest import parse_workload
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.app.factories import build_registry, check_kinds
 from bot.app.settings import loading
 from bot.app.settings.loading import ConfigError

@@ -75,7 +75,7 @@ def of_incident(incident: Incident, proposals: Sequence[Proposal]) -> Rendered:
 
 
 def of_store(store_path: Path, incident_id: str) -> Rendered:
-    from bot.adapters.sqlite.store import Store  # only for an incident id
+    from bot.adapters.store.store import Store  # only for an incident id
 
     if not store_path.exists():
         raise PitcrewError(f"{store_path}: no pitcrew state here; give --store or --config")

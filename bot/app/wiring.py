@@ -31,8 +31,8 @@ from bot.adapters.http.ingest import PATH as INGEST_PATH
 from bot.adapters.http.ingest import route as ingest_route
 from bot.adapters.http.server import Credentials, HealthServer
 from bot.adapters.scheduler import Intervals, Jobs, Scheduler
-from bot.adapters.sqlite.lock import StoreLock
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.lock import StoreLock
+from bot.adapters.store.store import Store
 from bot.app.bundles import bundle_writer
 from bot.app.capture_wiring import bundles_dir, capture_worker, prune_bundles
 from bot.app.factories import build_registry, build_sources, categorizer

@@ -4,7 +4,8 @@ so the daemon never imports an adapter.
 Why this exists: the pipeline, the outbox worker, the service and the action runner
 need durable state, a chat, sources, a queue to put things on and executors, but only
 the adapters talk to the world. They name what they need here, as Protocols the
-adapters satisfy structurally (`bot.adapters.sqlite.store.Store` the stores,
+adapters satisfy structurally (`bot.adapters.store.store.Store` the stores, on SQLite or
+PostgreSQL,
 `bot.adapters.slack.chat` and `bot.adapters.console` the `Chat`, the Kubernetes, Ray and
 KubeRay sources the `Source`, the Kubernetes, Ray and echo executors the `Executor`,
 which `bot.daemon.executor` dispatches to); tests and benchmarks may pass anything that
@@ -24,6 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 from bot.core.actions.approvals import LiveCheck
 from bot.core.actions.step import Step
 from bot.core.diagnosis.unmatched import FailureLine, UnmatchedShape
+from bot.core.errors import StoreError
 from bot.core.incidents.notify import Delivery
 from bot.core.model import (
     ActionResult,
@@ -274,6 +276,33 @@ class CallableBookmarks:
 
     def set(self, key: str, value: str) -> None:
         self.setter(key, value)
+
+
+# -- fencing: a deposed leader's late writes are refused -------------------------------
+
+
+class StaleTermError(StoreError):
+    """A write made under a leader's term older than the newest one the store recorded:
+    another replica leads now, and nothing of the write was kept."""
+
+
+class Fencing(Protocol):
+    """The storage side of fencing, on both stores. A leader elected with term T calls
+    `fence(T)` on its store before it acts; from then on every write of that store
+    object, a ledger claim or a proposal's compare-and-swap as much as an outbox row,
+    runs in one transaction with the check `T >= newest term recorded` and records T as
+    the newest, so once a newer leader has fenced the store, each late write of the old
+    one raises `StaleTermError` and changes nothing. A store never fenced (the
+    commands, a replica that only records clicks) writes without a term."""
+
+    def fence(self, term: int) -> None:
+        """Carry `term` on every later write; `StaleTermError` at once if a newer one
+        is recorded."""
+        ...
+
+    def fencing_term(self) -> int:
+        """The newest term recorded (0: none)."""
+        ...
 
 
 # -- keeping what /ingest acknowledged ------------------------------------------------

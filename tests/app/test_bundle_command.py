@@ -10,7 +10,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from bot.adapters.kuberay.capture import Bundle
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.app.cli import app
 
 T0 = datetime(2026, 11, 3, 10, 0, tzinfo=UTC)

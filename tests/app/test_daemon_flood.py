@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.app.settings.sections import PipelineSettings
 from tests.support.daemon import DRIVER_LOG, SEED, WORKLOAD, config
 from tests.support.daemon_process import CARD, Daemon, wait_until

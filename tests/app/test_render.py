@@ -12,7 +12,7 @@ import json
 import re
 from pathlib import Path
 
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.core.actions.approvals import reconcile
 from tests.app.test_cli_diagnose import SEED, pitcrew
 from tests.e2e.slack.conftest import T0, diagnose_seed

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.app.cli import app as cli_app
-from tests.adapters.sqlite.test_unchecked_cards import A, B, at
+from tests.adapters.store.test_unchecked_cards import A, B, at
 
 
 def status(db: Path) -> str:

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bot.adapters.slack.commands import UnmatchedCommand, Usage, explain_unmatched, parse
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.app.cli import app
 from bot.core.diagnosis import unmatched
 from bot.core.diagnosis.unmatched import failure_lines, shape

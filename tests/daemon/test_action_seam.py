@@ -18,7 +18,7 @@ from bot.adapters.kuberay import rerun
 from bot.adapters.kubernetes import executors as kubernetes
 from bot.adapters.ray.executor_base import RayClusters
 from bot.adapters.ray.executors import build as ray_build
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.app.factories import EXECUTOR_KINDS
 from bot.core.actions.approvals import ApprovalPolicy, ApproverRule, ChatUser, LiveCheck
 from bot.core.actions.params import ActionParams
@@ -32,7 +32,7 @@ from bot.daemon.executor import Checked, Registry
 from bot.daemon.ports import Executor, Verification
 from bot.daemon.runner import Runner
 from bot.daemon.service import Outcome, Service
-from tests.adapters.sqlite.test_store import T0, incident, proposal
+from tests.adapters.store.test_store import T0, incident, proposal
 from tests.support.daemon import Clock
 from tests.support.ledger import ledger_entry
 

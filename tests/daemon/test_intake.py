@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.app import wiring as app
 from bot.app.settings.loading import load
 from bot.core.inputs import LogText
@@ -171,7 +171,7 @@ def test_the_first_evidence_after_the_disk_fills_is_refused_and_nothing_is_kept(
     daemon: app.Daemon, measured: Measured
 ) -> None:
     base = f"http://127.0.0.1:{daemon.http.port}"
-    conn = daemon.store._conn
+    conn = daemon.store._database._conn
     pages = conn.execute("PRAGMA page_count").fetchone()[0]
     conn.execute(f"PRAGMA max_page_count = {pages}")  # full, and nothing has failed yet
     assert daemon.store.write_failure() is None

@@ -25,7 +25,7 @@ from click.testing import Result
 from typer.testing import CliRunner
 
 from bot.adapters.files.playbooks import builtin_engine
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.app import wiring as app
 from bot.app.cli import app as cli_app
 from bot.app.settings.loading import load

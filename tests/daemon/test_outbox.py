@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.core.model import Notification, NotificationKind, Report, Severity, frozen_map
 from bot.daemon.outbox import Backoff, Outbox
 from bot.daemon.ports import ChatRejectedError
-from tests.adapters.sqlite.test_store import incident
+from tests.adapters.store.test_store import incident
 from tests.support.daemon import T0, Clock, RecordingChat
 
 POST, UPDATE, REPLY = NotificationKind.POST, NotificationKind.UPDATE, NotificationKind.REPLY

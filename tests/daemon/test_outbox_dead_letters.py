@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.app.cli import app as cli_app
 from bot.core.model import Notification, NotificationKind, Report
 from bot.daemon.metrics import Metrics
 from bot.daemon.outbox import POST_CAP, Backoff, Outbox
 from bot.daemon.ports import ChatUnavailableError
-from tests.adapters.sqlite.test_store import incident
+from tests.adapters.store.test_store import incident
 from tests.daemon.test_outbox import card
 from tests.support.daemon import T0, Clock, RecordingChat, config
 

@@ -34,7 +34,7 @@ from bot.core.model import (
 from bot.daemon.executor import Registry
 from bot.daemon.feed import Context, Healthy, Observation, Refresh, observe
 from bot.daemon.runner import Runner
-from tests.adapters.sqlite.test_store import move
+from tests.adapters.store.test_store import move
 from tests.support.daemon import (
     DESCRIBE,
     DRIVER_LOG,

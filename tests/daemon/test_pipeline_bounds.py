@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bot.adapters.files.playbooks import load_library
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.core.diagnosis.engine import Engine
 from bot.core.incidents.assessment import assessor
 from bot.core.incidents.correlator import Correlator

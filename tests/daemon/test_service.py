@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bot.adapters.echo.executor import EchoExecutor
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.core.actions.approvals import ApprovalPolicy, ApproverRule, ChatUser, LiveCheck, Scope
 from bot.core.actions.step import Step
 from bot.core.errors import ActionFailedError, ActionRefusedError
@@ -22,7 +22,7 @@ from bot.daemon.metrics import Metrics
 from bot.daemon.ports import Verification
 from bot.daemon.runner import Runner
 from bot.daemon.service import Outcome, Service, console_user
-from tests.adapters.sqlite.test_store import T0, incident, move, proposal
+from tests.adapters.store.test_store import T0, incident, move, proposal
 from tests.support.daemon import Clock
 from tests.support.ledger import ledger_entry
 

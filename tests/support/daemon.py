@@ -17,7 +17,7 @@ from typing import Protocol
 
 from bot.adapters.console.chat import ConsoleChat
 from bot.adapters.files.playbooks import builtin_engine
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.app import wiring
 from bot.app.settings.actions import ActionSettings
 from bot.app.settings.sections import Settings

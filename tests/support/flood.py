@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.core.diagnosis.unmatched import shape
 
 BODY_BYTES = 1 << 20

@@ -23,7 +23,7 @@ import pytest
 from bot.adapters.http.alertmanager import PATH, Receiver
 from bot.adapters.http.alertmanager import route as alertmanager_route
 from bot.adapters.http.server import Credentials, HealthServer, Limits
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.core.model import Signal
 from bot.daemon.feed import Observation
 from bot.daemon.metrics import Metrics

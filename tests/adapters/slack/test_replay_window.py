@@ -10,7 +10,7 @@ import pytest
 from slack_sdk.signature import SignatureVerifier
 
 from bot.adapters.slack.events import Admitted, Gate
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from tests.support.faults import Measured
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"

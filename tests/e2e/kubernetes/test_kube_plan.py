@@ -17,7 +17,7 @@ from bot.adapters.kuberay import rerun
 from bot.adapters.kuberay.rerun import RECREATED_FROM
 from bot.adapters.kubernetes import executors as kubernetes
 from bot.adapters.kubernetes.api import RAY_CLUSTERS, RAY_JOBS
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.core.actions import approvals
 from bot.core.actions.approvals import ApprovalPolicy, ApproverRule, ChatUser
 from bot.core.diagnosis.engine import Engine

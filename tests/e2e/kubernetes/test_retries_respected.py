@@ -25,7 +25,7 @@ import pytest
 from bot.adapters.kuberay import rerun
 from bot.adapters.kubernetes import executors as kubernetes
 from bot.adapters.kubernetes.api import PODS, RAY_CLUSTERS, RAY_JOBS
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.app import wiring
 from bot.app.demo import seed
 from bot.app.settings.loading import load

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from bot.adapters.prometheus.local import LocalPrometheus
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.app.memory_wiring import chart_writer, fetcher
 from bot.app.settings.actions import ActionSettings
 from bot.app.settings.sections import Settings

@@ -14,7 +14,7 @@ from PIL import Image
 
 from bot.adapters.prometheus.local import LocalPrometheus
 from bot.adapters.slack.chat import SlackChat
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.app.memory_wiring import chart_writer, fetcher
 from bot.app.settings.actions import ActionSettings
 from bot.app.settings.sections import Settings

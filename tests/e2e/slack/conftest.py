@@ -34,7 +34,7 @@ from bot.adapters.files.playbooks import builtin_engine
 from bot.adapters.http.server import HealthServer
 from bot.adapters.slack.app import SlackConfig
 from bot.adapters.slack.chat import SlackChat
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.core.actions.approvals import ApprovalPolicy, ApproverRule, reconcile
 from bot.core.diagnosis.engine import Engine
 from bot.core.incidents.reports import build_report

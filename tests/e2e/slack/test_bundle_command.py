@@ -18,7 +18,7 @@ import pytest
 from bot.adapters.http.server import HealthServer
 from bot.adapters.kuberay.capture import Bundle
 from bot.adapters.slack.chat import SlackChat
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.app.bundles import bundle_writer
 from bot.core.incidents.assessment import assessor
 from bot.core.incidents.correlator import Correlator

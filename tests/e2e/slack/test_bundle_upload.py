@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bot.adapters.kuberay.capture import Bundle
 from bot.adapters.slack.chat import SlackChat
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.core.incidents.assessment import assessor
 from bot.core.incidents.correlator import Correlator
 from bot.core.incidents.notify import NotifyConfig

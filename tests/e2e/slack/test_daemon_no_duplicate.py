@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from bot.adapters.slack.reconcile import MERGED
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from tests.e2e.slack.conftest import APPROVER, CHANNEL, SECRET
 from tests.support.daemon import DESCRIBE, DRIVER_LOG, SEED, WORKLOAD
 from tests.support.daemon_process import Daemon, wait_until

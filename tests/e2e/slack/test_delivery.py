@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from bot.adapters.slack.chat import SlackRejectedError
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.core.model import Notification, NotificationKind, Report
 from bot.daemon.outbox import Backoff, Outbox
 from bot.daemon.ports import ChatUnavailableError

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from bot.adapters.slack import blocks
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.core.model import ActionResult
 from tests.e2e.slack.conftest import (
     APPROVER,

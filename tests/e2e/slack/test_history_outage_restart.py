@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from bot.adapters.slack.reconcile import MERGED
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from tests.e2e.slack.conftest import CHANNEL
 from tests.e2e.slack.test_daemon_no_duplicate import (
     SLACK,

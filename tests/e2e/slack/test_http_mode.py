@@ -482,12 +482,12 @@ def test_each_malformed_slack_request_gets_its_own_4xx(
 
 
 def test_a_click_the_store_cannot_record_is_answered_not_recorded(http: Http) -> None:
-    http.seeded.store._conn.execute("PRAGMA query_only = ON")  # the disk refuses writes
+    http.seeded.store._database._conn.execute("PRAGMA query_only = ON")  # the disk refuses writes
     try:
         http.click(blocks.APPROVE_ACTION)
         (told,) = http.ephemerals(1)
     finally:
-        http.seeded.store._conn.execute("PRAGMA query_only = OFF")
+        http.seeded.store._database._conn.execute("PRAGMA query_only = OFF")
     assert told["text"] == (
         ":warning: Not recorded, try again: pitcrew cannot write its state right now."
     )

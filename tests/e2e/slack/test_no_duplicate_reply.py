@@ -20,7 +20,7 @@ import pytest
 
 from bot.adapters.slack.chat import SlackChat
 from bot.adapters.slack.history import REPLY_EVENT_TYPE
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.core.model import Notification, NotificationKind, Report
 from bot.daemon.outbox import Backoff, Outbox
 from tests.e2e.slack.conftest import CHANNEL, FakeTime

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from bot.adapters.slack.blocks import APPROVE_ACTION
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.core.actions.approvals import reconcile
 from bot.core.actions.order import grouped, ordered
 from bot.core.incidents.reports import build_report

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import sqlite3
 from datetime import datetime
 from typing import Any
 
-from bot.adapters.sqlite.connection import SharedConnection, exists
+from bot.adapters.store.connection import SharedConnection
+from bot.adapters.store.database import Tx, exists
 from bot.core.codec import dumps, encode_time
 from bot.core.errors import StoreError
 from bot.core.model import Silence
@@ -59,7 +59,7 @@ class SilenceRecords(SharedConnection):
         return tuple(self._load(Silence, row["body"], row["id"]) for row in rows)
 
 
-def _write_silence(conn: sqlite3.Connection, silence: Silence, *, insert: bool) -> None:
+def _write_silence(conn: Tx, silence: Silence, *, insert: bool) -> None:
     values = (encode_time(silence.starts_at), encode_time(silence.ends_at), dumps(silence))
     if insert:
         conn.execute(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from bot.adapters.sqlite.connection import SharedConnection
+from bot.adapters.store.connection import SharedConnection
 from bot.core.codec import decode_time, encode_time
 from bot.core.diagnosis.unmatched import FailureLine, UnmatchedShape
 
@@ -28,7 +28,7 @@ class UnmatchedRecords(SharedConnection):
             conn.executemany(
                 """INSERT INTO unmatched (shape, example, origin, count, first_seen, last_seen)
                    VALUES (?, ?, ?, 1, ?, ?)
-                   ON CONFLICT (shape) DO UPDATE SET count = count + 1,
+                   ON CONFLICT (shape) DO UPDATE SET count = unmatched.count + 1,
                        example = excluded.example, origin = excluded.origin,
                        last_seen = excluded.last_seen""",
                 [(shape, example, origin, stamp, stamp) for shape, example, origin in rows],

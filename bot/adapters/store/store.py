@@ -1,4 +1,5 @@
-"""Durable state in one SQLite file (DESIGN.md "State"; the only module that imports sqlite3).
+"""Durable state in one database (DESIGN.md "State"): a SQLite file, the embedded default,
+or a PostgreSQL more than one replica can share (`store.url: postgresql://…`).
 
 Everything pitcrew must not forget across a restart lives here: incidents and
 their findings, proposals with their transition history and partial approvals,
@@ -6,27 +7,27 @@ the action ledger, silences, the notification outbox with the chat references
 of delivered cards and the cards posted unchecked (while the chat's history did not
 answer), source bookmarks, and evidence accepted but not yet taken in.
 
-Safety rests on three rules:
+Safety rests on three rules, on both databases:
 
-- A proposal changes state only by compare-and-swap (`transition`): one
-  `UPDATE ... WHERE state = expected` and its history row in one IMMEDIATE
-  transaction, so two clicks, two approvers, two threads or two processes
-  (`pitcrew approve ID` runs in another process) move it once.
+- A proposal changes state only by compare-and-swap (`record_decision`): the stored
+  proposal is read, checked and written with its history rows in one write
+  transaction holding the store's one write lock, so two clicks, two approvers, two
+  threads, two processes or two replicas move it once.
 - An action is recorded as STARTED before it runs; after a restart the pipeline finds
   its proposal RUNNING and `mark_interrupted` reports it interrupted, never re-run.
 - The outbox returns only undelivered messages, oldest first per incident and
   channel, so a chat outage delays cards but never loses or repeats them.
 
 Each kind of record has its own module (`incidents`, `proposals`, `ledger`,
-`silences`, `outbox`, `bookmarks`, `unmatched`, `intake`, `bundles`, `unchecked`)
-over one `connection.SharedConnection`; `Store` composes them and owns retention, which
-spans them all.
+`silences`, `outbox`, `bookmarks`, `unmatched`, `intake`, `bundles`, `unchecked`),
+written once in the SQL both databases share, over one `connection.SharedConnection`
+(the drivers: `sqlite`, `postgres`); `Store` composes them and owns retention, which
+spans them all. A leader fences the store with its term (`connection.fence`).
 
 Model values are stored as JSON through `bot.core.codec` (so fields added to them
 need no schema change) next to the indexed columns the queries need. Times
 are passed in; there is no hidden clock. One connection guarded by a lock
-serves all threads of a process; SQLite's locking (WAL, busy timeout)
-serializes processes.
+serves all threads of a process; the database's write lock serializes processes.
 """
 
 from __future__ import annotations
@@ -35,20 +36,18 @@ import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from bot.adapters.sqlite.bookmarks import BookmarkRecords
-from bot.adapters.sqlite.bundles import BundleRecords
-from bot.adapters.sqlite.connection import (
-    DEFAULT_BUSY_TIMEOUT,
-)
-from bot.adapters.sqlite.incidents import DEFAULT_FINDINGS_PER_INCIDENT, IncidentRecords
-from bot.adapters.sqlite.intake import IntakeRecords
-from bot.adapters.sqlite.ledger import LedgerRecords
-from bot.adapters.sqlite.outbox import OutboxRecords, OutboxState
-from bot.adapters.sqlite.proposals import ProposalRecords
-from bot.adapters.sqlite.replays import ReplayRecords
-from bot.adapters.sqlite.silences import SilenceRecords
-from bot.adapters.sqlite.unchecked import UncheckedRecords
-from bot.adapters.sqlite.unmatched import UnmatchedRecords
+from bot.adapters.store.bookmarks import BookmarkRecords
+from bot.adapters.store.bundles import BundleRecords
+from bot.adapters.store.connection import DEFAULT_BUSY_TIMEOUT
+from bot.adapters.store.incidents import DEFAULT_FINDINGS_PER_INCIDENT, IncidentRecords
+from bot.adapters.store.intake import IntakeRecords
+from bot.adapters.store.ledger import LedgerRecords
+from bot.adapters.store.outbox import OutboxRecords, OutboxState
+from bot.adapters.store.proposals import ProposalRecords
+from bot.adapters.store.replays import ReplayRecords
+from bot.adapters.store.silences import SilenceRecords
+from bot.adapters.store.unchecked import UncheckedRecords
+from bot.adapters.store.unmatched import UnmatchedRecords
 from bot.core.codec import encode_time
 from bot.core.model import IncidentState
 
@@ -77,7 +76,8 @@ class Store(
     BundleRecords,
     UncheckedRecords,
 ):
-    """pitcrew's state in one SQLite file, safe to share between threads and processes."""
+    """pitcrew's state in SQLite or PostgreSQL, safe to share between threads and processes
+    (and, on PostgreSQL, replicas)."""
 
     def __init__(
         self,
@@ -86,13 +86,15 @@ class Store(
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         findings_per_incident: int = DEFAULT_FINDINGS_PER_INCIDENT,
         init: bool = False,
+        password: str | None = None,
     ) -> None:
+        """`path`: the SQLite file (default ./pitcrew.db) or a `postgresql://` URL."""
         if findings_per_incident < 1:
             raise ValueError(
                 f"findings_per_incident must be at least 1, not {findings_per_incident}"
             )
         self.findings_per_incident = findings_per_incident
-        super().__init__(path, busy_timeout, init=init)
+        super().__init__(path, busy_timeout, init=init, password=password)
 
     def cleanup(self, now: datetime, retention: timedelta = DEFAULT_RETENTION) -> Cleanup:
         """Delete what ended before `now - retention`: resolved incidents (with their

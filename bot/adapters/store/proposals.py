@@ -2,19 +2,20 @@
 
 A proposal changes state only by compare-and-swap (`record_decision`): a decision
 of `bot.core.actions.approvals` is checked against the stored proposal's `version` and
-`LEGAL`, and written with its history rows in one IMMEDIATE transaction, so two
+`LEGAL`, and written with its history rows in one write transaction (which holds
+the store's one write lock, SQLite's or PostgreSQL's), so two
 clicks, two approvers, two threads or two processes move it once.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bot.adapters.sqlite.connection import SharedConnection, exists
+from bot.adapters.store.connection import SharedConnection
+from bot.adapters.store.database import Tx, exists
 from bot.core.actions.approvals import steps_to_record
 from bot.core.actions.order import rank_key
 from bot.core.codec import decode_time, dumps, encode_time
@@ -137,7 +138,7 @@ class ProposalRecords(SharedConnection):
         """The one write of a proposal's state: compare-and-swap of a decision of
         `bot.core.actions.approvals` made from the proposal at `expected_version`.
 
-        In one IMMEDIATE transaction the stored proposal is read, the decision checked
+        In one write transaction the stored proposal is read, the decision checked
         against it (`approvals.steps_to_record`: raises `StaleProposalError` when another
         click, approver, thread or process wrote it first, `IllegalTransitionError` for a
         move `LEGAL` does not list), and its new state, version, history steps and
@@ -148,10 +149,12 @@ class ProposalRecords(SharedConnection):
             if stored is None:
                 raise StoreError(self.path, f"cannot record a decision: no proposal {decided.id}")
             steps = steps_to_record(stored, decided, expected_version)
+            body = dataclasses.replace(
+                stored, state=decided.state, version=decided.version, history=(), approvals=()
+            )
             conn.execute(
-                """UPDATE proposals SET state = ?,
-                       body = json_set(body, '$.state', ?, '$.version', ?) WHERE id = ?""",
-                (decided.state.value, decided.state.value, decided.version, decided.id),
+                "UPDATE proposals SET state = ?, body = ? WHERE id = ?",
+                (decided.state.value, dumps(body), decided.id),
             )
             for step in steps:
                 _insert_transition(conn, decided.id, step)
@@ -166,7 +169,7 @@ class ProposalRecords(SharedConnection):
         with self._reading(f"read approvals of proposal {proposal_id}") as conn:
             return _approvals(conn, proposal_id)
 
-    def _proposal(self, conn: sqlite3.Connection, proposal_id: str) -> Proposal | None:
+    def _proposal(self, conn: Tx, proposal_id: str) -> Proposal | None:
         row = conn.execute(
             "SELECT state, body FROM proposals WHERE id = ?", (proposal_id,)
         ).fetchone()
@@ -191,16 +194,14 @@ class ProposalRecords(SharedConnection):
         return tuple(p for p in found if p is not None)
 
 
-def _insert_transition(conn: sqlite3.Connection, proposal_id: str, change: Transition) -> None:
+def _insert_transition(conn: Tx, proposal_id: str, change: Transition) -> None:
     conn.execute(
         "INSERT INTO transitions (proposal_id, to_state, at, body) VALUES (?, ?, ?, ?)",
         (proposal_id, change.to_state.value, encode_time(change.at), dumps(change)),
     )
 
 
-def _insert_approval(
-    conn: sqlite3.Connection, proposal_id: str, approver: str, at: datetime
-) -> None:
+def _insert_approval(conn: Tx, proposal_id: str, approver: str, at: datetime) -> None:
     conn.execute(
         """INSERT INTO approvals (proposal_id, approver, at) VALUES (?, ?, ?)
            ON CONFLICT (proposal_id, approver) DO NOTHING""",
@@ -208,7 +209,7 @@ def _insert_approval(
     )
 
 
-def _approvals(conn: sqlite3.Connection, proposal_id: str) -> tuple[Approval, ...]:
+def _approvals(conn: Tx, proposal_id: str) -> tuple[Approval, ...]:
     rows = conn.execute(
         "SELECT approver, at FROM approvals WHERE proposal_id = ? ORDER BY seq", (proposal_id,)
     ).fetchall()

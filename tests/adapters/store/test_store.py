@@ -1,15 +1,13 @@
-"""The SQLite store keeps pitcrew's state across restarts and moves a proposal once,
-however many threads and processes click at the same time."""
+"""The store, SQLite or PostgreSQL alike, keeps pitcrew's state across restarts and moves a
+proposal once, however many threads and processes click at the same time."""
 
 from __future__ import annotations
 
 import ast
 import dataclasses
 import multiprocessing
-import sqlite3
 import threading
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import MappingProxyType
@@ -17,13 +15,12 @@ from typing import Any
 
 import pytest
 
-from bot.adapters import sqlite as sqlite_package
-from bot.adapters.sqlite.connection import migrate
-from bot.adapters.sqlite.ledger import INTERRUPTED_DETAIL
-from bot.adapters.sqlite.outbox import OutboxMessage
-from bot.adapters.sqlite.proposals import Approval
-from bot.adapters.sqlite.schema import MIGRATIONS, SCHEMA_VERSION
-from bot.adapters.sqlite.store import Cleanup, Store
+from bot.adapters import store as store_package
+from bot.adapters.store.ledger import INTERRUPTED_DETAIL
+from bot.adapters.store.outbox import OutboxMessage
+from bot.adapters.store.proposals import Approval
+from bot.adapters.store.schema import MIGRATIONS, SCHEMA_VERSION
+from bot.adapters.store.store import Cleanup, Store
 from bot.core.actions import approvals
 from bot.core.actions.approvals import (
     ApprovalPolicy,
@@ -34,7 +31,6 @@ from bot.core.actions.approvals import (
     Scope,
     StaleProposalError,
 )
-from bot.core.codec import dumps, encode_time
 from bot.core.diagnosis.unmatched import UnmatchedShape, failure_lines
 from bot.core.errors import StoreError
 from bot.core.model import (
@@ -60,6 +56,7 @@ from bot.core.model import (
 )
 from bot.core.taxonomy import Category
 from tests.support.ledger import ledger_entry
+from tests.support.stores import schema_version, tables
 
 T0 = datetime(2025, 11, 3, 10, 0, tzinfo=UTC)
 OFFERED, APPROVED, RUNNING = ProposalState.OFFERED, ProposalState.APPROVED, ProposalState.RUNNING
@@ -180,29 +177,9 @@ def ledger(pid: str, started: float = 0) -> LedgerEntry:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "state.db"
-
-
-@pytest.fixture
-def store(db: Path) -> Iterator[Store]:
-    with Store(db) as opened:
-        yield opened
-
-
-@pytest.fixture
 def with_incident(store: Store) -> Store:
     store.upsert_incident(incident("inc-1"))
     return store
-
-
-def raw(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(path, isolation_level=None)
-
-
-def user_version(path: Path) -> int:
-    with raw(path) as conn:
-        return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
 def started(store: Store) -> tuple[LedgerEntry, ...]:
@@ -229,6 +206,7 @@ TABLES = [
     "bundles",
     "chat_refs",
     "deliveries",
+    "fencing",
     "findings",
     "incidents",
     "intake",
@@ -243,181 +221,38 @@ TABLES = [
 ]
 
 
-def test_a_new_file_gets_the_latest_schema_in_wal_mode(db: Path) -> None:
-    with Store(db) as store:
-        assert user_version(db) == SCHEMA_VERSION == 10
+def test_a_new_store_gets_the_latest_schema(store_location: str) -> None:
+    with Store(store_location) as store:
+        assert schema_version(store_location) == SCHEMA_VERSION == 11
         store.ping()
-    with raw(db) as conn:
-        tables = conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-            "ORDER BY name"
-        ).fetchall()
-        assert [name for (name,) in tables] == TABLES
-        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-    assert user_version(db) == 10
+    assert tables(store_location) == TABLES
 
 
-def test_the_default_file_is_in_the_working_directory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    with Store() as store:
-        assert store.path == str(tmp_path / "pitcrew.db")
-    assert (tmp_path / "pitcrew.db").is_file()
+FOREIGN_KEY = {
+    "sqlite": "FOREIGN KEY constraint failed",
+    "postgresql": 'insert or update on table "findings" violates foreign key constraint '
+    '"findings_incident_id_fkey"',
+}
 
 
 def test_foreign_keys_are_enforced(store: Store) -> None:
     with pytest.raises(StoreError) as caught:
         store.append_findings("nope", [finding()], T0)
-    assert caught.value.problem == (
-        "cannot append findings to incident nope: FOREIGN KEY constraint failed"
+    dialect = "postgresql" if store.kind == "PostgreSQL" else "sqlite"
+    assert (
+        caught.value.problem == f"cannot append findings to incident nope: {FOREIGN_KEY[dialect]}"
     )
-
-
-def version_1_file(path: Path) -> None:
-    """A database as pitcrew left it at schema version 1, with a card posted and two
-    notifications still queued."""
-    with raw(path) as conn:
-        migrate(conn, str(path), upto=1)
-        conn.execute(
-            "INSERT INTO incidents VALUES (?, ?, 'open', 'prod', 'ml', 'ml/rayjob/verl', ?, ?, "
-            "NULL, ?)",
-            ("inc-1", "ml/rayjob/verl", encode_time(T0), encode_time(T0), dumps(incident("inc-1"))),
-        )
-        rows = [
-            ("post", "delivered", "C1/171.1", dumps(note("inc-1", text="card"))),
-            ("update", "pending", None, dumps(note("inc-1", NotificationKind.UPDATE, text="u1"))),
-            ("reply", "pending", None, dumps(note("inc-1", NotificationKind.REPLY, text="r1"))),
-        ]
-        for kind, status, ref, body in rows:
-            conn.execute(
-                "INSERT INTO outbox (incident_id, channel, kind, status, chat_ref, settled_at, "
-                "body) VALUES ('inc-1', '#alerts', ?, ?, ?, ?, ?)",
-                (kind, status, ref, encode_time(minutes(1)) if ref else None, body),
-            )
-
-
-def test_a_version_1_file_is_migrated_and_keeps_its_data(db: Path) -> None:
-    version_1_file(db)
-    assert user_version(db) == 1
-    with Store(db) as store:
-        assert user_version(db) == SCHEMA_VERSION
-        assert store.incident("inc-1") == incident("inc-1")
-        assert store.chat_ref("inc-1") == "C1/171.1"
-        assert drain(store, minutes(5)) == [(2, "u1"), (3, "r1")]
-        store.create_proposal(proposal("p-1"))
-        assert isinstance(click(store, "p-1", "U1", minutes(1)), approvals.NeedsSecondApprover)
-        assert store.approvals("p-1") == (Approval("p-1", "U1", minutes(1)),)
-    assert user_version(db) == 10
 
 
 def test_migrations_are_numbered_in_order() -> None:
     assert [m.version for m in MIGRATIONS] == list(range(1, SCHEMA_VERSION + 1))
 
 
-def test_migrating_is_idempotent_across_opens(db: Path) -> None:
+def test_migrating_is_idempotent_across_opens(store_location: str) -> None:
     for _ in range(3):
-        with Store(db) as store:
+        with Store(store_location) as store:
             store.set_bookmark("k", "v")
-    assert user_version(db) == 10
-
-
-def test_a_newer_schema_is_refused_and_left_alone(db: Path) -> None:
-    with raw(db) as conn:
-        conn.execute("CREATE TABLE future (x)")
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
-    with pytest.raises(StoreError) as caught:
-        Store(db)
-    assert str(caught.value) == (
-        f"{db}: the database is at schema version {SCHEMA_VERSION + 1}, newer than this "
-        f"pitcrew supports (version {SCHEMA_VERSION}); upgrade pitcrew or point it at "
-        "another file"
-    )
-    assert user_version(db) == SCHEMA_VERSION + 1
-
-
-def corrupt_schema(path: Path) -> None:
-    """A real pitcrew database whose first page (the schema) was overwritten."""
-    Store(path).close()
-    data = bytearray(path.read_bytes())
-    data[100:4096] = b"\xa5" * (4096 - 100)
-    path.write_bytes(bytes(data))
-
-
-OPEN_FAILURES = [
-    pytest.param(
-        lambda p: p.write_bytes(b"this is not a database, just some text\n" * 200),
-        lambda p: p,
-        "cannot open the database: not a SQLite database (corrupted, or another kind of file)",
-        id="not-a-database",
-    ),
-    pytest.param(
-        lambda p: p.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4080),
-        lambda p: p,
-        "cannot open the database: not a SQLite database (corrupted, or another kind of file)",
-        id="corrupted-header",
-    ),
-    pytest.param(
-        corrupt_schema,
-        lambda p: p,
-        "cannot open the database: the database file is corrupted "
-        "(database disk image is malformed)",
-        id="corrupted-schema",
-    ),
-    pytest.param(
-        lambda p: p.mkdir(),
-        lambda p: p,
-        "cannot open the database: cannot open the file: its directory is missing or not "
-        "accessible, or the path is a directory",
-        id="a-directory",
-    ),
-    pytest.param(
-        lambda p: None,
-        lambda p: p / "missing" / "state.db",
-        "cannot open the database: cannot open the file: its directory is missing or not "
-        "accessible, or the path is a directory",
-        id="missing-directory",
-    ),
-]
-
-
-@pytest.mark.parametrize(("prepare", "target", "problem"), OPEN_FAILURES)
-def test_files_that_cannot_be_opened_are_named_with_the_problem(
-    db: Path, prepare: Any, target: Any, problem: str
-) -> None:
-    prepare(db)
-    path = target(db)
-    with pytest.raises(StoreError) as caught:
-        Store(path)
-    assert caught.value.path == str(path)
-    assert caught.value.problem == problem
-    assert str(caught.value) == f"{path}: {problem}"
-
-
-def test_a_database_locked_too_long_is_named_with_the_problem(db: Path) -> None:
-    with raw(db) as holder:
-        holder.execute("CREATE TABLE other (x)")
-        holder.execute("BEGIN EXCLUSIVE")
-        started = time.monotonic()
-        with pytest.raises(StoreError) as caught:
-            Store(db, busy_timeout=0.2)
-        waited = time.monotonic() - started
-        holder.execute("ROLLBACK")
-    assert caught.value.problem == (
-        "cannot open the database: the database stayed locked by another connection for "
-        "more than 0.2s"
-    )
-    assert 0.15 < waited < 5
-
-
-def test_a_closed_store_says_so(db: Path) -> None:
-    store = Store(db)
-    store.close()
-    with pytest.raises(StoreError) as caught:
-        store.incident("inc-1")
-    assert str(caught.value) == (
-        f"{db}: cannot read incident inc-1: Cannot operate on a closed database."
-    )
+    assert schema_version(store_location) == 11
 
 
 # -- incidents and findings ----------------------------------------------------------------
@@ -478,8 +313,8 @@ def test_recent_incidents_newest_first(several: Store, n: int, expected: list[st
     assert [i.id for i in several.recent_incidents(n)] == expected
 
 
-def test_findings_history_is_appended_and_bounded(db: Path) -> None:
-    with Store(db, findings_per_incident=3) as store:
+def test_findings_history_is_appended_and_bounded(store_location: str) -> None:
+    with Store(store_location, findings_per_incident=3) as store:
         store.upsert_incident(incident("inc-1"))
         store.upsert_incident(incident("inc-2"))
         store.append_findings("inc-1", [finding(count=n) for n in (1, 2)], T0)
@@ -645,7 +480,7 @@ def test_the_one_function_is_the_only_writer_of_a_proposal_state() -> None:
     `record_decision`, but for the first history rows `create_proposal` writes."""
     functions = [
         node
-        for path in sorted(Path(sqlite_package.__file__).parent.glob("*.py"))
+        for path in sorted(Path(store_package.__file__).parent.glob("*.py"))
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.FunctionDef)
     ]
@@ -740,10 +575,12 @@ def test_an_action_starts_once(store: Store) -> None:
         store.finish_action("p-1", ActionResult.STARTED, T0)
 
 
-def test_an_action_running_at_a_restart_is_found_and_marked_interrupted(db: Path) -> None:
-    with Store(db) as store:
+def test_an_action_running_at_a_restart_is_found_and_marked_interrupted(
+    store_location: str,
+) -> None:
+    with Store(store_location) as store:
         store.start_action(ledger("p-1"))
-    with Store(db) as store:
+    with Store(store_location) as store:
         assert started(store) == (ledger("p-1"),)
         interrupted = store.mark_interrupted("p-1", minutes(5))
         assert interrupted == dataclasses.replace(
@@ -938,8 +775,8 @@ def test_cleanup_deletes_what_ended_before_the_retention(store: Store) -> None:
 # -- restart -------------------------------------------------------------------------------
 
 
-def test_a_restart_keeps_the_queue_order_and_pending_approvals(db: Path) -> None:
-    with Store(db) as store:
+def test_a_restart_keeps_the_queue_order_and_pending_approvals(store_location: str) -> None:
+    with Store(store_location) as store:
         store.upsert_incident(incident("inc-1"))
         store.create_proposal(proposal("p-1"))
         click(store, "p-1", "U-alice", minutes(1))
@@ -952,7 +789,7 @@ def test_a_restart_keeps_the_queue_order_and_pending_approvals(db: Path) -> None
         store.mark_delivered(first.notification.id or 0, "C1/1.0", T0)
         store.mark_failed(2, "chat unreachable", minutes(1))
 
-    with Store(db) as store:
+    with Store(store_location) as store:
         assert store.chat_ref("inc-1") == "C1/1.0"
         assert drain(store, minutes(1)) == [(2, "u1"), (3, "u2"), (4, "other")]
         assert store.next_due(minutes(10)) is None
@@ -962,7 +799,7 @@ def test_a_restart_keeps_the_queue_order_and_pending_approvals(db: Path) -> None
             Approval("p-1", "U-bob", minutes(2)),
         )
 
-    with Store(db) as store:
+    with Store(store_location) as store:
         assert drain(store, minutes(20)) == []
         current = store.get_proposal("p-1")
         assert current is not None
@@ -1018,15 +855,15 @@ def approve_in_process(path: str, index: int, start: Any, results: Any) -> None:
 
 
 @pytest.mark.slow
-def test_concurrent_double_approval_moves_the_proposal_once(db: Path) -> None:
-    with Store(db, busy_timeout=30) as store:
+def test_concurrent_double_approval_moves_the_proposal_once(store_location: str) -> None:
+    with Store(store_location, busy_timeout=30) as store:
         store.upsert_incident(incident("inc-1"))
         store.create_proposal(proposal("p-1"))
         context = multiprocessing.get_context("spawn")
         start = context.Barrier(PROCESSES + 1)
         results = context.Queue()
         processes = [
-            context.Process(target=approve_in_process, args=(str(db), n, start, results))
+            context.Process(target=approve_in_process, args=(store_location, n, start, results))
             for n in range(PROCESSES)
         ]
         for process in processes:
@@ -1084,16 +921,16 @@ def test_concurrent_second_approvals_reach_the_quorum_once(with_incident: Store)
 def open_in_process(path: str, start: Any, results: Any) -> None:
     start.wait()
     with Store(path, busy_timeout=30):
-        results.put(user_version(Path(path)))
+        results.put(schema_version(path))
 
 
 @pytest.mark.slow
-def test_processes_opening_a_new_file_together_migrate_it_once(db: Path) -> None:
+def test_processes_opening_a_new_store_together_migrate_it_once(store_location: str) -> None:
     context = multiprocessing.get_context("spawn")
     start = context.Barrier(PROCESSES)
     results = context.Queue()
     processes = [
-        context.Process(target=open_in_process, args=(str(db), start, results))
+        context.Process(target=open_in_process, args=(store_location, start, results))
         for _ in range(PROCESSES)
     ]
     for process in processes:
@@ -1103,10 +940,7 @@ def test_processes_opening_a_new_file_together_migrate_it_once(db: Path) -> None
         process.join(timeout=60)
         assert process.exitcode == 0
     assert versions == [SCHEMA_VERSION] * PROCESSES
-    with raw(db) as conn:
-        assert conn.execute(
-            "SELECT COUNT(*) FROM sqlite_master WHERE name = 'outbox'"
-        ).fetchone() == (1,)
+    assert tables(store_location) == TABLES
 
 
 # -- unmatched failures ---------------------------------------------------------------------

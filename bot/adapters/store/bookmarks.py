@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.adapters.sqlite.connection import SharedConnection
+from bot.adapters.store.connection import SharedConnection
 
 
 class BookmarkRecords(SharedConnection):

@@ -1,9 +1,13 @@
-"""One SQLite connection shared by the threads of a process: opening, migrating,
-transactions, and SQLite's errors in words a user can act on.
+"""The embedded store: one SQLite file, one writer (the only module that imports sqlite3).
 
-`SharedConnection` is the base of every record class of the store: it owns the
-lock and the connection, and hands out reads, snapshots and write transactions
-that translate `sqlite3.Error` into `StoreError` naming the file.
+Why this exists: with no server to run, pitcrew keeps its state in a file beside it
+(`store.path`). This opens it, configures it (WAL, a busy timeout, foreign keys, FULL
+sync: a committed approval must survive a power cut), migrates it (`PRAGMA
+user_version` says which of `schema.MIGRATIONS` it has), refuses a file that is empty
+or belongs to something else unless asked to make it a store, and says SQLite's
+errors in words a user can act on. A new store appears whole (made beside the path
+and linked into place). SQLite's locking serializes processes; `lock.StoreLock` keeps
+a second daemon off the file.
 """
 
 from __future__ import annotations
@@ -15,16 +19,13 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Self, TypeVar
 
-from bot.adapters.sqlite.schema import MIGRATIONS, SCHEMA_VERSION
-from bot.core.codec import CodecError, loads
+from bot.adapters.store.database import Tx
+from bot.adapters.store.schema import MIGRATIONS, SCHEMA_VERSION, Dialect
 from bot.core.errors import StoreError
 
-T = TypeVar("T")
-
 DEFAULT_FILENAME = "pitcrew.db"
-DEFAULT_BUSY_TIMEOUT = 5.0
+INIT_HINT = "start `pitcrew run --init-store` to make it one, or point store.path elsewhere"
 
 
 def default_path() -> Path:
@@ -32,96 +33,50 @@ def default_path() -> Path:
     return Path.cwd() / DEFAULT_FILENAME
 
 
-class SharedConnection:
-    """The lock and the connection every record class of the store works through."""
-
-    def __init__(
-        self,
-        path: str | os.PathLike[str] | None,
-        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
-        *,
-        init: bool = False,
-    ) -> None:
-        """`init`: make an existing empty file, or a SQLite file that is not a pitcrew
-        store, into one (otherwise such a file is refused: it may be a mistake)."""
-        self.path = _display_path(path)
-        self.busy_timeout = busy_timeout
-        self._lock = threading.RLock()
-        self._write_failure: str | None = None
-        self._conn = _connect(self.path, busy_timeout, init)
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def ping(self) -> None:
-        """Raises StoreError unless the database answers (for readiness checks)."""
-        with self._reading("check the database") as conn:
-            conn.execute("SELECT 1 FROM incidents LIMIT 1").fetchall()
-
-    @contextmanager
-    def _reading(self, what: str) -> Iterator[sqlite3.Connection]:
-        """One statement (autocommit reads see a consistent state per statement)."""
-        with self._lock, self._translated(what):
-            yield self._conn
-
-    @contextmanager
-    def _snapshot(self, what: str) -> Iterator[sqlite3.Connection]:
-        """Several reads that must see one state."""
-        with self._lock, self._translated(what), transaction(self._conn, "BEGIN"):
-            yield self._conn
-
-    @contextmanager
-    def _writing(self, what: str) -> Iterator[sqlite3.Connection]:
-        """A write transaction that holds SQLite's write lock from its first statement, so
-        a read-then-write inside it cannot be overtaken by another process. A write the
-        disk refuses (full, I/O error, read-only) is remembered until one succeeds."""
-        with self._lock, self._translated(what):
-            try:
-                with transaction(self._conn, "BEGIN IMMEDIATE"):
-                    yield self._conn
-            except sqlite3.Error as exc:
-                if _disk_refused(exc):
-                    self._write_failure = problem(exc, self.busy_timeout)
-                raise
-            self._write_failure = None
-
-    def write_failure(self) -> str | None:
-        """Why the last write failed when the disk refused it (None: writes work)."""
-        return self._write_failure
-
-    @contextmanager
-    def _translated(self, what: str) -> Iterator[None]:
-        try:
-            yield
-        except sqlite3.Error as exc:
-            raise StoreError(
-                self.path, f"cannot {what}: {problem(exc, self.busy_timeout)}"
-            ) from exc
-
-    def _load(self, cls: type[T], body: str, what: str) -> T:
-        try:
-            return loads(cls, body)
-        except CodecError as exc:
-            raise StoreError(
-                self.path, f"stored {cls.__name__} {what} is unreadable: {exc}"
-            ) from exc
-
-
-# -- opening and migrating ----------------------------------------------------------------
-
-
-def _display_path(path: str | os.PathLike[str] | None) -> str:
+def display_path(path: str | os.PathLike[str] | None) -> str:
     if path is None:
         return str(default_path())
     text = os.fspath(path)
     return text if text == ":memory:" else str(Path(text).absolute())
+
+
+class SqliteDatabase:
+    """One SQLite connection, opened, configured and migrated."""
+
+    dialect: Dialect = "sqlite"
+    kind = "SQLite"
+
+    def __init__(self, path: str, busy_timeout: float, *, init: bool = False) -> None:
+        self.where = path
+        self.busy_timeout = busy_timeout
+        self._conn = _connect(path, busy_timeout, init)
+
+    @contextmanager
+    def reading(self) -> Iterator[Tx]:
+        yield self._conn
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Tx]:
+        with transaction(self._conn, "BEGIN"):
+            yield self._conn
+
+    @contextmanager
+    def writing(self) -> Iterator[Tx]:
+        with transaction(self._conn, "BEGIN IMMEDIATE"):
+            yield self._conn
+
+    def is_error(self, error: BaseException) -> bool:
+        return isinstance(error, sqlite3.Error)
+
+    def problem(self, error: BaseException) -> str:
+        return problem(error, self.busy_timeout)
+
+    def disk_refused(self, error: BaseException) -> bool:
+        lowered = str(error).lower()
+        return any(fragment in lowered for fragment in _DISK_REFUSALS)
+
+    def close(self) -> None:
+        self._conn.close()
 
 
 def _connect(path: str, busy_timeout: float, init: bool) -> sqlite3.Connection:
@@ -178,9 +133,6 @@ def _create(path: str, busy_timeout: float) -> None:
                 os.unlink(leftover)
 
 
-INIT_HINT = "start `pitcrew run --init-store` to make it one, or point store.path elsewhere"
-
-
 def _refuse_empty(path: str) -> None:
     """A store file cut to 0 bytes would otherwise open as a fresh store, silently."""
     if path == ":memory:":
@@ -229,7 +181,7 @@ def migrate(conn: sqlite3.Connection, path: str, upto: int = SCHEMA_VERSION) -> 
             current = user_version(conn)
             _check_not_newer(path, current)
             if current < migration.version:
-                for statement in migration.statements:
+                for statement in migration.sql("sqlite"):
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {migration.version}")
 
@@ -277,12 +229,7 @@ _PROBLEMS = (
 _DISK_REFUSALS = ("database or disk is full", "disk i/o error", "readonly database")
 
 
-def _disk_refused(exc: sqlite3.Error) -> bool:
-    lowered = str(exc).lower()
-    return any(fragment in lowered for fragment in _DISK_REFUSALS)
-
-
-def problem(exc: sqlite3.Error, busy_timeout: float) -> str:
+def problem(exc: BaseException, busy_timeout: float) -> str:
     """The failure in words a user can act on."""
     error = str(exc)
     lowered = error.lower()
@@ -292,7 +239,3 @@ def problem(exc: sqlite3.Error, busy_timeout: float) -> str:
         if fragment in lowered:
             return problem.format(error=error)
     return error
-
-
-def exists(conn: sqlite3.Connection, sql: str, *args: object) -> bool:
-    return conn.execute(sql, args).fetchone() is not None

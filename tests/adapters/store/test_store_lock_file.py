@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.adapters.sqlite.lock import lock_path
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.lock import lock_path
+from bot.adapters.store.store import Store
 from tests.support.daemon import config
 from tests.support.daemon_process import Daemon
 

@@ -4,11 +4,11 @@ restart `running_actions()` finds it and it is reported as interrupted, never re
 from __future__ import annotations
 
 import dataclasses
-import sqlite3
 from datetime import datetime
 from typing import Any
 
-from bot.adapters.sqlite.connection import SharedConnection, exists
+from bot.adapters.store.connection import SharedConnection
+from bot.adapters.store.database import Tx, exists
 from bot.core.codec import dumps, encode_time
 from bot.core.errors import StoreError
 from bot.core.model import ActionResult, LedgerEntry
@@ -73,7 +73,7 @@ class LedgerRecords(SharedConnection):
         return tuple(self._load(LedgerEntry, row["body"], row["proposal_id"]) for row in rows)
 
 
-def _write_ledger(conn: sqlite3.Connection, entry: LedgerEntry, *, insert: bool) -> None:
+def _write_ledger(conn: Tx, entry: LedgerEntry, *, insert: bool) -> None:
     finished = None if entry.finished_at is None else encode_time(entry.finished_at)
     values = (entry.result.value, encode_time(entry.started_at), finished, dumps(entry))
     if insert:

@@ -5,15 +5,14 @@ while the others are still handed out."""
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.daemon.ports import KeptUnchecked, UncheckedCard
-from tests.adapters.sqlite.test_store import incident, minutes
+from tests.adapters.store.test_store import incident, minutes
+from tests.support.stores import execute
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 A = UncheckedCard("C0PITCREW", "1772366400.000100", "inc-a", T0)
@@ -52,17 +51,17 @@ def at(seconds: float) -> datetime:
     ],
 )
 def test_cards_posted_unchecked_are_kept_until_checked(
-    tmp_path: Path,
+    store_location: str,
     remembered: list[UncheckedCard],
     forgotten: list[UncheckedCard],
     left: list[UncheckedCard],
 ) -> None:
-    with Store(tmp_path / "state.db") as store:
+    with Store(store_location) as store:
         for n, card in enumerate(remembered):
             store.remember_unchecked(card, at(n))
         for card in forgotten:
             store.forget_unchecked(card)
-    with Store(tmp_path / "state.db") as reopened:  # a restart
+    with Store(store_location) as reopened:  # a restart
         assert reopened.unchecked_cards() == KeptUnchecked(tuple(left))
 
 
@@ -76,30 +75,30 @@ def test_cards_posted_unchecked_are_kept_until_checked(
     ],
 )
 def test_a_row_the_store_cannot_read_is_named_and_the_others_still_come(
-    tmp_path: Path, column: str, value: str, problem: str
+    store_location: str, column: str, value: str, problem: str
 ) -> None:
-    db = tmp_path / "state.db"
-    with Store(db) as store:
+    with Store(store_location) as store:
         store.remember_unchecked(A, at(0))
         store.remember_unchecked(B, at(1))
-    with sqlite3.connect(db) as conn:
-        conn.execute(
-            f"UPDATE unchecked_cards SET {column} = ? WHERE incident_id = 'inc-a'", (value,)
-        )
-    with Store(db) as store:
+    execute(
+        store_location,
+        f"UPDATE unchecked_cards SET {column} = ? WHERE incident_id = 'inc-a'",
+        (value,),
+    )
+    with Store(store_location) as store:
         kept = store.unchecked_cards()
         assert kept.cards == (B,)
         where = "'inc-a' in ''" if column == "channel_id" else "'inc-a' in 'C0PITCREW'"
         assert kept.unreadable == (
-            f"the card of {where} posted unchecked is unreadable in {db}: {problem}",
+            f"the card of {where} posted unchecked is unreadable in {store.path}: {problem}",
         )
         store.forget_unchecked(B)
         assert store.unchecked_cards().cards == ()
         assert len(store.unchecked_cards().unreadable) == 1  # left for a person to look at
 
 
-def test_a_cards_row_goes_with_its_incident_at_cleanup(tmp_path: Path) -> None:
-    with Store(tmp_path / "state.db") as store:
+def test_a_cards_row_goes_with_its_incident_at_cleanup(store_location: str) -> None:
+    with Store(store_location) as store:
         store.upsert_incident(incident("inc-a", opened=0, resolved=10))  # resolved long ago
         store.upsert_incident(incident("inc-b", opened=0))  # open
         store.remember_unchecked(A, at(0))

@@ -8,11 +8,10 @@ connection made read-only (`attempt to write a readonly database`)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.app import wiring as app
 from bot.core.errors import StoreError
 from tests.support.daemon import DRIVER_LOG, SEED, http
@@ -20,13 +19,13 @@ from tests.support.faults import Measured
 
 
 def _full(daemon: app.Daemon) -> None:
-    conn = daemon.store._conn
+    conn = daemon.store._database._conn
     pages = conn.execute("PRAGMA page_count").fetchone()[0]
     conn.execute(f"PRAGMA max_page_count = {pages}")
 
 
 def _read_only(daemon: app.Daemon) -> None:
-    daemon.store._conn.execute("PRAGMA query_only = ON")
+    daemon.store._database._conn.execute("PRAGMA query_only = ON")
 
 
 @pytest.mark.parametrize(
@@ -59,7 +58,7 @@ def test_a_store_that_cannot_write_is_not_ready_and_refuses_evidence(
         {"error": f"the store cannot be written ({problem}); retry later"},
     )
 
-    conn = daemon.store._conn
+    conn = daemon.store._database._conn
     conn.execute("PRAGMA query_only = OFF")
     conn.execute("PRAGMA max_page_count = 1073741823")
     daemon.store.set_bookmark("fault", "written")
@@ -68,8 +67,10 @@ def test_a_store_that_cannot_write_is_not_ready_and_refuses_evidence(
     assert status == 202
 
 
-def test_a_signed_request_is_remembered_across_a_reopen_until_it_expires(tmp_path: Path) -> None:
-    path = tmp_path / "state.db"
+def test_a_signed_request_is_remembered_across_a_reopen_until_it_expires(
+    store_location: str,
+) -> None:
+    path = store_location
     with Store(path) as store:  # stamped 1_290 (in the future): valid until 1_590
         assert store.first_time("v0=abc", 1_000.0, 1_590.0) is True
         assert store.first_time("v0=abc", 1_010.0, 1_590.0) is False

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from bot.adapters.sqlite.connection import SharedConnection
+from bot.adapters.store.connection import SharedConnection
 from bot.core.codec import CodecError, decode_time, encode_time
 from bot.daemon.ports import KeptUnchecked, UncheckedCard
 

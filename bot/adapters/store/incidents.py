@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from bot.adapters.sqlite.connection import SharedConnection
+from bot.adapters.store.connection import SharedConnection
 from bot.core.codec import dumps, encode_time
 from bot.core.model import Finding, Incident, IncidentState, ObjectRef
 
@@ -24,14 +24,13 @@ class IncidentRecords(SharedConnection):
             conn.execute(
                 """INSERT INTO incidents (id, key, state, cluster, namespace, workload,
                        opened_at, updated_at, resolved_at, body)
-                   VALUES (:id, :key, :state, :cluster, :namespace, :workload,
-                       :opened_at, :updated_at, :resolved_at, :body)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                    ON CONFLICT (id) DO UPDATE SET key = excluded.key, state = excluded.state,
                        cluster = excluded.cluster, namespace = excluded.namespace,
                        workload = excluded.workload, opened_at = excluded.opened_at,
                        updated_at = excluded.updated_at, resolved_at = excluded.resolved_at,
                        body = excluded.body""",
-                row,
+                tuple(row.values()),
             )
 
     def incident(self, incident_id: str) -> Incident | None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.core.errors import StoreError
 from tests.support.daemon import DESCRIBE, SEED, config, http
 from tests.support.daemon_process import Daemon, posts, wait_until

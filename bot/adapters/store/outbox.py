@@ -7,12 +7,12 @@ channel, so a chat outage delays cards but never loses or repeats them.
 from __future__ import annotations
 
 import dataclasses
-import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from bot.adapters.sqlite.connection import SharedConnection
+from bot.adapters.store.connection import SharedConnection
+from bot.adapters.store.database import Row, Tx
 from bot.core.codec import decode_time, dumps, encode_time
 from bot.core.incidents.notify import Delivery
 from bot.core.model import Notification, NotificationKind
@@ -88,13 +88,13 @@ class OutboxRecords(SharedConnection):
         with self._reading("read the outbox") as conn:
             row = conn.execute(
                 """SELECT * FROM outbox AS o
-                   WHERE o.status = :pending
+                   WHERE o.status = ?
                      AND o.id = (SELECT MIN(h.id) FROM outbox AS h
-                                 WHERE h.status = :pending AND h.incident_id = o.incident_id
+                                 WHERE h.status = o.status AND h.incident_id = o.incident_id
                                    AND h.channel = o.channel)
-                     AND (o.next_attempt_at IS NULL OR o.next_attempt_at <= :now)
+                     AND (o.next_attempt_at IS NULL OR o.next_attempt_at <= ?)
                    ORDER BY o.id LIMIT 1""",
-                {"pending": OutboxState.PENDING, "now": encode_time(now)},
+                (OutboxState.PENDING, encode_time(now)),
             ).fetchone()
         return None if row is None else self._outbox_message(row)
 
@@ -174,7 +174,7 @@ class OutboxRecords(SharedConnection):
             row = conn.execute(sql + " ORDER BY posted_at, rowid LIMIT 1", args).fetchone()
         return None if row is None else str(row["ref"])
 
-    def _outbox_message(self, row: sqlite3.Row) -> OutboxMessage:
+    def _outbox_message(self, row: Row) -> OutboxMessage:
         notification = self._load(Notification, row["body"], f"notification {row['id']}")
         retry_at = row["next_attempt_at"]
         return OutboxMessage(
@@ -185,20 +185,18 @@ class OutboxRecords(SharedConnection):
         )
 
 
-def _insert_notification(conn: sqlite3.Connection, notification: Notification) -> Notification:
+def _insert_notification(conn: Tx, notification: Notification) -> Notification:
     body = dumps(dataclasses.replace(notification, id=None))
     due = None if notification.created_at is None else encode_time(notification.created_at)
-    cursor = conn.execute(
+    row = conn.execute(
         """INSERT INTO outbox (incident_id, channel, kind, next_attempt_at, body)
-           VALUES (?, ?, ?, ?, ?)""",
+           VALUES (?, ?, ?, ?, ?) RETURNING id""",
         (notification.incident_id, notification.channel, notification.kind.value, due, body),
-    )
-    return dataclasses.replace(notification, id=cursor.lastrowid)
+    ).fetchone()
+    return dataclasses.replace(notification, id=int(row["id"]))
 
 
-def _remember_chat_ref(
-    conn: sqlite3.Connection, incident_id: str, channel: str, ref: str, at: datetime
-) -> None:
+def _remember_chat_ref(conn: Tx, incident_id: str, channel: str, ref: str, at: datetime) -> None:
     conn.execute(
         """INSERT INTO chat_refs (incident_id, channel, ref, posted_at) VALUES (?, ?, ?, ?)
            ON CONFLICT (incident_id, channel)

@@ -14,7 +14,7 @@ the copy Alertmanager sends again is taken (`bot.adapters.http.alertmanager`).
 
 from __future__ import annotations
 
-from bot.adapters.sqlite.connection import SharedConnection
+from bot.adapters.store.connection import SharedConnection
 
 
 class ReplayRecords(SharedConnection):
@@ -24,7 +24,8 @@ class ReplayRecords(SharedConnection):
         with self._writing("remember a signed request") as conn:
             conn.execute("DELETE FROM seen_requests WHERE forget_at < ?", (now,))
             added = conn.execute(
-                "INSERT OR IGNORE INTO seen_requests (signature, forget_at) VALUES (?, ?)",
+                """INSERT INTO seen_requests (signature, forget_at) VALUES (?, ?)
+                   ON CONFLICT (signature) DO NOTHING""",
                 (signature, max(until, now)),
             ).rowcount
         return added == 1

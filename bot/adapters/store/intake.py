@@ -17,10 +17,10 @@ it runs, and at its start (`queue_all`), so no row is queued twice.
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import datetime
 
-from bot.adapters.sqlite.connection import SharedConnection
+from bot.adapters.store.connection import SharedConnection
+from bot.adapters.store.database import Row
 from bot.core.codec import decode_time, encode_time
 from bot.daemon.ports import SetAside, SpooledRow
 
@@ -34,11 +34,11 @@ class IntakeRecords(SharedConnection):
     def spool(self, meta: str, body: bytes, at: datetime) -> int:
         """Keep one piece of evidence; returns its row id."""
         with self._writing("keep accepted evidence") as conn:
-            cursor = conn.execute(
-                "INSERT INTO intake (received_at, meta, body) VALUES (?, ?, ?)",
+            row = conn.execute(
+                "INSERT INTO intake (received_at, meta, body) VALUES (?, ?, ?) RETURNING id",
                 (encode_time(at), meta, body),
-            )
-        return int(cursor.lastrowid or 0)
+            ).fetchone()
+        return int(row["id"])
 
     def unspool(self, row_id: int) -> None:
         """The pipeline has taken the row's evidence in."""
@@ -125,5 +125,5 @@ class IntakeRecords(SharedConnection):
             return int(conn.execute(sql, args).rowcount)
 
 
-def _row(r: sqlite3.Row) -> SpooledRow:
+def _row(r: Row) -> SpooledRow:
     return SpooledRow(int(r["id"]), str(r["meta"]), bytes(r["body"]), int(r["takes"]))

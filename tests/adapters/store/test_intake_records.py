@@ -1,4 +1,4 @@
-"""Kept evidence through its states, in the store's own SQLite file: a row a bug stopped
+"""Kept evidence through its states, in the store (SQLite's file or PostgreSQL): a row a bug stopped
 (`failed`) or a budget stopped (`quarantined`) is listed as set aside; `pitcrew requeue`
 marks it `released`; a running daemon takes each released row once (`take_released`),
 and a start takes failed and released rows with the queued ones (`queue_all`), so no
@@ -8,19 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 
 T0 = datetime(2026, 11, 3, 10, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
+def store(store_location: str) -> Iterator[Store]:
     """Rows 1 (queued), 2 (failed), 3 and 4 (quarantined)."""
-    with Store(tmp_path / "state.db") as opened:
+    with Store(store_location) as opened:
         for _ in range(4):
             opened.spool("{}", b"body", T0)
         opened.set_aside(2, "failed", "classification", "ZeroDivisionError: division by zero", T0)

@@ -1,0 +1,179 @@
+"""One database connection shared by the threads of a process: opening the store a
+location names, transactions, fencing, and the database's errors in words a user can act on.
+
+`SharedConnection` is the base of every record class of the store: it owns the lock and
+the `database.Database` (SQLite's file, or PostgreSQL when the location is a
+`postgresql://` URL), and hands out reads, snapshots and write transactions that
+translate the driver's errors into `StoreError` naming the file or the URL (never its
+password).
+
+Fencing (`fence`): once a leader has given the store its term, every write of this
+store object first checks, in the same transaction, that no newer term was recorded,
+and records its own; a write under an older term is refused with `StaleTermError` and
+changes nothing. Both databases keep the newest term in the one-row `fencing` table.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Self, TypeVar
+
+from bot.adapters.store.database import Database, Tx
+from bot.adapters.store.sqlite import SqliteDatabase, display_path
+from bot.core.codec import CodecError, loads
+from bot.core.errors import StoreError
+from bot.daemon.ports import StaleTermError
+
+T = TypeVar("T")
+
+DEFAULT_BUSY_TIMEOUT = 5.0
+URL_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_url(location: str | os.PathLike[str] | None) -> bool:
+    """A PostgreSQL URL rather than a SQLite file's path."""
+    return isinstance(location, str) and location.startswith(URL_SCHEMES)
+
+
+def open_database(
+    location: str | os.PathLike[str] | None,
+    busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+    *,
+    init: bool = False,
+    password: str | None = None,
+) -> Database:
+    """The database `location` names: a `postgresql://` URL, else a SQLite file."""
+    if is_url(location):
+        from bot.adapters.store.postgres import PostgresDatabase  # psycopg only when used
+
+        return PostgresDatabase(str(location), busy_timeout, init=init, password=password)
+    return SqliteDatabase(display_path(location), busy_timeout, init=init)
+
+
+class SharedConnection:
+    """The lock and the database every record class of the store works through."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        *,
+        init: bool = False,
+        password: str | None = None,
+    ) -> None:
+        """`path`: a SQLite file or a `postgresql://` URL. `init`: make an existing empty
+        file, or a database that is not a pitcrew store, into one (otherwise such a
+        database is refused: it may be a mistake). `password`: PostgreSQL's, when the
+        URL leaves it out."""
+        self.busy_timeout = busy_timeout
+        self._lock = threading.RLock()
+        self._write_failure: str | None = None
+        self._term: int | None = None
+        self._database = open_database(path, busy_timeout, init=init, password=password)
+        self.path = self._database.where
+        self.kind = self._database.kind
+
+    def close(self) -> None:
+        with self._lock:
+            self._database.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def describe(self) -> str:
+        """`SQLite /var/lib/pitcrew/pitcrew.db`, `PostgreSQL postgresql://pitcrew@db/pitcrew`."""
+        return f"{self.kind} {self.path}"
+
+    def ping(self) -> None:
+        """Raises StoreError unless the database answers (for readiness checks)."""
+        with self._reading("check the database") as conn:
+            conn.execute("SELECT 1 FROM incidents LIMIT 1").fetchall()
+
+    def fence(self, term: int) -> None:
+        """Every write of this store from now on carries `term`: made only while no newer
+        term is recorded, recording `term` as the newest. Raises `StaleTermError` at
+        once when a newer one is recorded already."""
+        if term < 0:
+            raise ValueError(f"a term is 0 or more, not {term}")
+        with self._lock:
+            self._term = term
+            with self._writing(f"take term {term}"):
+                pass
+
+    def fencing_term(self) -> int:
+        """The newest term any writer recorded (0: none yet)."""
+        with self._reading("read the fencing term") as conn:
+            row = conn.execute("SELECT term FROM fencing WHERE id = 1").fetchone()
+        return 0 if row is None else int(row["term"])
+
+    @contextmanager
+    def _reading(self, what: str) -> Iterator[Tx]:
+        """One statement (autocommit reads see a consistent state per statement)."""
+        with self._lock, self._translated(what), self._database.reading() as conn:
+            yield conn
+
+    @contextmanager
+    def _snapshot(self, what: str) -> Iterator[Tx]:
+        """Several reads that must see one state."""
+        with self._lock, self._translated(what), self._database.snapshot() as conn:
+            yield conn
+
+    @contextmanager
+    def _writing(self, what: str) -> Iterator[Tx]:
+        """A write transaction that holds the store's write lock from its first statement,
+        so a read-then-write inside it cannot be overtaken by another writer; fenced by
+        the store's term when it has one. A write the disk refuses (full, I/O error,
+        read-only) is remembered until one succeeds."""
+        with self._lock, self._translated(what):
+            try:
+                with self._database.writing() as conn:
+                    if self._term is not None:
+                        self._check_term(conn, self._term, what)
+                    yield conn
+            except Exception as exc:
+                if self._database.is_error(exc) and self._database.disk_refused(exc):
+                    self._write_failure = self._database.problem(exc)
+                raise
+            self._write_failure = None
+
+    def _check_term(self, conn: Tx, term: int, what: str) -> None:
+        moved = conn.execute(
+            "UPDATE fencing SET term = ? WHERE id = 1 AND term <= ?", (term, term)
+        ).rowcount
+        if moved != 1:
+            row = conn.execute("SELECT term FROM fencing WHERE id = 1").fetchone()
+            newest = "?" if row is None else row["term"]
+            raise StaleTermError(
+                self.path,
+                f"cannot {what}: refused under term {term}, since term {newest} is "
+                "recorded (another replica leads now)",
+            )
+
+    def write_failure(self) -> str | None:
+        """Why the last write failed when the disk refused it (None: writes work)."""
+        return self._write_failure
+
+    @contextmanager
+    def _translated(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except StoreError:
+            raise
+        except Exception as exc:
+            if not self._database.is_error(exc):
+                raise
+            raise StoreError(self.path, f"cannot {what}: {self._database.problem(exc)}") from exc
+
+    def _load(self, cls: type[T], body: str, what: str) -> T:
+        try:
+            return loads(cls, body)
+        except CodecError as exc:
+            raise StoreError(
+                self.path, f"stored {cls.__name__} {what} is unreadable: {exc}"
+            ) from exc
