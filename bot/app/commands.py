@@ -30,7 +30,7 @@ from bot.adapters.files.playbooks import load_builtin
 from bot.adapters.http.ingest import PATH as INGEST_PATH
 from bot.adapters.http.ingest import parse_workload
 from bot.adapters.store.store import Store
-from bot.app.factories import build_registry, check_kinds
+from bot.app.factories import build_registry, check_kinds, open_store, probe_store
 from bot.app.settings import loading
 from bot.app.settings.loading import ConfigError
 from bot.app.settings.sections import Settings
@@ -48,7 +48,11 @@ ConfigOption = Annotated[
     ),
 ]
 StoreOption = Annotated[
-    Path | None, typer.Option("--store", help="the daemon's SQLite file (overrides the config)")
+    Path | None,
+    typer.Option(
+        "--store",
+        help="the daemon's SQLite file (overrides the config's store.path and store.url)",
+    ),
 ]
 UserOption = Annotated[
     str | None, typer.Option("--as", help="who you are, for the approval policy (default: $USER)")
@@ -74,29 +78,40 @@ def load_settings(
         raise typer.Exit(2) from None
     if store is not None:
         loaded = loaded.model_copy(
-            update={"store": loaded.store.model_copy(update={"path": store})}
+            update={"store": loaded.store.model_copy(update={"path": store, "url": ""})}
         )
     return loaded
 
 
 @contextmanager
-def opened_service(file: Path | None, store: Path | None) -> Iterator[Service]:
-    """The service over the daemon's existing store (never creates an empty one); the
-    daemon's playbooks are read only for a silence by playbook (its silencer's scope)."""
-    settings = load_settings(file, store, client=True)
+def opened_store(settings: Settings) -> Iterator[Store]:
+    """The daemon's existing store: never an empty SQLite file made here; a PostgreSQL
+    that does not answer is an error naming its URL (without the password)."""
     path = settings.store.path
-    if not path.exists():
+    if not settings.store.url and not path.exists():
         raise fail(f"{path}: no pitcrew state here; point at the daemon's with --config or --store")
+    try:
+        opened = open_store(settings)
+    except PitcrewError as error:
+        raise fail(str(error)) from None
+    with opened:
+        try:
+            yield opened
+        except PitcrewError as error:
+            raise fail(str(error)) from None
+
+
+@contextmanager
+def opened_service(file: Path | None, store: Path | None) -> Iterator[Service]:
+    """The service over the daemon's existing store; the daemon's playbooks are read only
+    for a silence by playbook (its silencer's scope)."""
+    settings = load_settings(file, store, client=True)
 
     def offers() -> Mapping[str, tuple[str, ...]]:
         return load_builtin(settings.playbooks.dirs).actions_by_playbook()
 
-    try:
-        registry = build_registry(settings)
-        with Store(path) as opened:
-            yield Service(opened, settings.approvals, registry, offers=offers)
-    except PitcrewError as error:
-        raise fail(str(error)) from None
+    with opened_store(settings) as opened:
+        yield Service(opened, settings.approvals, build_registry(settings), offers=offers)
 
 
 def _user(name: str | None) -> str:
@@ -166,7 +181,9 @@ def config_check(
     problems = check_kinds(loaded)
     for problem in problems:
         typer.echo(problem)
-    if problems:
+    store = probe_store(loaded)
+    typer.echo(f"store: {store}")
+    if problems or not store.answers:
         raise typer.Exit(2)
     typer.echo(f"{loaded.origin}: OK")
 
@@ -387,9 +404,12 @@ def history_command(
 
 
 def status_command(file: ConfigOption = None, store: StoreOption = None) -> None:
-    """Counts of open incidents, proposals, queued notifications and silences."""
-    with opened_service(file, store) as service:
-        found = service.status(utcnow())
+    """Which store, and counts of open incidents, proposals, queued notifications and
+    silences."""
+    settings = load_settings(file, store, client=True)
+    with opened_store(settings) as opened:
+        found = Service(opened, settings.approvals, build_registry(settings)).status(utcnow())
+        typer.echo(f"store: {opened.describe()}: answers")
     proposals = ", ".join(f"{k} {v}" for k, v in found.proposals.items())
     typer.echo(f"open incidents: {found.open_incidents}")
     typer.echo(f"proposals: {proposals}")
@@ -492,9 +512,7 @@ def bundle_command(
     from bot.app.bundles import merged_bundles
 
     settings = load_settings(file, store, client=True)
-    if not settings.store.path.exists():
-        raise fail(f"{settings.store.path}: no pitcrew state here; point at the daemon's")
-    with Store(settings.store.path) as opened:
+    with opened_store(settings) as opened:
         kept = opened.bundles(incident)
     if not kept:
         raise fail(f"{incident}: no evidence bundle kept for this incident")

@@ -222,6 +222,7 @@ _SECRET_MEANING = {
         "what `POST /alertmanager` asks of every client (`alertmanager.enabled`): as "
         "Alertmanager's `http_config.authorization` credentials, or basic auth's password"
     ),
+    "store_password": "PostgreSQL's password, when `store.url` leaves it out",
 }
 
 

@@ -1,7 +1,8 @@
-"""Which source and executor kinds this pitcrew has, and how each is built from settings.
+"""Which store, source and executor kinds this pitcrew has, and how each is built from settings.
 
-Why this exists: the config names kinds (`sources.<kind>`, `actions.executors`); the
-composition root must turn each name into running objects. Two explicit tables do it,
+Why this exists: the config names a store (`store.url`, PostgreSQL, else the SQLite file
+`store.path`) and kinds (`sources.<kind>`, `actions.executors`); the composition root
+must turn each name into running objects. Two explicit tables do it,
 so every kind is visible here and an unknown name is an error naming it, not a module
 looked up by reflection. Here the settings become each adapter's own config (adapters
 never see `Settings`), and adapters that work together (the Kubernetes source and
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
     from bot.adapters.kubernetes.api import KubeApi
     from bot.adapters.ray.client import RayClusterConfig
     from bot.adapters.ray.source import RayClusterSource, RaySourceOptions
+    from bot.adapters.store.connection import Answer
+    from bot.adapters.store.store import Store
 
 SourceFactory = Callable[[Settings, Sink, Bookmarks | None], Sequence[Source]]
 Executors = Mapping[str, Executor]
@@ -102,6 +105,33 @@ def ray_source_options(entry: RaySourceSettings) -> RaySourceOptions:
         stale_scan_every=entry.stale_scan_every,
         down_after=entry.down_after,
     )
+
+
+# -- the store ----------------------------------------------------------------------------------
+
+
+def store_location(settings: Settings) -> str:
+    """`store.url` (PostgreSQL, shared by replicas) when set, else the SQLite file."""
+    return settings.store.url or str(settings.store.path)
+
+
+def store_password(settings: Settings) -> str | None:
+    secret = settings.secrets.store_password
+    return secret.get_secret_value() if secret else None
+
+
+def open_store(settings: Settings, *, init: bool = False) -> Store:
+    """The store the settings name, opened (and migrated)."""
+    from bot.adapters.store.store import Store
+
+    return Store(store_location(settings), init=init, password=store_password(settings))
+
+
+def probe_store(settings: Settings) -> Answer:
+    """Which store the settings name and whether it answers; nothing is created or written."""
+    from bot.adapters.store.connection import probe
+
+    return probe(store_location(settings), store_password(settings))
 
 
 # -- sources ------------------------------------------------------------------------------------

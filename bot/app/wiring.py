@@ -35,7 +35,7 @@ from bot.adapters.store.lock import StoreLock
 from bot.adapters.store.store import Store
 from bot.app.bundles import bundle_writer
 from bot.app.capture_wiring import bundles_dir, capture_worker, prune_bundles
-from bot.app.factories import build_registry, build_sources, categorizer
+from bot.app.factories import build_registry, build_sources, categorizer, open_store
 from bot.app.memory_wiring import charts_dir, memory_worker, prune_charts
 from bot.app.on_demand import Diagnoser
 from bot.app.settings.sections import Settings
@@ -84,6 +84,7 @@ class Daemon:
     memory: MemoryWorker | None = None  # memory evidence from sources.prometheus
     capture: CaptureWorker | None = None  # evidence bundles of failing RayJobs and RayClusters
     lock: StoreLock | None = None
+    store_answer: str = ""  # which store, and whether it answered at the last readiness check
 
     def start(self) -> None:
         self.pipeline.restore()
@@ -100,7 +101,7 @@ class Daemon:
             "pitcrew running: http://%s:%d, store %s, chat %s, %d sources, executors for %s",
             self.settings.http.host,
             self.http.port,
-            self.store.path,
+            self.store.describe(),
             self.settings.chat_kind,
             len(self.sources),
             ", ".join(self.registry.actions()) or "no action",
@@ -123,10 +124,7 @@ class Daemon:
         self.live.close()
         self.runner.close(wait=True)
         self.outbox.stop()
-        if not self.outbox.flush(timeouts.flush_timeout.total_seconds()):
-            log.warning(
-                "%d notifications stay in the outbox for the next start", self.outbox.pending()
-            )
+        _quietly("flush the outbox", lambda: _flush(self.outbox, timeouts.flush_timeout))
         self.scheduler.stop()
         self.store.close()
         if self.lock is not None:
@@ -142,7 +140,8 @@ class Daemon:
         }
 
     def readiness(self) -> dict[str, bool]:
-        checks = {"store": _store_ok(self.store), **self.liveness()}
+        store_ok, self.store_answer = _store_answer(self.store)
+        checks = {"store": store_ok, **self.liveness()}
         for source in self.sources:
             healthy = _source_ok(source)
             self.metrics.source_up.labels(source=source.name).set(1 if healthy else 0)
@@ -195,7 +194,13 @@ def build(
         scheduler=_scheduler(
             settings, clock, store, pipeline, outbox, runner, service, sources, intake
         ),
-        http=_http(settings, metrics, lambda: daemon.liveness(), lambda: daemon.readiness()),
+        http=_http(
+            settings,
+            metrics,
+            lambda: daemon.liveness(),
+            lambda: daemon.readiness(),
+            lambda: {"store": daemon.store_answer},
+        ),
         live=checks,
         intake=intake,
         memory=memory,
@@ -207,11 +212,13 @@ def build(
 
 
 def _open_store(settings: Settings, init_store: bool) -> tuple[StoreLock | None, Store]:
-    """The store, locked for this daemon first (`StoreLock`: a second daemon on it is
-    refused); `init_store` makes an empty or foreign file a store instead of refusing it."""
+    """The store; a SQLite file is locked for this daemon first (`StoreLock`: a second
+    daemon on it is refused). PostgreSQL is not: replicas share it, and the leader
+    election picks the one that acts. `init_store` makes an empty or foreign database a
+    store instead of refusing it."""
     lock = _lock(settings)
     try:
-        return lock, Store(settings.store.path, init=init_store)
+        return lock, open_store(settings, init=init_store)
     except StoreError:
         if lock is not None:
             lock.release()
@@ -220,7 +227,7 @@ def _open_store(settings: Settings, init_store: bool) -> tuple[StoreLock | None,
 
 def _lock(settings: Settings) -> StoreLock | None:
     path = str(settings.store.path)
-    if path == ":memory:":
+    if settings.store.url or path == ":memory:":
         return None
     lock = StoreLock(str(Path(path).absolute()), min_free=settings.store.min_free_mib << 20)
     lock.acquire(create=lambda: Store(path).close())
@@ -437,6 +444,7 @@ def _http(
     metrics: Metrics,
     liveness: Callable[[], dict[str, bool]],
     readiness: Callable[[], dict[str, bool]],
+    notes: Callable[[], dict[str, str]],
 ) -> HealthServer:
     host, port = settings.http.host, settings.http.port
     token = settings.secrets.ingest_token
@@ -447,6 +455,7 @@ def _http(
             metrics,
             liveness,
             readiness,
+            notes=notes,
             ingest_token=token.get_secret_value() if token else "",
         )
     except OSError as error:
@@ -460,13 +469,16 @@ def _lifecycle(chat: Chat, step: str) -> None:
         method()
 
 
-def _store_ok(store: Store) -> bool:
-    """Readable, and its last write was not refused by the disk."""
+def _store_answer(store: Store) -> tuple[bool, str]:
+    """Readable, and its last write was not refused by the disk; and which store, in words."""
     try:
         store.ping()
-    except StoreError:
-        return False
-    return store.write_failure() is None
+    except StoreError as error:
+        return False, f"{store.describe()}: does not answer: {error.problem}"
+    failure = store.write_failure()
+    if failure is not None:
+        return False, f"{store.describe()}: answers, but its last write failed: {failure}"
+    return True, f"{store.describe()}: answers"
 
 
 def _chat_ok(chat: Chat) -> bool:
@@ -483,6 +495,13 @@ def _source_ok(source: Source) -> bool:
     except Exception as error:  # a probe answers unhealthy rather than failing the request
         log.warning("the %s source's health check failed: %s", source.name, error)
         return False
+
+
+def _flush(outbox: Outbox, within: timedelta) -> None:
+    """Deliver what is due within the bounded wait; what is left stays in the store (a
+    store that stopped answering, PostgreSQL gone, makes this fail: `_quietly`)."""
+    if not outbox.flush(within.total_seconds()):
+        log.warning("%d notifications stay in the outbox for the next start", outbox.pending())
 
 
 def _quietly(what: str, step: Callable[[], object]) -> None:

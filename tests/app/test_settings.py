@@ -195,7 +195,8 @@ secrets:
         "F:7: secrets: tokens are read only from the environment (SLACK_BOT_TOKEN or "
         "SLACK_BOT_TOKEN_FILE, SLACK_APP_TOKEN or SLACK_APP_TOKEN_FILE, SLACK_SIGNING_SECRET "
         "or SLACK_SIGNING_SECRET_FILE, PITCREW_INGEST_TOKEN or PITCREW_INGEST_TOKEN_FILE, "
-        "PITCREW_ALERTMANAGER_TOKEN or PITCREW_ALERTMANAGER_TOKEN_FILE)",
+        "PITCREW_ALERTMANAGER_TOKEN or PITCREW_ALERTMANAGER_TOKEN_FILE, "
+        "PITCREW_STORE_PASSWORD or PITCREW_STORE_PASSWORD_FILE)",
     ]
 
 
@@ -258,18 +259,29 @@ def test_config_check_prints_each_problem_and_exits_2(tmp_path: Path) -> None:
     assert TOKEN not in result.output
 
 
-def test_config_check_names_an_unknown_executor_kind(tmp_path: Path) -> None:
+def test_config_check_names_an_unknown_executor_kind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
     path = write(tmp_path, "actions:\n  executors: {k8s.delete_pod: nosuchkind}\n")
     result = CliRunner().invoke(app, ["config", "check", str(path)], env={})
     assert result.exit_code == 2
-    assert result.output == (f"{path}: actions.executors: unknown executor kind 'nosuchkind'\n")
+    assert result.output == (
+        f"{path}: actions.executors: unknown executor kind 'nosuchkind'\n"
+        f"store: SQLite {tmp_path / 'pitcrew.db'}: no file yet (`pitcrew run` creates it)\n"
+    )
 
 
-def test_config_check_and_show_a_good_file(tmp_path: Path) -> None:
+def test_config_check_and_show_a_good_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
     path = write(tmp_path, "actions:\n  executors: {k8s.bump_memory: echo}\n")
     env = {"SLACK_BOT_TOKEN": TOKEN, "SLACK_APP_TOKEN": APP_TOKEN}
     checked = CliRunner().invoke(app, ["config", "check", str(path)], env=env)
-    assert (checked.exit_code, checked.output) == (0, f"{path}: OK\n")
+    assert (checked.exit_code, checked.output) == (
+        0,
+        f"store: SQLite {tmp_path / 'pitcrew.db'}: no file yet (`pitcrew run` creates it)\n"
+        f"{path}: OK\n",
+    )
     shown = CliRunner().invoke(app, ["config", "show", str(path)], env=env)
     assert shown.exit_code == 0
     assert "k8s.bump_memory: echo" in shown.output

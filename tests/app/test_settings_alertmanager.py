@@ -67,7 +67,10 @@ def test_a_token_file_is_read_and_masked(tmp_path: Path) -> None:
     assert "PITCREW_ALERTMANAGER_TOKEN: '**********'" in shown
 
 
-def test_config_check_names_the_receivers_problem_and_exits_2(tmp_path: Path) -> None:
+def test_config_check_names_the_receivers_problem_and_exits_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
     path = tmp_path / "pitcrew.yaml"
     path.write_text("http: {host: 0.0.0.0}\nalertmanager: {enabled: true, username: am}\n")
     result = CliRunner().invoke(app, ["config", "check", str(path)], env={})
@@ -83,4 +86,8 @@ def test_config_check_names_the_receivers_problem_and_exits_2(tmp_path: Path) ->
     ok = CliRunner().invoke(
         app, ["config", "check", str(path)], env={"PITCREW_ALERTMANAGER_TOKEN": TOKEN}
     )
-    assert (ok.exit_code, ok.output) == (0, f"{path}: OK\n")
+    assert (ok.exit_code, ok.output) == (
+        0,
+        f"store: SQLite {tmp_path / 'pitcrew.db'}: no file yet (`pitcrew run` creates it)\n"
+        f"{path}: OK\n",
+    )

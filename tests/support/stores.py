@@ -21,8 +21,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from bot.adapters.store.connection import is_url
 from bot.adapters.store.local_postgres import LocalPostgres
+from bot.adapters.store.urls import is_url
 
 KINDS = ("sqlite", "postgresql")
 

@@ -137,14 +137,17 @@ class HealthServer:
         readiness: Checks,
         *,
         limits: Limits | None = None,
+        notes: Callable[[], dict[str, str]] | None = None,
         ingest_token: str = "",
         open_to: tuple[str, ...] = LOOPBACK,
     ) -> None:
         """Binds the port now (raising OSError if it cannot); serves from `start`.
-        Private routes answer clients in the `open_to` networks, or `ingest_token`."""
+        Private routes answer clients in the `open_to` networks, or `ingest_token`.
+        `notes`: what /readyz says beside its checks (which store, and how it answered)."""
         self.metrics = metrics
         self.liveness = liveness
         self.readiness = readiness
+        self.notes = notes
         self.limits = limits or Limits()
         self.routes: dict[str, Mounted] = {}
         self._token = ingest_token
@@ -277,7 +280,10 @@ class HealthServer:
             raise RefusedError(404, f"no such endpoint: {path}")
         results = await anyio.to_thread.run_sync(checks, limiter=self._probe_limiter)
         ok = all(results.values())
-        return _json(200 if ok else 503, {"ok": ok, "checks": results})
+        answer: dict[str, object] = {"ok": ok, "checks": results}
+        if path == "/readyz" and self.notes is not None:
+            answer["notes"] = self.notes()
+        return _json(200 if ok else 503, answer)
 
     def _open_to_client(self, host: str) -> bool:
         try:

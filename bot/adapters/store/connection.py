@@ -19,10 +19,13 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Self, TypeVar
 
+from bot.adapters.store import sqlite
 from bot.adapters.store.database import Database, Tx
 from bot.adapters.store.sqlite import SqliteDatabase, display_path
+from bot.adapters.store.urls import is_url, redacted
 from bot.core.codec import CodecError, loads
 from bot.core.errors import StoreError
 from bot.daemon.ports import StaleTermError
@@ -30,12 +33,6 @@ from bot.daemon.ports import StaleTermError
 T = TypeVar("T")
 
 DEFAULT_BUSY_TIMEOUT = 5.0
-URL_SCHEMES = ("postgresql://", "postgres://")
-
-
-def is_url(location: str | os.PathLike[str] | None) -> bool:
-    """A PostgreSQL URL rather than a SQLite file's path."""
-    return isinstance(location, str) and location.startswith(URL_SCHEMES)
 
 
 def open_database(
@@ -51,6 +48,31 @@ def open_database(
 
         return PostgresDatabase(str(location), busy_timeout, init=init, password=password)
     return SqliteDatabase(display_path(location), busy_timeout, init=init)
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """Which store a location names and whether it answers, in one line."""
+
+    kind: str
+    where: str
+    answers: bool
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.where}: {self.detail}"
+
+
+def probe(location: str | os.PathLike[str] | None, password: str | None = None) -> Answer:
+    """Whether the store `location` names answers, without opening it as a store: nothing
+    is created, migrated or written."""
+    if is_url(location):
+        from bot.adapters.store import postgres
+
+        url = str(location)
+        return Answer("PostgreSQL", redacted(url), *postgres.answer(url, password))
+    path = display_path(location)
+    return Answer("SQLite", path, *sqlite.answer(path))
 
 
 class SharedConnection:

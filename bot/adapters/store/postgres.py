@@ -28,7 +28,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from functools import lru_cache
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -38,22 +37,12 @@ from psycopg.rows import dict_row
 
 from bot.adapters.store.database import Cursor
 from bot.adapters.store.schema import MIGRATIONS, SCHEMA_VERSION, Dialect
+from bot.adapters.store.urls import redacted
 from bot.core.errors import StoreError
 
 WRITE_LOCK = 0x70697463  # "pitc": the advisory lock every write transaction takes first
 CONNECT_TIMEOUT = 10  # seconds, unless the URL says otherwise
 INIT_HINT = "start `pitcrew run --init-store` to make it one, or point store.url elsewhere"
-
-
-def redacted(url: str) -> str:
-    """The URL without its password, wherever it was written (user:password@, ?password=)."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        user, _, host = netloc.rpartition("@")
-        netloc = f"{user.partition(':')[0]}@{host}"
-    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k != "password"])
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 class PostgresTx:
@@ -87,7 +76,10 @@ class PostgresDatabase:
         self.where = redacted(url)
         self.busy_timeout = busy_timeout
         self._conninfo = _conninfo(url, password)
-        self._conn = self._connect()
+        try:
+            self._conn = self._connect()
+        except psycopg.Error as exc:
+            raise StoreError(self.where, self.problem(exc)) from exc
         try:
             migrate(self._conn, self.where, init=init)
         except psycopg.Error as exc:
@@ -100,17 +92,12 @@ class PostgresDatabase:
             raise
 
     def _connect(self) -> psycopg.Connection[dict[str, object]]:
-        try:
-            conn = psycopg.connect(self._conninfo, autocommit=True, row_factory=dict_row)
-        except psycopg.Error as exc:
-            raise StoreError(self.where, f"PostgreSQL does not answer: {_first_line(exc)}") from exc
+        conn = psycopg.connect(self._conninfo, autocommit=True, row_factory=dict_row)
         try:
             conn.execute(f"SET lock_timeout = {int(self.busy_timeout * 1000)}")
-        except psycopg.Error as exc:
+        except BaseException:
             conn.close()
-            raise StoreError(
-                self.where, f"cannot configure the session: {_first_line(exc)}"
-            ) from exc
+            raise
         return conn
 
     def _open(self) -> psycopg.Connection[dict[str, object]]:
@@ -159,6 +146,21 @@ class PostgresDatabase:
 
     def close(self) -> None:
         self._conn.close()
+
+
+def answer(url: str, password: str | None = None) -> tuple[bool, str]:
+    """Whether the server answers, and the database's schema version, read without
+    changing anything (`pitcrew config check`)."""
+    try:
+        with psycopg.connect(
+            _conninfo(url, password), autocommit=True, row_factory=dict_row
+        ) as conn:
+            found = version(conn)
+    except psycopg.Error as exc:
+        return False, f"does not answer: {_first_line(exc)}"
+    if found is None:
+        return True, "answers (no pitcrew schema yet: `pitcrew run` makes it)"
+    return True, f"answers (schema version {found})"
 
 
 def _conninfo(url: str, password: str | None) -> str:

@@ -79,6 +79,24 @@ class SqliteDatabase:
         self._conn.close()
 
 
+def answer(path: str) -> tuple[bool, str]:
+    """Whether the file answers, and its schema version, read without creating or
+    changing anything (`pitcrew config check`)."""
+    if path == ":memory:":
+        return True, "answers (in memory)"
+    if not os.path.exists(path):
+        return True, "no file yet (`pitcrew run` creates it)"
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
+        try:
+            version = user_version(conn)
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        return False, f"does not answer: {problem(exc, 1.0)}"
+    return True, f"answers (schema version {version})"
+
+
 def _connect(path: str, busy_timeout: float, init: bool) -> sqlite3.Connection:
     """Open, configure and migrate; every failure becomes a StoreError naming the file."""
     if not init:

@@ -19,6 +19,7 @@ from typing import Any, Union, get_args, get_origin
 import yaml
 from pydantic import BaseModel, SecretStr, ValidationError
 
+from bot.adapters.store.urls import redacted
 from bot.app.settings.sections import Secrets, Settings
 from bot.core.durations import DURATION_HINT, format_duration, parse_duration
 from bot.core.errors import PitcrewError
@@ -31,6 +32,7 @@ SECRET_ENV = {
     "slack_signing_secret": "SLACK_SIGNING_SECRET",
     "ingest_token": "PITCREW_INGEST_TOKEN",
     "alertmanager_token": "PITCREW_ALERTMANAGER_TOKEN",
+    "store_password": "PITCREW_STORE_PASSWORD",
 }
 MASK = "**********"
 
@@ -359,6 +361,7 @@ def _slack_tokens(settings: Settings, located: Located | None, source: str) -> l
 def render(settings: Settings) -> str:
     """The effective configuration as YAML, durations readable, secrets masked."""
     data = _plain(settings.model_dump(mode="python"))
+    data["store"]["url"] = redacted(settings.store.url)  # a password in it is not shown
     data["secrets"] = {
         name: (MASK if getattr(settings.secrets, field) is not None else None)
         for field, name in SECRET_ENV.items()

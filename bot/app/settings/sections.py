@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from bot.adapters.store.urls import is_url
 from bot.app.settings.actions import ActionSettings
 from bot.app.settings.base import Closed
 from bot.app.settings.sources import SourceSettings
@@ -23,10 +24,21 @@ from bot.core.incidents.correlator import CorrelationConfig
 from bot.core.incidents.notify import NotifyConfig
 from bot.core.incidents.silencing import describe_span
 
+URL_PATTERN = "^(postgres(ql)?://.+)?$"
+
 
 class StoreSettings(Closed):
     path: Path = Field(
-        default=Path("pitcrew.db"), description="the SQLite file; relative to the working dir"
+        default=Path("pitcrew.db"),
+        description="the SQLite file (the embedded store, one replica); relative to the "
+        "working dir",
+    )
+    url: str = Field(
+        default="",
+        description="`postgresql://USER@HOST:PORT/DATABASE`: the store in PostgreSQL, which "
+        "more than one replica can share (its password in the URL or in "
+        "PITCREW_STORE_PASSWORD); empty: SQLite at `path`",
+        json_schema_extra={"pattern": URL_PATTERN},
     )
     retention: timedelta = Field(
         default=timedelta(days=14), gt=timedelta(0), description="how long resolved state is kept"
@@ -44,6 +56,16 @@ class StoreSettings(Closed):
         ge=4,
         description="each file's cap in a bundle, KiB (a driver log keeps its head and tail)",
     )
+
+    @field_validator("url")
+    @classmethod
+    def _postgresql_url(cls, value: str) -> str:
+        if value and not is_url(value):
+            raise ValueError(
+                "expected a postgresql://USER@HOST:PORT/DATABASE URL "
+                "(leave it out for the SQLite file at store.path)"
+            )
+        return value
 
     @model_validator(mode="after")
     def _bundle_file_within_bundle(self) -> StoreSettings:
@@ -193,6 +215,7 @@ class Secrets(BaseModel):
     slack_signing_secret: SecretStr | None = None
     ingest_token: SecretStr | None = None  # /ingest from beyond loopback: `Bearer` this
     alertmanager_token: SecretStr | None = None  # /alertmanager: bearer, or basic's password
+    store_password: SecretStr | None = None  # PostgreSQL's, when store.url leaves it out
 
 
 class Settings(Closed):

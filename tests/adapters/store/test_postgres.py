@@ -11,9 +11,9 @@ import psycopg
 import pytest
 
 from bot.adapters.store.local_postgres import PASSWORD, LocalPostgres
-from bot.adapters.store.postgres import redacted
 from bot.adapters.store.schema import SCHEMA_VERSION
 from bot.adapters.store.store import Store
+from bot.adapters.store.urls import redacted
 from bot.core.errors import StoreError
 from tests.support.stores import execute, schema_version
 
