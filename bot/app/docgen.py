@@ -50,14 +50,15 @@ DURATION: dict[str, Any] = {
 # Keys the Helm chart sets from its own values; the chart's schema has no room for them.
 CHART_OWNED: dict[str, tuple[str, ...]] = {
     "Settings": ("playbooks",),
-    "StoreSettings": ("path",),
+    "StoreSettings": ("path", "url"),
     "HttpSettings": ("port",),
     "ActionSettings": ("enabled",),
     "KubernetesSourceSettings": ("namespaces", "in_cluster", "kubeconfig", "context"),
 }
 CHART_NOTE = (
     "pitcrew's configuration (docs/configuration.md). Set by the chart, and so not "
-    "allowed here: store.path (persistence.mountPath), http.port (service.port), "
+    "allowed here: store.path (persistence.mountPath), store.url (store.url), "
+    "http.port (service.port), "
     "actions.enabled (actions.enabled), playbooks (extraPlaybooks, extraPlaybooksConfigMap), "
     "sources.kubernetes.namespaces (watchNamespaces), sources.kubernetes.in_cluster, "
     "kubeconfig and context (the pod's service account)."

@@ -80,6 +80,13 @@ pushed to the user's registry and named in image.repository. */ -}}
 {{- printf "%s/pitcrew.db" (trimSuffix "/" .Values.persistence.mountPath) -}}
 {{- end -}}
 
+{{- define "pitcrew.storePasswordDir" -}}/var/run/secrets/pitcrew/store{{- end -}}
+
+{{/* "true" when the store is PostgreSQL (store.url): replicas share it. */}}
+{{- define "pitcrew.sharedStore" -}}
+{{- if .Values.store.url -}}true{{- end -}}
+{{- end -}}
+
 {{- define "pitcrew.hasExtraPlaybooks" -}}
 {{- if or .Values.extraPlaybooks .Values.extraPlaybooksConfigMap -}}true{{- end -}}
 {{- end -}}
@@ -134,12 +141,15 @@ SLACK_BOT_TOKEN
 
 {{/* The pitcrew config file ----------------------------------------------------- */}}
 
-{{/* values.config plus what the chart owns: the store on the volume, the HTTP
+{{/* values.config plus what the chart owns: the store (on the volume, or store.url), the HTTP
 port of the Service, in-cluster credentials and the watched namespaces, the
 actions switch, the extra playbooks directory. Rendered as YAML for bot/settings.py. */}}
 {{- define "pitcrew.config" -}}
 {{- $config := deepCopy (.Values.config | default dict) -}}
 {{- $store := mergeOverwrite (deepCopy ($config.store | default dict)) (dict "path" (include "pitcrew.storePath" .)) -}}
+{{- if .Values.store.url -}}
+{{- $_ := set $store "url" .Values.store.url -}}
+{{- end -}}
 {{- $_ := set $config "store" $store -}}
 {{- $http := mergeOverwrite (dict "host" "0.0.0.0") (deepCopy ($config.http | default dict)) (dict "port" (int .Values.service.port)) -}}
 {{- $_ := set $config "http" $http -}}
@@ -216,4 +226,11 @@ actions switch, the extra playbooks directory. Rendered as YAML for bot/settings
 - apiGroups: [""]
   resources: [nodes]
   verbs: [patch]
+{{- end -}}
+
+{{/* The leader election's Lease, in the release namespace (the PostgreSQL store). */}}
+{{- define "pitcrew.rules.lease" -}}
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [get, create, update]
 {{- end -}}

@@ -54,6 +54,13 @@ def _merge(into: dict[str, Any], part: dict[str, Any]) -> None:
             into[key] = value
 
 
+# The shared store: two replicas on PostgreSQL, its password in a Secret of the user's.
+POSTGRES_URL = "postgresql://pitcrew@pitcrew-db.databases.svc:5432/pitcrew"
+SHARED: dict[str, Any] = {
+    "store": {"url": POSTGRES_URL, "passwordSecret": "pitcrew-db", "passwordKey": "pw"},
+    "replicaCount": 2,
+}
+
 # The value sets every chart test runs over: name -> values.
 VALUE_SETS: dict[str, dict[str, Any]] = {
     "defaults": {},
@@ -83,6 +90,16 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         },
     ),
     "persistence-off": merged(TOKENS, {"persistence": {"enabled": False}}),
+    "postgresql": merged(TOKENS, SHARED),
+    "postgresql-namespaced-read-only": merged(
+        TOKENS,
+        SHARED,
+        {
+            "store": {"passwordSecret": ""},
+            "watchNamespaces": ["ml-train", NAMESPACE],
+            "actions": {"enabled": False},
+        },
+    ),
     "existing-claim": merged(TOKENS, {"persistence": {"existingClaim": "pitcrew-store"}}),
     "network-policy": merged(
         TOKENS, {"networkPolicy": {"enabled": True}, "watchNamespaces": ["ml-train"]}

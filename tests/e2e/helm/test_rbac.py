@@ -48,6 +48,7 @@ def _table(section: str) -> set[Grant]:
 
 READ = _table("Read")
 WRITE = _table("Write")
+LEASE = _table("Leader election")
 
 
 def grants(rules: list[dict[str, Any]]) -> set[Grant]:
@@ -89,7 +90,9 @@ def test_no_wildcards_and_nothing_beyond_the_doc(name: str, rendered: dict[str, 
         for field in ("apiGroups", "resources", "verbs"):
             assert not any("*" in item for item in rule[field]), rule
     granted = grants(rules)
-    assert granted <= READ | WRITE
+    shared = bool(VALUE_SETS[name].get("store", {}).get("url"))
+    assert granted <= READ | WRITE | (LEASE if shared else set())
+    assert (granted & LEASE == LEASE) is shared  # the Lease only for replicas sharing a store
     assert not {verb for _, _, verb in granted} & ESCALATING_VERBS
 
 

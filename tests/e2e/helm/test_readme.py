@@ -102,3 +102,32 @@ def test_the_readme_set_file_key_names_one_playbook_file(chart: helm.Chart):
     values = merged(readme_values(), {"extraPlaybooks": {Path(path).name: text}})
     shipped = render(chart, values).one("ConfigMap", "pitcrew-playbooks")
     assert shipped["data"] == {Path(path).name: text}
+
+
+def test_the_two_replica_values_install_with_the_documented_secret(chart: helm.Chart):
+    values = merged(
+        readme_values(),
+        yaml.safe_load(block_starting("yaml", "# my-values.yaml, for two replicas\n")),
+    )
+    chart.validate_schema(values)
+    release = render(chart, values)
+    spec = release.one("Deployment")["spec"]
+    assert (spec["replicas"], spec["strategy"]["type"]) == (2, "RollingUpdate")
+    assert release.one("PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
+    assert release.config()["store"]["url"] == values["store"]["url"]
+    volume = next(v for v in spec["template"]["spec"]["volumes"] if v["name"] == "store-password")
+    command = next(c for c in blocks("console") if "create secret generic pitcrew-db" in c)
+    words = shlex.split(command.replace("$ ", ""))
+    keys = {w.split("=", 1)[1].split("=")[0] for w in words if w.startswith("--from-literal=")}
+    assert volume["secret"]["secretName"] in words
+    assert keys == {item["key"] for item in volume["secret"]["items"]}
+    status = next(c for c in blocks("console") if "pitcrew status | head -1" in c)
+    assert f"store: PostgreSQL {values['store']['url']}: answers" in status
+
+
+def test_the_documented_refusal_of_two_replicas_on_sqlite_is_helms(chart: helm.Chart):
+    quoted = re.search(r"answer `(at '/replicaCount': [^`]*)`", section())
+    assert quoted
+    with pytest.raises(helm.HelmValuesError) as refused:
+        chart.validate_schema(merged(readme_values(), {"replicaCount": 2}))
+    assert quoted.group(1) in str(refused.value)

@@ -18,6 +18,7 @@ from tests.e2e.helm.conftest import (
     RELEASE,
     TOKENS,
     VALUE_SETS,
+    POSTGRES_URL,
     Rendered,
     merged,
     render,
@@ -34,6 +35,7 @@ EXPECTED_KINDS = {
     "Secret",
     "ConfigMap",
     "PersistentVolumeClaim",
+    "PodDisruptionBudget",
     "Deployment",
     "Service",
     "NetworkPolicy",
@@ -177,7 +179,10 @@ def test_every_path_pitcrew_uses_is_mounted(name: str, rendered: dict[str, Rende
     store = _volume_at(release, config["store"]["path"])
     assert store["readOnly"] is not True
     values = merged({"persistence": {"enabled": True, "existingClaim": ""}}, VALUE_SETS[name])
-    if values["persistence"]["enabled"]:
+    if values.get("store", {}).get("url"):  # PostgreSQL: the volume is scratch
+        assert store["emptyDir"]["sizeLimit"]
+        assert not release.kind("PersistentVolumeClaim")
+    elif values["persistence"]["enabled"]:
         claim = store["persistentVolumeClaim"]["claimName"]
         if values["persistence"]["existingClaim"]:
             assert claim == values["persistence"]["existingClaim"]
@@ -394,3 +399,70 @@ def test_extra_playbooks_are_one_directory(rendered: dict[str, Rendered]):
     assert sources == [shipped["metadata"]["name"], "team-playbooks"]
     assert list(shipped["data"]) == ["team-disk-full.yaml"]
     assert "playbooks" not in rendered["slack-tokens"].config()
+
+
+# -- the two stores: SQLite (one replica) and PostgreSQL (replicas share it) ------------------
+
+
+@pytest.mark.parametrize("name", [n for n in VALUE_SETS if not n.startswith("postgresql")])
+def test_sqlite_is_one_replica_recreated_on_its_volume(name: str, rendered: dict[str, Rendered]):
+    release = rendered[name]
+    spec = release.one("Deployment")["spec"]
+    assert spec["replicas"] == 1
+    assert spec["strategy"] == {"type": "Recreate"}
+    assert not release.kind("PodDisruptionBudget")
+    assert not any(r["metadata"]["name"].endswith("-leader-election") for r in release.kind("Role"))
+    assert "url" not in release.config()["store"]
+    assert "PITCREW_STORE_PASSWORD_FILE" not in release.env()
+
+
+@pytest.mark.parametrize("name", ["postgresql", "postgresql-namespaced-read-only"])
+def test_postgresql_is_two_replicas_rolled_under_a_budget(name: str, rendered: dict[str, Rendered]):
+    release = rendered[name]
+    deployment = release.one("Deployment")
+    spec = deployment["spec"]
+    assert spec["replicas"] == 2
+    assert spec["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    budget = release.one("PodDisruptionBudget")
+    assert budget["metadata"]["namespace"] == NAMESPACE
+    assert budget["spec"]["maxUnavailable"] == 1
+    assert budget["spec"]["selector"] == spec["selector"]
+    assert release.config()["store"]["url"] == POSTGRES_URL
+    assert not release.kind("PersistentVolumeClaim")
+    assert "postgresql://pitcrew@pitcrew-db.databases.svc:5432/pitcrew" in release.notes
+    assert "shared by 2 replica(s)" in release.notes
+
+
+def test_the_postgresql_password_is_a_file_from_the_users_secret(rendered: dict[str, Rendered]):
+    release = rendered["postgresql"]
+    env = release.env()
+    assert env["PITCREW_STORE_PASSWORD_FILE"] == "/var/run/secrets/pitcrew/store/password"
+    volume = _volume_at(release, env["PITCREW_STORE_PASSWORD_FILE"])
+    assert volume["secret"] == {
+        "secretName": "pitcrew-db",
+        "defaultMode": 288,
+        "items": [{"key": "pw", "path": "password"}],
+    }
+    assert "PITCREW_STORE_PASSWORD_FILE" not in rendered["postgresql-namespaced-read-only"].env()
+
+
+@pytest.mark.parametrize("name", ["postgresql", "postgresql-namespaced-read-only"])
+def test_postgresql_grants_the_leases_in_the_release_namespace(
+    name: str, rendered: dict[str, Rendered]
+):
+    release = rendered[name]
+    role = release.one("Role", f"{RELEASE}-leader-election")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert role["rules"] == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "verbs": ["get", "create", "update"],
+        }
+    ]
+    binding = release.one("RoleBinding", f"{RELEASE}-leader-election")
+    assert binding["metadata"]["namespace"] == NAMESPACE
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]

@@ -9,7 +9,15 @@ from typing import Any
 import helm_python as helm
 import pytest
 
-from tests.e2e.helm.conftest import CHART, NAMESPACE, TOKENS, VALUE_SETS, merged, render
+from tests.e2e.helm.conftest import (
+    CHART,
+    NAMESPACE,
+    SHARED,
+    TOKENS,
+    VALUE_SETS,
+    merged,
+    render,
+)
 
 BAD: list[tuple[str, dict[str, Any], str]] = [
     # wrong types
@@ -110,6 +118,26 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
         "at '/replicaCount': maximum: got 2, want 1",
     ),
     (
+        "three writers on one SQLite file, its volume off",
+        {"replicaCount": 3, "persistence": {"enabled": False}},
+        "at '/replicaCount': maximum: got 3, want 1",
+    ),
+    (
+        "a password in the store's URL (it would be in a ConfigMap)",
+        {"store": {"url": "postgresql://pitcrew:s3cret@db:5432/pitcrew"}},
+        "at '/store/url': 'postgresql://pitcrew:s3cret@db:5432/pitcrew' does not match pattern",
+    ),
+    (
+        "a store that is not PostgreSQL",
+        {"store": {"url": "mysql://pitcrew@db/pitcrew"}, "replicaCount": 2},
+        "at '/store/url': 'mysql://pitcrew@db/pitcrew' does not match pattern",
+    ),
+    (
+        "a key the chart sets: store.url",
+        {"config": {"store": {"url": "postgresql://pitcrew@db/pitcrew"}}},
+        "at '/config/store': additional properties 'url' not allowed",
+    ),
+    (
         "negative grace period",
         {"terminationGracePeriodSeconds": -1},
         "at '/terminationGracePeriodSeconds': minimum: got -1, want 0",
@@ -175,9 +203,11 @@ def test_bad_values_are_rejected_with_the_key_and_reason(
     assert message in str(at_install.value)
 
 
-def test_lint_reports_bad_values_as_errors():
+def test_lint_refuses_two_replicas_on_sqlite_and_passes_them_on_postgresql():
     report = helm.lint(CHART, {"replicaCount": 2}, strict=True, namespace=NAMESPACE)
-    assert any("maximum: got 2, want 1" in e for e in report["errors"])
+    assert any("at '/replicaCount': maximum: got 2, want 1" in e for e in report["errors"])
+    shared = helm.lint(CHART, merged(TOKENS, SHARED), strict=True, namespace=NAMESPACE)
+    assert shared["errors"] == []
 
 
 @pytest.mark.parametrize("name", VALUE_SETS)
