@@ -32,6 +32,12 @@ class StoreError(PitcrewError):
         return (type(self), (self.path, self.problem))
 
 
+class StaleTermError(StoreError):
+    """A write made under a leader's term older than the newest one the store recorded:
+    another replica leads now, and nothing of the write was kept (fencing:
+    `bot.daemon.ports.Fenced`)."""
+
+
 class ActionRefusedError(PitcrewError):
     """An executor did not apply an action because it is no longer safe, no longer needed
     or its target changed; nothing was changed. The message says why."""

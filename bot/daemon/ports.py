@@ -25,7 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 from bot.core.actions.approvals import LiveCheck
 from bot.core.actions.step import Step
 from bot.core.diagnosis.unmatched import FailureLine, UnmatchedShape
-from bot.core.errors import StoreError
+from bot.core.errors import StaleTermError
 from bot.core.incidents.notify import Delivery
 from bot.core.model import (
     ActionResult,
@@ -281,27 +281,25 @@ class CallableBookmarks:
 # -- fencing: a deposed leader's late writes are refused -------------------------------
 
 
-class StaleTermError(StoreError):
-    """A write made under a leader's term older than the newest one the store recorded:
-    another replica leads now, and nothing of the write was kept."""
-
-
-class Fencing(Protocol):
+class Fenced(Protocol):
     """The storage side of fencing, on both stores. A leader elected with term T calls
     `fence(T)` on its store before it acts; from then on every write of that store
-    object, a ledger claim or a proposal's compare-and-swap as much as an outbox row,
-    runs in one transaction with the check `T >= newest term recorded` and records T as
-    the newest, so once a newer leader has fenced the store, each late write of the old
-    one raises `StaleTermError` and changes nothing. A store never fenced (the
-    commands, a replica that only records clicks) writes without a term."""
+    object (a ledger claim or a proposal's compare-and-swap as much as an outbox row or
+    a bookmark: every write transaction) first checks, inside its own transaction, that
+    T is at least the newest term recorded, and records T as the newest; so once a
+    newer leader has fenced the store, each late write of the old one raises
+    `bot.core.errors.StaleTermError` and nothing of it is written. A store object never
+    fenced (the commands, a standby that only records clicks) writes without a term and
+    is never refused."""
 
-    def fence(self, term: int) -> None:
-        """Carry `term` on every later write; `StaleTermError` at once if a newer one
-        is recorded."""
+    def fence(self, term: int, refused: Callable[[StaleTermError], None] | None = None) -> None:
+        """Carry `term` on every later write (`fence` is itself such a write: it raises
+        `StaleTermError` at once when a newer term is recorded). `refused` is called with
+        the error before it is raised, whatever thread met it (a deposed leader exits)."""
         ...
 
-    def fencing_term(self) -> int:
-        """The newest term recorded (0: none)."""
+    def term(self) -> int:
+        """The newest term any writer carried (0: never fenced)."""
         ...
 
 

@@ -7,17 +7,18 @@ the `database.Database` (SQLite's file, or PostgreSQL when the location is a
 translate the driver's errors into `StoreError` naming the file or the URL (never its
 password).
 
-Fencing (`fence`): once a leader has given the store its term, every write of this
-store object first checks, in the same transaction, that no newer term was recorded,
-and records its own; a write under an older term is refused with `StaleTermError` and
-changes nothing. Both databases keep the newest term in the one-row `fencing` table.
+Fencing (`fence`, `bot.daemon.ports.Fenced`): once a leader has given the store its
+term, every write of this store object first checks, in the same transaction, that no
+newer term was recorded, and records its own (one conditional UPDATE of the one-row
+`fencing` table, under the store's write lock); a write under an older term is refused
+with `StaleTermError` and changes nothing.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Self, TypeVar
@@ -27,8 +28,7 @@ from bot.adapters.store.database import Database, Tx
 from bot.adapters.store.sqlite import SqliteDatabase, display_path
 from bot.adapters.store.urls import is_url, redacted
 from bot.core.codec import CodecError, loads
-from bot.core.errors import StoreError
-from bot.daemon.ports import StaleTermError
+from bot.core.errors import StaleTermError, StoreError
 
 T = TypeVar("T")
 
@@ -94,6 +94,7 @@ class SharedConnection:
         self._lock = threading.RLock()
         self._write_failure: str | None = None
         self._term: int | None = None
+        self._refused: Callable[[StaleTermError], None] | None = None
         self._database = open_database(path, busy_timeout, init=init, password=password)
         self.path = self._database.where
         self.kind = self._database.kind
@@ -117,19 +118,20 @@ class SharedConnection:
         with self._reading("check the database") as conn:
             conn.execute("SELECT 1 FROM incidents LIMIT 1").fetchall()
 
-    def fence(self, term: int) -> None:
+    def fence(self, term: int, refused: Callable[[StaleTermError], None] | None = None) -> None:
         """Every write of this store from now on carries `term`: made only while no newer
-        term is recorded, recording `term` as the newest. Raises `StaleTermError` at
-        once when a newer one is recorded already."""
+        term is recorded, recording `term` as the newest (`bot.daemon.ports.Fenced`).
+        Raises `StaleTermError` at once when a newer one is recorded already; `refused`
+        is called with each such error before it is raised."""
         if term < 0:
             raise ValueError(f"a term is 0 or more, not {term}")
         with self._lock:
-            self._term = term
+            self._term, self._refused = term, refused
             with self._writing(f"take term {term}"):
                 pass
 
-    def fencing_term(self) -> int:
-        """The newest term any writer recorded (0: none yet)."""
+    def term(self) -> int:
+        """The newest term any writer carried (0: never fenced)."""
         with self._reading("read the fencing term") as conn:
             row = conn.execute("SELECT term FROM fencing WHERE id = 1").fetchone()
         return 0 if row is None else int(row["term"])
@@ -168,14 +170,17 @@ class SharedConnection:
         moved = conn.execute(
             "UPDATE fencing SET term = ? WHERE id = 1 AND term <= ?", (term, term)
         ).rowcount
-        if moved != 1:
-            row = conn.execute("SELECT term FROM fencing WHERE id = 1").fetchone()
-            newest = "?" if row is None else row["term"]
-            raise StaleTermError(
-                self.path,
-                f"cannot {what}: refused under term {term}, since term {newest} is "
-                "recorded (another replica leads now)",
-            )
+        if moved == 1:
+            return
+        row = conn.execute("SELECT term FROM fencing WHERE id = 1").fetchone()
+        error = StaleTermError(
+            self.path,
+            f"refused to {what}: this pitcrew's term {term} is older than the store's "
+            f"{'?' if row is None else row['term']} (another replica leads now)",
+        )
+        if self._refused is not None:
+            self._refused(error)
+        raise error
 
     def write_failure(self) -> str | None:
         """Why the last write failed when the disk refused it (None: writes work)."""

@@ -12,8 +12,8 @@ import pytest
 
 from bot.adapters.store.store import Store
 from bot.core.actions import approvals
+from bot.core.errors import StaleTermError
 from bot.core.model import ProposalState
-from bot.daemon.ports import StaleTermError
 from tests.adapters.store.test_store import T0, click, incident, ledger, note, proposal
 
 
@@ -56,7 +56,7 @@ def test_a_deposed_leaders_late_write_is_refused_and_changes_nothing(
     with pytest.raises(StaleTermError) as caught:
         write(old)
     assert caught.value.problem == (
-        f"cannot {what}: refused under term 1, since term 2 is recorded (another replica leads now)"
+        f"refused to {what}: this pitcrew's term 1 is older than the store's 2 (another replica leads now)"
     )
     assert new.recent_actions(10) == ()
     current = new.get_proposal("p-1")
@@ -64,7 +64,7 @@ def test_a_deposed_leaders_late_write_is_refused_and_changes_nothing(
     assert (current.state, current.version) == (ProposalState.OFFERED, 0)
     assert new.pending_notifications() == 0
     assert new.bookmark("k") == "by term 1"
-    assert new.fencing_term() == 2
+    assert new.term() == 2
 
 
 def test_the_new_leader_and_unfenced_writers_go_on(
@@ -76,7 +76,7 @@ def test_the_new_leader_and_unfenced_writers_go_on(
     with Store(store_location) as command:  # `pitcrew approve` in another shell
         assert isinstance(click(command, "p-1", "U1", T0), approvals.NeedsSecondApprover)
         command.set_bookmark("k", "unfenced")
-    assert new.fencing_term() == 2
+    assert new.term() == 2
 
 
 def test_an_older_term_is_refused_at_once_and_the_same_term_again_is_not(
@@ -85,17 +85,18 @@ def test_an_older_term_is_refused_at_once_and_the_same_term_again_is_not(
     with Store(store_location) as late, pytest.raises(StaleTermError) as caught:
         late.fence(1)
     assert caught.value.problem == (
-        "cannot take term 1: refused under term 1, since term 2 is recorded (another replica leads now)"
+        "refused to take term 1: this pitcrew's term 1 is older than the store's 2 "
+        "(another replica leads now)"
     )
     _, new = leaders
     new.fence(2)
-    assert new.fencing_term() == 2
+    assert new.term() == 2
     with pytest.raises(ValueError, match="a term is 0 or more, not -1"):
         new.fence(-1)
 
 
 def test_a_new_store_has_term_0(store: Store) -> None:
-    assert store.fencing_term() == 0
+    assert store.term() == 0
 
 
 def test_leaders_fencing_in_turn_leave_only_the_newest_writing(store_location: str) -> None:
@@ -127,8 +128,20 @@ def test_leaders_fencing_in_turn_leave_only_the_newest_writing(store_location: s
             except StaleTermError:
                 pass
         assert writers == [8]
-        assert stores[0].fencing_term() == 8
+        assert stores[0].term() == 8
         assert stores[0].bookmark("k") == "8"
     finally:
         for store in stores:
             store.close()
+
+
+def test_each_refusal_is_told_before_it_is_raised(store_location: str) -> None:
+    """The daemon exits there: whatever thread met the refusal, the deposed leader stops."""
+    told: list[StaleTermError] = []
+    with Store(store_location) as old, Store(store_location) as new:
+        old.fence(3, refused=told.append)
+        new.fence(4)
+        with pytest.raises(StaleTermError) as caught:
+            old.set_bookmark("k", "late")
+        assert told == [caught.value]
+        assert new.bookmark("k") is None
