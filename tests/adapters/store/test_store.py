@@ -973,3 +973,55 @@ def test_unmatched_failures_are_counted_by_shape_with_first_and_last_seen(store:
         ),
     )
     assert len(store.unmatched(limit=1)) == 1
+
+
+# Each racer its own store object (its own connection, as another process or replica has),
+# all released at once on one row: exactly one write moves it.
+def _claim(store: Store) -> bool:
+    try:
+        store.start_action(ledger("p-1"))
+    except StoreError:
+        return False
+    return True
+
+
+def _deliver(store: Store) -> bool:
+    return store.mark_delivered(1, f"C1/{id(store)}", T0)
+
+
+def _take(store: Store) -> bool:
+    return bool(store.take_released())
+
+
+RACES = {"ledger claim": _claim, "outbox delivery": _deliver, "released evidence": _take}
+
+
+@pytest.mark.parametrize("race", RACES.values(), ids=RACES.keys())
+def test_racing_writers_on_one_row_move_it_once(store_location: str, race: Any) -> None:
+    with Store(store_location) as setup:
+        setup.upsert_incident(incident("inc-1"))
+        setup.create_proposal(proposal("p-1"))
+        setup.enqueue(note("inc-1", text="card"))
+        setup.set_aside(setup.spool("{}", b"body", T0), "failed", "classification", "bug", T0)
+        setup.requeue()
+    racers = [Store(store_location, busy_timeout=30) for _ in range(12)]
+    barrier = threading.Barrier(len(racers))
+    won: list[bool] = []
+
+    def run(racer: Store) -> None:
+        barrier.wait()
+        won.append(race(racer))
+
+    try:
+        threads = [threading.Thread(target=run, args=(racer,)) for racer in racers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        for racer in racers:
+            racer.close()
+    assert sorted(won) == [False] * 11 + [True]
+    with Store(store_location) as after:
+        assert [e.proposal_id for e in after.recent_actions(10)] == ["p-1"][: int(race is _claim)]
+        assert (after.pending_notifications(), race is _deliver) in ((0, True), (1, False))
