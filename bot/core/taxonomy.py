@@ -33,6 +33,11 @@ class Category(StrEnum):
     PROCESS_LIMITS_EXHAUSTED = "process_limits_exhausted"
     GPU_FAULT = "gpu_fault"
     APPLICATION_ERROR = "application_error"
+    POD_CONFIG_ERROR = "pod_config_error"
+    CONTAINER_START_FAILURE = "container_start_failure"
+    VOLUME_MOUNT_FAILURE = "volume_mount_failure"
+    GPU_UNAVAILABLE = "gpu_unavailable"
+    QUEUE_ADMISSION_PENDING = "queue_admission_pending"
     ALERT_FIRING = "alert_firing"  # a Prometheus alert no other playbook explains
 
 
@@ -44,12 +49,19 @@ PRECEDENCE: tuple[tuple[Category, ...], ...] = (
     (Category.RAY_MEMORY_MONITOR_OOM,),
     (Category.CUDA_OOM,),
     (Category.GPU_FAULT,),
+    (Category.GPU_UNAVAILABLE,),
     (Category.PROCESS_LIMITS_EXHAUSTED,),
     (Category.SHM_TOO_SMALL,),
     (Category.DEPENDENCY_RUNTIME_ENV,),
     (Category.RAY_VERSION_MISMATCH,),
-    (Category.IMAGE_PULL_BACKOFF,),
+    (
+        Category.IMAGE_PULL_BACKOFF,
+        Category.CONTAINER_START_FAILURE,
+        Category.POD_CONFIG_ERROR,
+        Category.VOLUME_MOUNT_FAILURE,
+    ),
     (Category.FAILED_SCHEDULING_INSUFFICIENT,),
+    (Category.QUEUE_ADMISSION_PENDING,),
     (Category.RAY_RESOURCES_INFEASIBLE,),
     (Category.GCS_UNREACHABLE,),
     (Category.NCCL_ERROR_TIMEOUT,),
@@ -97,6 +109,10 @@ NOT_RETRYABLE: frozenset[Category] = frozenset(
         Category.DEPENDENCY_RUNTIME_ENV,
         Category.RAY_VERSION_MISMATCH,
         Category.APPLICATION_ERROR,
+        Category.POD_CONFIG_ERROR,
+        Category.CONTAINER_START_FAILURE,
+        Category.VOLUME_MOUNT_FAILURE,
+        Category.QUEUE_ADMISSION_PENDING,
     }
 )
 

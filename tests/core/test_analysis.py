@@ -46,6 +46,36 @@ def _finding(category: Category, weak: bool = False, count: int = 1) -> Finding:
             [Category.GCS_UNREACHABLE, Category.FAILED_SCHEDULING_INSUFFICIENT],
             Category.FAILED_SCHEDULING_INSUFFICIENT,
         ),
+        # The classes of 2026-12 (TAXONOMY.md §3.2 rungs 7, 12 and 14).
+        ([Category.GPU_UNAVAILABLE, Category.GPU_FAULT], Category.GPU_FAULT),
+        (
+            [Category.WORKER_DIED_SYSTEM_ERROR, Category.GPU_UNAVAILABLE],
+            Category.GPU_UNAVAILABLE,
+        ),
+        (
+            [Category.CRASH_LOOP_BACKOFF, Category.CONTAINER_START_FAILURE],
+            Category.CONTAINER_START_FAILURE,
+        ),
+        (
+            [
+                Category.RAYJOB_CR_FAILURE,
+                Category.FAILED_SCHEDULING_INSUFFICIENT,
+                Category.POD_CONFIG_ERROR,
+            ],
+            Category.POD_CONFIG_ERROR,
+        ),
+        (
+            [Category.FAILED_SCHEDULING_INSUFFICIENT, Category.VOLUME_MOUNT_FAILURE],
+            Category.VOLUME_MOUNT_FAILURE,
+        ),
+        (
+            [Category.QUEUE_ADMISSION_PENDING, Category.FAILED_SCHEDULING_INSUFFICIENT],
+            Category.FAILED_SCHEDULING_INSUFFICIENT,
+        ),
+        (
+            [Category.RAY_RESOURCES_INFEASIBLE, Category.QUEUE_ADMISSION_PENDING],
+            Category.QUEUE_ADMISSION_PENDING,
+        ),
     ],
 )
 def test_the_most_causal_finding_is_primary(categories: list[Category], primary: Category) -> None:

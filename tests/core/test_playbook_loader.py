@@ -61,7 +61,7 @@ def _check(tmp_path: Path, text: str) -> str:
         ),
         (
             ("category: cuda_oom", "category: [1]"),
-            "p.yaml:3: category: Input should be 'named_actor_conflict', 'named_actor_missing', 'pod_oom_killed', 'ray_memory_monitor_oom', 'cuda_oom', 'worker_died_system_error', 'gcs_unreachable', 'failed_scheduling_insufficient', 'image_pull_backoff', 'dependency_runtime_env', 'nccl_error_timeout', 'shm_too_small', 'node_lost_preemption', 'pod_eviction', 'crash_loop_backoff', 'probe_failure', 'ray_resources_infeasible', 'object_store_full', 'port_conflict', 'ray_version_mismatch', 'rayjob_cr_failure', 'job_deadline_timeout', 'process_limits_exhausted', 'gpu_fault', 'application_error' or 'alert_firing'",
+            "p.yaml:3: category: Input should be 'named_actor_conflict', 'named_actor_missing', 'pod_oom_killed', 'ray_memory_monitor_oom', 'cuda_oom', 'worker_died_system_error', 'gcs_unreachable', 'failed_scheduling_insufficient', 'image_pull_backoff', 'dependency_runtime_env', 'nccl_error_timeout', 'shm_too_small', 'node_lost_preemption', 'pod_eviction', 'crash_loop_backoff', 'probe_failure', 'ray_resources_infeasible', 'object_store_full', 'port_conflict', 'ray_version_mismatch', 'rayjob_cr_failure', 'job_deadline_timeout', 'process_limits_exhausted', 'gpu_fault', 'application_error', 'pod_config_error', 'container_start_failure', 'volume_mount_failure', 'gpu_unavailable', 'queue_admission_pending' or 'alert_firing'",
         ),
         (
             ("id: my-playbook", "id: My Playbook"),

@@ -59,6 +59,7 @@ _MAYBE = re.compile(
     r"|core dumped|panic:|[eE]xit|Exception|^\s*[EF]\d|\] |Check fail|\*\*\* "
     r"|[Oo]ut of memory|oom|OOM|error|fatal|failed|BackOff|Evicted|Exceeded"
     r"|Unexpected|Shutdown|Warning|not found|Evict|waiting to start|Unhandled|Err|OUT_OF|Invalid"
+    r"|CannotRun"
 )
 _BENIGN = re.compile(
     r"\b(?:0 errors?|no errors?|errors?=0|error_count[:=]\s*0)\b|FutureWarning|UserWarning"

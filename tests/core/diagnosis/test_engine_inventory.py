@@ -7,11 +7,11 @@ from bot.adapters.files.playbooks import load_builtin
 from bot.core.diagnosis.engine import Engine, to_json
 from bot.core.diagnosis.known_messages import KnownMessage, KnownMessages, known_messages
 
-SECRET = KnownMessage(
-    "kubernetes#kubelet-couldn-t-find-key-in-secret",
+NETWORK = KnownMessage(
+    "kubernetes#kubelet-runtime-network-not-ready",
     "kubelet",
-    "pod_config_error",
-    (("couldn't find key", "in Secret", "/"),),
+    "unclassified",
+    (("network is not ready: container runtime network not ready: NetworkReady=",),),
 )
 
 
@@ -20,15 +20,18 @@ def test_the_inventory_is_read_only_for_a_line_no_playbook_knows() -> None:
 
     def known() -> KnownMessages:
         asked.append(1)
-        return known_messages([SECRET])
+        return known_messages([NETWORK])
 
     engine = Engine(load_builtin(), None, known)
     assert engine.diagnose_text("INFO all is well\n").unknown == ()
     assert asked == []
-    diagnosis = engine.diagnose_text("ERROR: couldn't find key password in Secret ml/db-creds\n")
+    text = "ERROR network is not ready: container runtime network not ready: NetworkReady=false\n"
+    diagnosis = engine.diagnose_text(text)
     assert to_json(diagnosis)["unknown"] == [
-        "<text>:1  ERROR: couldn't find key password in Secret ml/db-creds  (known as "
-        "kubernetes#kubelet-couldn-t-find-key-in-secret (kubelet))"
+        "<text>:1  ERROR network is not ready: container runtime network not ready: "
+        "NetworkReady=false  (known as kubernetes#kubelet-runtime-network-not-ready (kubelet))"
     ]
-    engine.diagnose_text("ERROR: couldn't find key token in Secret ml/api\n")
+    engine.diagnose_text(
+        "ERROR: network is not ready: container runtime network not ready: NetworkReady=false\n"
+    )
     assert asked == [1]

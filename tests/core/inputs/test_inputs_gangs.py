@@ -223,7 +223,7 @@ def test_a_gang_objects_conditions_are_its_signals(text: str, expected: list[obj
     ("text", "category"),
     [
         pytest.param(PODGROUP_YAML, "failed_scheduling_insufficient", id="volcano"),
-        pytest.param(json.dumps(WORKLOAD_PENDING), "failed_scheduling_insufficient", id="kueue"),
+        pytest.param(json.dumps(WORKLOAD_PENDING), "queue_admission_pending", id="kueue"),
         pytest.param(json.dumps(WORKLOAD_EVICTED), "node_lost_preemption", id="kueue preempted"),
     ],
 )
