@@ -36,11 +36,11 @@ from bot.core.incidents.correlator import Correlator
 from bot.core.incidents.notify import NotifyConfig
 from bot.core.inputs import LogText
 from bot.core.model import ObjectRef, Report, Signal, SourceKind, frozen_map
-from bot.daemon.budget import Budget, budgeted_assess
+from bot.daemon.budget import Budget, BudgetedClassifier, budgeted_assess
 from bot.daemon.feed import Context, Observation, Tick
 from bot.daemon.metrics import Metrics
 from bot.daemon.outbox import Outbox
-from bot.daemon.pipeline import Pipeline
+from bot.daemon.pipeline import Pipeline, PipelineConfig
 from bot.daemon.ports import Attempt
 
 T0 = datetime(2026, 11, 3, 10, 0, tzinfo=UTC)
@@ -199,13 +199,12 @@ def main() -> None:
         budget = Budget(args.budget)  # the pure work on a worker, as the daemon runs it
         assess = budgeted_assess(adjusted(base, lambda d: tuning.tune(d, values)), budget)
         pipeline = Pipeline(
-            engine=engine,
-            correlator=Correlator(assess),
-            store=store,
-            notify=NotifyConfig(),
-            clock=clock,
+            BudgetedClassifier(engine, budget),
+            Correlator(assess),
+            store,
+            clock,
+            config=PipelineConfig(notify=NotifyConfig()),
             metrics=metrics,
-            budget=budget,
         )
         pipeline.restore()
         arrivals = items(args)

@@ -206,23 +206,19 @@ def ray_discovery(
     """The discovery source `sources.ray_discovery` describes, or none when it is off."""
     if not settings.sources.discovers_ray_clusters():
         return []
-    from bot.adapters.kuberay.discovery import RayDiscoverySource
+    from bot.adapters.kuberay.discovery import DiscoveryScope, RayDiscoverySource
     from bot.adapters.ray.client import headers_from_env
 
     discovery = settings.sources.ray_discovery
-    return [
-        RayDiscoverySource(
-            api or kube_api(settings),
-            sink,
-            bookmarks,
-            namespaces=settings.sources.kubernetes.namespaces,
-            url_template=discovery.url_template,
-            configured=ray_cluster_configs(settings),
-            headers=headers_from_env(),
-            poll_interval=discovery.poll_interval,
-            k8s_cluster=kube_cluster_name(settings),
-        )
-    ]
+    scope = DiscoveryScope(
+        namespaces=tuple(settings.sources.kubernetes.namespaces),
+        url_template=discovery.url_template,
+        configured=tuple(ray_cluster_configs(settings)),
+        headers=headers_from_env(),
+        poll_interval=discovery.poll_interval,
+        k8s_cluster=kube_cluster_name(settings),
+    )
+    return [RayDiscoverySource(api or kube_api(settings), sink, bookmarks, scope=scope)]
 
 
 # -- executors ----------------------------------------------------------------------------------

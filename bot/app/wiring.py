@@ -1,8 +1,10 @@
 """Wiring only: the one place that knows every concrete class of the daemon.
 
-settings -> store -> engine -> correlator -> chat -> pipeline thread, live-check
-workers, memory worker, outbox thread, action runner, service, sources, scheduler,
-HTTP. `Daemon.start` and `Daemon.stop` put them up and take them down in order;
+settings -> store -> engine -> chat -> outbox thread -> the pipeline's queue (built
+before anything that puts items on it, so each is handed the queue itself) -> intake,
+live-check workers, memory and capture workers -> pipeline -> action runner, service,
+sources, scheduler, HTTP. `Daemon.start` and `Daemon.stop` put them up and take them
+down in order;
 `run` is `pitcrew run`: start, wait for SIGTERM or SIGINT, stop cleanly (stop
 sources, drain the queue or keep what is left in the store for the next start,
 flush the outbox within a bounded wait, stop the
@@ -46,23 +48,55 @@ from bot.core.incidents.assessment import Assess, adjusted, assessor
 from bot.core.incidents.correlator import Correlator
 from bot.core.playbooks.library import Library
 from bot.daemon import live_checks
-from bot.daemon.budget import Budget, budgeted_assess
-from bot.daemon.capture import CaptureWorker
+from bot.daemon.budget import Budget, BudgetedClassifier, budgeted_assess
 from bot.daemon.executor import Registry
-from bot.daemon.feed import Item, Refresh, Tick
+from bot.daemon.feed import Refresh, Tick
 from bot.daemon.intake import Intake
 from bot.daemon.live_checks import LiveChecks
-from bot.daemon.memory_worker import MemoryWorker
 from bot.daemon.metrics import Metrics
 from bot.daemon.outbox import Outbox
-from bot.daemon.pipeline import Pipeline
-from bot.daemon.ports import CallableBookmarks, Chat, Clock, Polling, Source, utcnow
+from bot.daemon.pipeline import Pipeline, PipelineConfig, Workers
+from bot.daemon.ports import CallableBookmarks, Chat, Clock, Polling, Sink, Source, utcnow
 from bot.daemon.runner import Runner
 from bot.daemon.service import Service
+from bot.daemon.taking import QueueLimits, Taking
 
 log = logging.getLogger("pitcrew")
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+@dataclass
+class Health:
+    """What `/healthz` and `/readyz` ask: the threads run, the chat's connection is not
+    known to be dead, the store answers, each source can observe."""
+
+    queue: Taking
+    outbox: Outbox
+    chat: Chat
+    store: Store
+    sources: Sequence[Source]
+    metrics: Metrics
+    store_answer: str = ""  # which store, and whether it answered at the last readiness check
+
+    def liveness(self) -> dict[str, bool]:
+        return {
+            "pipeline": self.queue.alive(),
+            "outbox": self.outbox.alive(),
+            "chat": _chat_ok(self.chat),
+        }
+
+    def readiness(self) -> dict[str, bool]:
+        store_ok, self.store_answer = _store_answer(self.store)
+        checks = {"store": store_ok, **self.liveness()}
+        for source in self.sources:
+            healthy = _source_ok(source)
+            self.metrics.source_up.labels(source=source.name).set(1 if healthy else 0)
+            checks[f"source:{source.name}"] = healthy
+        return checks
+
+    def notes(self) -> dict[str, str]:
+        return {"store": self.store_answer}
 
 
 @dataclass
@@ -71,6 +105,7 @@ class Daemon:
     metrics: Metrics
     store: Store
     chat: Chat
+    queue: Taking  # the pipeline's queue and thread (`bot.daemon.taking`)
     pipeline: Pipeline
     outbox: Outbox
     registry: Registry
@@ -79,16 +114,15 @@ class Daemon:
     sources: Sequence[Source]
     scheduler: Scheduler
     http: HealthServer
+    health: Health
     live: LiveChecks
     intake: Intake
-    memory: MemoryWorker | None = None  # memory evidence from sources.prometheus
-    capture: CaptureWorker | None = None  # evidence bundles of failing RayJobs and RayClusters
+    workers: Workers  # the memory and capture workers among them, closed by `stop`
     lock: StoreLock | None = None
-    store_answer: str = ""  # which store, and whether it answered at the last readiness check
 
     def start(self) -> None:
         self.pipeline.restore()
-        self.pipeline.start()
+        self.queue.start(self.pipeline, keeper=self.intake)
         self.intake.resume()  # what a stop or a crash left, before anything new
         self.outbox.start()
         self.http.start()
@@ -114,12 +148,12 @@ class Daemon:
         for source in self.sources:
             _quietly(f"stop source {source.name}", source.stop)
         _quietly("stop the HTTP server", self.http.stop)
-        if self.memory is not None:
-            self.memory.close(wait=False)
-        if self.capture is not None:
-            self.capture.close(wait=False)
-        if not self.pipeline.stop(timeouts.drain_timeout.total_seconds()):
-            kept = self.intake.keep(self.pipeline.left_over())
+        if self.workers.memory is not None:
+            self.workers.memory.close(wait=False)
+        if self.workers.capture is not None:
+            self.workers.capture.close(wait=False)
+        if not self.queue.stop(timeouts.drain_timeout.total_seconds()):
+            kept = self.intake.keep(self.queue.left_over())
             log.warning("the queue was not drained in time; %d items kept for the next start", kept)
         self.live.close()
         self.runner.close(wait=True)
@@ -130,23 +164,6 @@ class Daemon:
         if self.lock is not None:
             self.lock.release()
         log.info("pitcrew stopped")
-
-    def liveness(self) -> dict[str, bool]:
-        """The threads run and the chat's connection is not known to be dead."""
-        return {
-            "pipeline": self.pipeline.alive(),
-            "outbox": self.outbox.alive(),
-            "chat": _chat_ok(self.chat),
-        }
-
-    def readiness(self) -> dict[str, bool]:
-        store_ok, self.store_answer = _store_answer(self.store)
-        checks = {"store": store_ok, **self.liveness()}
-        for source in self.sources:
-            healthy = _source_ok(source)
-            self.metrics.source_up.labels(source=source.name).set(1 if healthy else 0)
-            checks[f"source:{source.name}"] = healthy
-        return checks
 
 
 def build(
@@ -168,43 +185,42 @@ def build(
     bookmarks = CallableBookmarks(store.bookmark, store.set_bookmark)
     registry = build_registry(settings, bookmarks, categorizer(engine.library))
     outbox = Outbox(store, chat, clock=clock, metrics=metrics)
-    memory = memory_worker(settings, lambda item: pipeline.submit(item))
-    capture = capture_worker(settings, store.save_bundle, lambda item: pipeline.submit(item))
-    pipeline = _pipeline(
-        settings, engine, store, outbox, clock, metrics, memory, lambda: checks, lambda: intake
-    )
-    pipeline.capture_with(capture)
-    intake = Intake(store, pipeline, clock, metrics)
-    checks = _live_checks(settings, registry, pipeline, clock)
+    queue = Taking(_queue_limits(settings), metrics)  # first: all below put items on it
+    intake = Intake(store, queue, clock, metrics)
+    checks = _live_checks(settings, registry, queue)
+    workers = _workers(settings, store, outbox, checks, queue)
+    pipeline = _pipeline(settings, engine, store, clock, workers, metrics)
     runner, service = _approvals(
-        settings, store, registry, pipeline, clock, metrics, engine.library.actions_by_playbook
+        settings, store, registry, queue, clock, metrics, engine.library.actions_by_playbook
     )
-    sources = build_sources(settings, pipeline, bookmarks)
+    sources = build_sources(settings, queue, bookmarks)
+    jobs = Jobs(
+        tick=lambda: queue.submit(Tick()),
+        expire=lambda: service.expire(clock()),
+        wake_outbox=outbox.wake,
+        cleanup=lambda: clean_up(settings, store, clock()),
+        run_approved=runner.run_approved,
+        take_released=intake.take_released,
+    )
+    health = Health(queue, outbox, chat, store, sources, metrics)
     daemon = Daemon(
         settings=settings,
         metrics=metrics,
         store=store,
         chat=chat,
+        queue=queue,
         pipeline=pipeline,
         outbox=outbox,
         registry=registry,
         runner=runner,
         service=service,
         sources=sources,
-        scheduler=_scheduler(
-            settings, clock, store, pipeline, outbox, runner, service, sources, intake
-        ),
-        http=_http(
-            settings,
-            metrics,
-            lambda: daemon.liveness(),
-            lambda: daemon.readiness(),
-            lambda: {"store": daemon.store_answer},
-        ),
+        scheduler=_scheduler(settings, jobs, sources),
+        http=_http(settings, metrics, health),
+        health=health,
         live=checks,
         intake=intake,
-        memory=memory,
-        capture=capture,
+        workers=workers,
         lock=lock,
     )
     _serve(daemon, engine.library, clock)
@@ -234,58 +250,55 @@ def _lock(settings: Settings) -> StoreLock | None:
     return lock
 
 
+def _queue_limits(settings: Settings) -> QueueLimits:
+    pipeline = settings.pipeline
+    return QueueLimits(
+        pipeline.queue_size, pipeline.queue_bytes, pipeline.busy_limit.total_seconds()
+    )
+
+
+def _workers(
+    settings: Settings, store: Store, outbox: Outbox, checks: LiveChecks, queue: Sink
+) -> Workers:
+    """What the pipeline hands off: the outbox it wakes, the live checks, and the memory
+    evidence (`sources.prometheus`) and evidence bundles (the kuberay collector) when
+    configured, each answering on `queue`."""
+    return Workers(
+        wake_outbox=outbox.wake,
+        check_live=checks.request,
+        memory=memory_worker(settings, queue.submit),
+        capture=capture_worker(settings, store.save_bundle, queue.submit),
+    )
+
+
 def _pipeline(
     settings: Settings,
     engine: Engine,
     store: Store,
-    outbox: Outbox,
     clock: Clock,
+    workers: Workers,
     metrics: Metrics,
-    memory: MemoryWorker | None,
-    checks: Callable[[], LiveChecks],
-    intake: Callable[[], Intake],
 ) -> Pipeline:
-    """The pipeline thread; it hands the offers that wait on a live fact to `checks()`,
-    asks `memory` for memory incidents' evidence and tells `intake()` what it took in."""
+    """The pipeline: classification, correlation and rendering within the step budget
+    (log text on a fresh engine after a classification ran over), cards decided as
+    `notify` says, the offers that wait on a live fact held for `live_check_timeout`."""
     budget = Budget(settings.pipeline.step_budget.total_seconds())
     assess = budgeted_assess(_assess(settings, engine.library), budget)
-    correlator = Correlator(assess, settings.correlation)
-    return Pipeline(
-        engine=engine,
-        correlator=correlator,
-        store=store,
+    config = PipelineConfig(
         notify=settings.notify,
-        clock=clock,
-        metrics=metrics,
-        proposal_ttl=settings.approvals.ttl,
         propose=settings.actions.enabled,
-        queue_size=settings.pipeline.queue_size,
-        queue_bytes=settings.pipeline.queue_bytes,
-        busy_limit=settings.pipeline.busy_limit.total_seconds(),
-        queued=outbox.wake,
-        memory=memory,
-        check_live=lambda incident_id, offers: checks().request(incident_id, offers),
+        proposal_ttl=settings.approvals.ttl,
         live_hold=settings.pipeline.live_check_timeout + timedelta(seconds=1),
-        keeper=_Kept(intake),
-        budget=budget,
-        fresh_engine=lambda: engine_of(engine.library),
     )
-
-
-@dataclass(frozen=True)
-class _Kept:
-    """The intake, as the pipeline's keeper (made after the pipeline, which it feeds)."""
-
-    intake: Callable[[], Intake]
-
-    def taking(self, item: Item) -> None:
-        self.intake().taking(item)
-
-    def taken(self, item: Item) -> None:
-        self.intake().taken(item)
-
-    def set_aside(self, item: Item, state: str, stage: str, problem: str) -> int:
-        return self.intake().set_aside(item, state, stage, problem)
+    return Pipeline(
+        BudgetedClassifier(engine, budget, lambda: engine_of(engine.library)),
+        Correlator(assess, settings.correlation),
+        store,
+        clock,
+        config=config,
+        workers=workers,
+        metrics=metrics,
+    )
 
 
 def _assess(settings: Settings, library: Library) -> Assess:
@@ -297,13 +310,11 @@ def _assess(settings: Settings, library: Library) -> Assess:
     return adjusted(assessor(library), lambda diagnosis: tuning.tune(diagnosis, values))
 
 
-def _live_checks(
-    settings: Settings, registry: Registry, pipeline: Pipeline, clock: Clock
-) -> LiveChecks:
-    """The workers that ask the executors for live facts and answer on the pipeline."""
+def _live_checks(settings: Settings, registry: Registry, queue: Sink) -> LiveChecks:
+    """The workers that ask the executors for live facts and answer on the queue."""
     return LiveChecks(
         live_checks.executor_checks(registry),
-        pipeline,
+        queue,
         timeout=settings.pipeline.live_check_timeout.total_seconds(),
         workers=settings.pipeline.live_check_workers,
     )
@@ -313,7 +324,7 @@ def _approvals(
     settings: Settings,
     store: Store,
     registry: Registry,
-    pipeline: Pipeline,
+    queue: Sink,
     clock: Clock,
     metrics: Metrics,
     offers: Callable[[], Mapping[str, tuple[str, ...]]],
@@ -323,10 +334,10 @@ def _approvals(
     thread). `offers`: the actions each playbook offers, for silencers' scopes."""
 
     def refresh(incident_id: str) -> None:
-        pipeline.submit(Refresh(incident_id, urgent=True))
+        queue.submit(Refresh(incident_id, urgent=True))
 
     def tell(incident_id: str, text: str) -> None:
-        pipeline.submit(Refresh(incident_id, urgent=True, say=text))
+        queue.submit(Refresh(incident_id, urgent=True, say=text))
 
     runner = Runner(
         store,
@@ -361,7 +372,7 @@ def _serve(daemon: Daemon, library: Library, clock: Clock) -> None:
         _receive_alerts(daemon, clock)
     bind = getattr(daemon.chat, "bind", None)
     if callable(bind):
-        diagnoser = Diagnoser(daemon.settings, library, daemon.pipeline)
+        diagnoser = Diagnoser(daemon.settings, library, daemon.queue)
         bind(
             daemon.service,
             http=daemon.http,
@@ -401,29 +412,10 @@ def clean_up(settings: Settings, store: Store, now: datetime) -> None:
     )
 
 
-def _scheduler(
-    settings: Settings,
-    clock: Clock,
-    store: Store,
-    pipeline: Pipeline,
-    outbox: Outbox,
-    runner: Runner,
-    service: Service,
-    sources: Sequence[Source],
-    intake: Intake,
-) -> Scheduler:
+def _scheduler(settings: Settings, jobs: Jobs, sources: Sequence[Source]) -> Scheduler:
+    """`jobs` at `settings.scheduler`'s intervals, and each polled source at its own."""
     scheduler = Scheduler()
-    scheduler.install(
-        Jobs(
-            tick=lambda: pipeline.submit(Tick()),
-            expire=lambda: service.expire(clock()),
-            wake_outbox=outbox.wake,
-            cleanup=lambda: clean_up(settings, store, clock()),
-            run_approved=runner.run_approved,
-            take_released=intake.take_released,
-        ),
-        Intervals(**dict(settings.scheduler)),
-    )
+    scheduler.install(jobs, Intervals(**dict(settings.scheduler)))
     for source in sources:
         if isinstance(source, Polling):
             scheduler.every(f"poll-{source.name}", source.poll_interval, source.poll)
@@ -439,13 +431,7 @@ def make_chat(settings: Settings, stdout: TextIO | None = None) -> Chat:
     return slack_chat(settings)
 
 
-def _http(
-    settings: Settings,
-    metrics: Metrics,
-    liveness: Callable[[], dict[str, bool]],
-    readiness: Callable[[], dict[str, bool]],
-    notes: Callable[[], dict[str, str]],
-) -> HealthServer:
+def _http(settings: Settings, metrics: Metrics, health: Health) -> HealthServer:
     host, port = settings.http.host, settings.http.port
     token = settings.secrets.ingest_token
     try:
@@ -453,9 +439,9 @@ def _http(
             host,
             port,
             metrics,
-            liveness,
-            readiness,
-            notes=notes,
+            health.liveness,
+            health.readiness,
+            notes=health.notes,
             ingest_token=token.get_secret_value() if token else "",
         )
     except OSError as error:

@@ -131,18 +131,22 @@ class BudgetedClassifier:
     worker was given up, on a `fresh` engine (the abandoned worker keeps the old one)."""
 
     def __init__(
-        self, engine: Engine, budget: Budget, fresh: Callable[[], Engine] | None = None
+        self,
+        engine: Engine,
+        budget: Budget | None = None,
+        fresh: Callable[[], Engine] | None = None,
     ) -> None:
+        """No `budget`: everything runs inline (tests and tools that drive the pipeline)."""
         self.engine = engine
-        self._budget = budget
+        self.budget = budget or Budget(0.0)
         self._fresh = fresh
-        budget.on_abandon(self._renew)
+        self.budget.on_abandon(self._renew)
 
     def hits(self, parts: Sequence[InputPart]) -> list[Hit]:
         if not any(isinstance(p, LogText) for p in parts):
             return self.engine.hits(parts)
         engine, frozen = self.engine, tuple(parts)
-        return self._budget.run("classification", lambda: engine.hits(frozen))
+        return self.budget.run("classification", lambda: engine.hits(frozen))
 
     def _renew(self, stage: str) -> None:
         if stage == "classification" and self._fresh is not None:

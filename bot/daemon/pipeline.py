@@ -28,9 +28,16 @@ wait, update interval, reminders), pick up silences, and notice proposal
 changes other threads or processes made (a `pitcrew approve` in another
 shell moves a proposal in the store; the next tick updates its card).
 
+What it keeps about each incident until its card is final is one record
+(`bot.daemon.tracked`), forgotten whole; what a card waits for besides its own
+timing (a live check's answer, memory evidence) is one `Hold` that
+`notify.decide` weighs with `group_wait` (`tracked(id).held` says which held it).
+
 On start, `restore` takes back the open incidents and unfinished cards from
 the store and reports actions a crash interrupted in their card's thread;
 those are never run again. The store is reached through `bot.daemon.ports`.
+The queue and the thread are `bot.daemon.taking`'s, which hands each item to
+`process`.
 """
 
 from __future__ import annotations
@@ -38,15 +45,21 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from bot.core.actions import approvals, memory_evidence
+from bot.core.actions import approvals
 from bot.core.diagnosis.analysis import findings_from_hits
-from bot.core.diagnosis.engine import Engine
 from bot.core.diagnosis.unmatched import part_lines
 from bot.core.errors import PitcrewError
 from bot.core.incidents.correlator import Change, ChangeKind, Correlator
-from bot.core.incidents.notify import Delivery, NotifyConfig, decide, evidence_hold
+from bot.core.incidents.notify import (
+    Delivery,
+    Hold,
+    NotifyConfig,
+    decide,
+    evidence_hold,
+)
 from bot.core.incidents.rayjob_owners import owners_named
 from bot.core.incidents.reports import build_report
 from bot.core.model import (
@@ -63,7 +76,7 @@ from bot.core.model import (
     SourceKind,
     frozen_map,
 )
-from bot.daemon.budget import Budget, BudgetedClassifier, OverBudgetError
+from bot.daemon.budget import BudgetedClassifier, OverBudgetError
 from bot.daemon.capture import CaptureWorker
 from bot.daemon.feed import (
     Captured,
@@ -78,7 +91,7 @@ from bot.daemon.feed import (
 from bot.daemon.memory_worker import MemoryWorker, thread_text
 from bot.daemon.metrics import Metrics
 from bot.daemon.ports import Clock, PipelineStore, ProposalChange
-from bot.daemon.taking import Forgetful, Keeper, Taking
+from bot.daemon.tracked import Tracked, Tracking
 
 log = logging.getLogger("pitcrew.pipeline")
 
@@ -87,6 +100,10 @@ S = ProposalState
 _URGENT = frozenset({S.APPROVED, S.RUNNING, S.SUCCEEDED, S.FAILED, S.REJECTED})
 # Changes after which the incident may offer other actions than before.
 _RESHAPED = frozenset({ChangeKind.OPENED, ChangeKind.UPDATED})
+_UNRENDERED = (
+    "incident %s: the text of playbook %s (%s) could not be rendered, "
+    "the card shows its plain text: %s"
+)
 
 
 def _nothing() -> None:
@@ -97,73 +114,66 @@ def _unchecked(incident_id: str, offers: Sequence[ActionOffer]) -> bool:
     return False  # without live checks, an offer waiting on a fact stays withheld
 
 
-class Pipeline(Taking):
-    """Consumes the queue on its own thread (`bot.daemon.taking`); `process` handles one
-    item (tests and the benchmark call it directly with a hand-driven clock)."""
+@dataclass(frozen=True)
+class PipelineConfig:
+    """How the pipeline decides: when cards go out (`notify`), whether it offers
+    actions (`propose`) and how long an offer stands (`proposal_ttl`), and how long a
+    card waits for a live check's answer before it goes out as it is (`live_hold`)."""
+
+    notify: NotifyConfig = field(default_factory=NotifyConfig)
+    propose: bool = True
+    proposal_ttl: timedelta = approvals.DEFAULT_TTL
+    live_hold: timedelta = timedelta(seconds=30)
+
+
+@dataclass(frozen=True)
+class Workers:
+    """The other threads the pipeline works with, each answering later on its queue:
+    the outbox it wakes once notifications are queued, the live checks an offer waits
+    on (`check_live` is True when an answer will come as `LiveFacts`), the memory
+    evidence of memory incidents and the evidence bundles of RayJobs and RayClusters."""
+
+    wake_outbox: Callable[[], None] = _nothing
+    check_live: Callable[[str, Sequence[ActionOffer]], bool] = _unchecked
+    memory: MemoryWorker | None = None
+    capture: CaptureWorker | None = None
+
+
+class Pipeline:
+    """Takes items in, one at a time (`process`; `bot.daemon.taking` calls it on its
+    thread, tests and the benchmark directly with a hand-driven clock)."""
 
     def __init__(
         self,
-        *,
-        engine: Engine,
+        classifier: BudgetedClassifier,
         correlator: Correlator,
         store: PipelineStore,
-        notify: NotifyConfig,
         clock: Clock,
+        *,
+        config: PipelineConfig | None = None,
+        workers: Workers | None = None,
         metrics: Metrics | None = None,
-        proposal_ttl: timedelta = approvals.DEFAULT_TTL,
-        propose: bool = True,
-        queue_size: int = 10000,
-        queued: Callable[[], None] = _nothing,
-        memory: MemoryWorker | None = None,
-        capture: CaptureWorker | None = None,
-        check_live: Callable[[str, Sequence[ActionOffer]], bool] = _unchecked,
-        live_hold: timedelta = timedelta(seconds=30),
-        queue_bytes: int = 256 << 20,
-        busy_limit: float = 120.0,
-        keeper: Keeper | None = None,
-        budget: Budget | None = None,
-        fresh_engine: Callable[[], Engine] | None = None,
     ) -> None:
-        """`queue_size` items and `queue_bytes` bytes of log text may wait (beyond either,
-        `submit` refuses); one item taking over `busy_limit` seconds makes `alive` false;
-        `keeper` keeps each item until it is taken in (`bot.daemon.taking`); each item's
-        classification, correlation (the `correlator`'s assessment, made with
-        `bot.daemon.budget.budgeted_assess`) and rendering run within `budget`, log text
-        on a `fresh_engine` after a classification ran over (none: no budget)."""
-        super().__init__(
-            metrics=metrics or Metrics(),
-            queue_size=queue_size,
-            queue_bytes=queue_bytes,
-            busy_limit=busy_limit,
-            keeper=keeper or Forgetful(),
-        )
-        self._budget = budget or Budget(0.0)
-        self._classifier = BudgetedClassifier(engine, self._budget, fresh_engine)
+        """`classifier` classifies within its budget, which the correlator's assessment
+        (`bot.daemon.budget.budgeted_assess`) and the rendering of cards share."""
+        self.stage = "pipeline"  # the step in progress, for the thread's failure policy
+        self._classifier = classifier
+        self._budget = classifier.budget
         self._correlator = correlator
         self._store = store
-        self._notify = notify
         self._clock = clock
-        self._ttl = proposal_ttl
-        self._propose = propose
-        self._queued = queued  # called after notifications were queued (wakes the outbox)
-        self._check_live = check_live  # True when an answer will come as LiveFacts
-        self._live_hold = live_hold  # longest a card waits for that answer
-        self._waiting: dict[str, tuple[datetime, int]] = {}  # id -> (held since, answers due)
-        self._deliveries: dict[str, Delivery] = {}
-        self._due: dict[str, datetime] = {}  # incident id -> when to decide about its card
-        self._resolved: dict[str, Incident] = {}  # resolved, card not final yet
+        self._config = config or PipelineConfig()
+        self._workers = workers or Workers()
+        self._memory = self._workers.memory
+        self._metrics = metrics or Metrics()
+        self._tracked = Tracking()
         self._silences: tuple[Silence, ...] = ()
         self._seen_change = 0
-        self._memory = memory  # memory evidence for memory incidents, fetched off this thread
-        self._measured: dict[str, Measured] = {}
-        self._evidence_due: dict[str, datetime] = {}  # id -> the first post waits until then
-        self._charts: dict[str, Measured] = {}  # charts waiting for their card to be posted
-        self._capture = capture  # evidence bundles of RayJobs and RayClusters, off this thread
-        self._bundles: dict[str, list[Captured]] = {}  # waiting for their card to be posted
 
-    def capture_with(self, capture: CaptureWorker | None) -> None:
-        """Capture evidence bundles with `capture` (set before `start`)."""
-        self._capture = capture
+    def tracked(self, incident_id: str) -> Tracked | None:
+        """What the pipeline keeps about an incident until its card is final (None once
+        forgotten); its `held` answers "why is this card late?"."""
+        return self._tracked.get(incident_id)
 
     # -- after a restart -----------------------------------------------------------------
 
@@ -174,20 +184,18 @@ class Pipeline(Taking):
         self._correlator.restore(open_incidents)
         self._seen_change = self._store.last_proposal_change()
         self._silences = self._store.active_silences(now)
-        for delivery in self._store.pending_deliveries():
-            self._deliveries[delivery.incident_id] = delivery
-            self._due[delivery.incident_id] = now
+        unfinished = self._store.pending_deliveries()
+        for delivery in unfinished:
+            tracked = self._tracked.of(delivery.incident_id)
+            tracked.delivery, tracked.due = delivery, now
         for incident in open_incidents:
-            self._due[incident.id] = now
+            self._tracked.of(incident.id).due = now
         self._recover_interrupted(now)
         for incident in open_incidents:  # the evidence is asked for again, off this thread
             self._ask_memory(incident, now)
         self._metrics.open_incidents.set(len(self._correlator))
-        log.info(
-            "restored %d open incidents and %d unfinished cards",
-            len(open_incidents),
-            len(self._deliveries),
-        )
+        restored = "restored %d open incidents and %d unfinished cards"
+        log.info(restored, len(open_incidents), len(unfinished))
 
     def _recover_interrupted(self, now: datetime) -> None:
         running = {p.id: p for p in self._store.proposals_in_state(S.RUNNING)}
@@ -204,7 +212,7 @@ class Pipeline(Taking):
                 "it was not run again. Check its target before approving anything else.",
                 now,
             )
-            self._due[failed.incident_id] = now
+            self._tracked.of(failed.incident_id).due = now
 
     def stopped(self) -> None:
         self._budget.close()  # its idle worker ends
@@ -261,8 +269,9 @@ class Pipeline(Taking):
                 self._count_unrendered(incident)
             self._ask_memory(incident, now)  # before the card: its first post may wait for it
             self._follow_up(incident, incident_id in reshaped, now)
-            if self._capture is not None and incident.state is IncidentState.OPEN:
-                self._capture.ask(incident)
+            capture = self._workers.capture
+            if capture is not None and incident.state is IncidentState.OPEN:
+                capture.ask(incident)
         self._metrics.open_incidents.set(len(self._correlator))
 
     def _keep_unmatched(self, observation: Observation, now: datetime) -> None:
@@ -297,7 +306,9 @@ class Pipeline(Taking):
     def _learn(self, answer: LiveFacts, now: datetime) -> None:
         """A live check answered: assess the incident again; its card goes out once
         every check it waits for has answered."""
-        self._answered(answer.incident_id)
+        tracked = self._tracked.get(answer.incident_id)
+        if tracked is not None and tracked.live_since is not None:
+            tracked.answered()
         change = self._correlator.learn(answer.incident_id, answer.answer, now)
         if change is not None:
             self._record(change, (), now)
@@ -305,17 +316,19 @@ class Pipeline(Taking):
             self._refresh(answer.incident_id, now, urgent=False)
 
     def _tick(self, now: datetime) -> None:
-        held = [i for i, (since, _) in self._waiting.items() if now - since >= self._live_hold]
-        for incident_id in held:
-            del self._waiting[incident_id]  # the answer was lost: the card goes out as it is
-            self._due[incident_id] = now
-        for incident_id in [i for i, at in self._evidence_due.items() if at <= now]:
-            self._no_evidence_in_time(incident_id, now)
+        for incident_id, tracked in self._tracked.items():
+            live = tracked.live_since
+            if live is not None and now - live >= self._config.live_hold:
+                tracked.stop_waiting()  # the answer was lost: the card goes out as it is
+                tracked.due = now
+            if tracked.evidence_due is not None and tracked.evidence_due <= now:
+                self._no_evidence_in_time(incident_id, tracked, now)
         for change in self._correlator.tick(now):
             self._record(change, (), now)
         self._notice_proposal_changes(now)
         self._notice_silences(now)
-        for incident_id in [i for i, at in self._due.items() if at <= now]:
+        due = [i for i, t in self._tracked.items() if t.due is not None and t.due <= now]
+        for incident_id in due:
             self._refresh(incident_id, now, urgent=False)
         self._metrics.open_incidents.set(len(self._correlator))
 
@@ -335,16 +348,15 @@ class Pipeline(Taking):
         self._store.append_findings(incident.id, findings, now)
         if change.say:
             self._say_in_thread(incident.id, change.say, now)
-        if change.asks and self._check_live(incident.id, change.asks):
-            self._hold_card(incident.id, now)
+        if change.asks and self._workers.check_live(incident.id, change.asks):
+            self._tracked.of(incident.id).hold_for_live_check(now)
         if change.kind is ChangeKind.OPENED:
             self._metrics.incidents.inc()
             log.info("incident %s opened: %s", incident.id, _cause(incident))
         elif change.primary_changed:
             log.info("incident %s: root cause is now %s", incident.id, _cause(incident))
         elif change.kind is ChangeKind.RESOLVED:
-            self._resolved[incident.id] = incident
-            self._waiting.pop(incident.id, None)  # nothing to wait for: it is over
+            self._tracked.of(incident.id).resolved = incident
             log.info("incident %s resolved: %s", incident.id, incident.resolution)
         return incident
 
@@ -354,25 +366,7 @@ class Pipeline(Taking):
         counted and logged (once per card, however many findings the evidence added)."""
         for failure in incident.diagnosis.unrendered:
             self._metrics.render_failures.labels(playbook=failure.playbook).inc()
-            log.warning(
-                "incident %s: the text of playbook %s (%s) could not be rendered, "
-                "the card shows its plain text: %s",
-                incident.id,
-                failure.playbook,
-                failure.source,
-                failure.reason,
-            )
-
-    def _hold_card(self, incident_id: str, now: datetime) -> None:
-        """The incident's card waits for one more live check's answer."""
-        since, due = self._waiting.get(incident_id, (now, 0))
-        self._waiting[incident_id] = (since, due + 1)
-
-    def _answered(self, incident_id: str) -> None:
-        """One live check's answer in: the card goes out once no other is due."""
-        since, due = self._waiting.pop(incident_id, (None, 1))
-        if due > 1 and since is not None:
-            self._waiting[incident_id] = (since, due - 1)
+            log.warning(_UNRENDERED, incident.id, failure.playbook, failure.source, failure.reason)
 
     def _ask_memory(self, incident: Incident, now: datetime) -> None:
         """Ask for an open incident's memory evidence (off this thread); the first time,
@@ -381,21 +375,22 @@ class Pipeline(Taking):
             return
         if self._memory.ask(incident):
             deadline = timedelta(seconds=self._memory.timeout)
-            hold = evidence_hold(incident.opened_at, now, deadline, self._notify)
-            self._evidence_due[incident.id] = hold
+            hold = evidence_hold(incident.opened_at, now, deadline, self._config.notify)
+            self._tracked.of(incident.id).evidence_due = hold
 
-    def _no_evidence_in_time(self, incident_id: str, now: datetime) -> None:
+    def _no_evidence_in_time(self, incident_id: str, tracked: Tracked, now: datetime) -> None:
         """The evidence's deadline passed unanswered: the card goes out, its bump sized by
         the factor, saying why (a late answer still updates it)."""
-        del self._evidence_due[incident_id]
-        if self._memory is None or incident_id in self._measured:
+        tracked.evidence_due = None
+        if self._memory is None or tracked.measured is not None:
             return
         seconds = f"{self._memory.timeout:g}"
         problem = f"no memory metrics: Prometheus did not answer within {seconds} s"
         self._on_measured(Measured(incident_id, None, problem), now)
 
     def _annotated(self, incident: Incident) -> Incident:
-        measured = self._measured.get(incident.id)
+        tracked = self._tracked.get(incident.id)
+        measured = tracked.measured if tracked is not None else None
         if self._memory is None or measured is None:
             return incident
         return self._memory.annotate(incident, measured)
@@ -406,16 +401,17 @@ class Pipeline(Taking):
         incident = self._correlator.get(measured.incident_id)
         if incident is None or self._memory is None:
             return
-        self._evidence_due.pop(incident.id, None)
-        known = self._measured.get(incident.id)
+        tracked = self._tracked.of(incident.id)
+        tracked.evidence_due = None
+        known = tracked.measured
         if measured.evidence is None and known is not None and known.evidence is None:
             return  # the deadline already said so: the card keeps its reason
         charted = bool(incident.memory)  # restored: its chart is in the thread already
-        self._measured[incident.id] = measured
+        tracked.measured = measured
         incident = self._annotated(incident)
         self._store.upsert_incident(incident)
         if measured.chart and not charted:
-            self._charts[incident.id] = measured
+            tracked.chart = measured
         self._follow_up(incident, True, now)
 
     def _follow_up(self, incident: Incident, reshaped: bool, now: datetime) -> None:
@@ -425,11 +421,11 @@ class Pipeline(Taking):
 
     def _proposals(self, incident: Incident, reshaped: bool, now: datetime) -> tuple[Proposal, ...]:
         existing = self._store.proposals_for_incident(incident.id)
-        if not self._propose or not reshaped:  # a resolved one is reshaped only by a merge
+        if not self._config.propose or not reshaped:  # resolved: reshaped only by a merge
             return existing
-        if self._hold(incident) is not None:  # offered once sized, not twice
+        if self._held_for_evidence(incident):  # offered once sized, not twice
             return existing
-        changed = approvals.reconcile(incident, existing, now, self._ttl)
+        changed = approvals.reconcile(incident, existing, now, self._config.proposal_ttl)
         if not changed:
             return existing
         known = {p.id: p for p in existing}
@@ -445,96 +441,99 @@ class Pipeline(Taking):
     def _decide(
         self, incident: Incident, proposals: Iterable[Proposal], now: datetime, *, urgent: bool
     ) -> None:
-        """What the chat should see now (notify.decide), queued with its delivery record;
-        nothing while the incident waits for a live check's answer."""
-        if incident.id in self._waiting:
-            return
+        """What the chat should see now (notify.decide, given what the card waits for:
+        `_hold`), queued with its delivery record."""
         stage, self.stage = self.stage, "rendering"
         shown = tuple(proposals)
         report = self._budget.run("rendering", lambda: build_report(incident, shown))
         self.stage = stage
-        previous = self._deliveries.get(incident.id) or self._store.delivery(incident.id)
+        previous = self._delivery(incident.id)
         decision = decide(
             incident,
             report,
             previous,
             self._silences,
-            self._notify,
+            self._config.notify,
             now,
             urgent=urgent,
-            hold_until=self._hold(incident),
+            hold=self._hold(incident, previous),
         )
         if decision.notifications or decision.delivery != previous or decision.done:
             self._store.save_delivery(decision.delivery, decision.notifications, done=decision.done)
         if decision.done:
-            self._forget(incident.id)
+            self._tracked.forget(incident.id)
         else:
-            self._deliveries[incident.id] = decision.delivery
-            if decision.next_at is None:
-                self._due.pop(incident.id, None)
-            else:
-                self._due[incident.id] = decision.next_at
-        if decision.delivery.posted and incident.id in self._charts:
-            self._post_chart(self._charts.pop(incident.id), decision.delivery, now)
-        if decision.delivery.posted and incident.id in self._bundles:
-            for captured in self._bundles.pop(incident.id):
-                self._post_file(
-                    captured.incident_id, captured.text, captured.path, decision.delivery, now
-                )
+            tracked = self._tracked.of(incident.id)
+            tracked.delivery, tracked.due, tracked.held = (
+                decision.delivery,
+                decision.next_at,
+                decision.held,
+            )
+            if decision.delivery.posted:
+                self._post_waiting_files(tracked, decision.delivery, now)
         if decision.notifications:
-            self._queued()
+            self._workers.wake_outbox()
 
-    def _hold(self, incident: Incident) -> datetime | None:
-        """Until when the first post (and the offers on it) waits for the memory evidence
-        that sizes its bump; None once it answered, its deadline passed, or the card is out."""
-        due = self._evidence_due.get(incident.id)
-        if due is None or not memory_evidence.sized_from_evidence(incident):
-            return None
-        delivery = self._deliveries.get(incident.id) or self._store.delivery(incident.id)
-        return None if delivery is not None and delivery.posted else due
+    def _hold(self, incident: Incident, delivery: Delivery | None) -> Hold | None:
+        """What the card waits for besides its own timing (`Tracked.hold`)."""
+        tracked = self._tracked.get(incident.id)
+        return tracked.hold(incident, delivery, self._config.live_hold) if tracked else None
 
-    def _post_chart(self, measured: Measured, delivery: Delivery, now: datetime) -> None:
-        """The memory chart in the card's thread (queued after the post it answers)."""
-        self._post_file(measured.incident_id, thread_text(measured), measured.chart, delivery, now)
+    def _held_for_evidence(self, incident: Incident) -> bool:
+        tracked = self._tracked.get(incident.id)
+        if tracked is None or tracked.evidence_due is None:
+            return False
+        return tracked.evidence_hold(incident, self._delivery(incident.id)) is not None
+
+    def _delivery(self, incident_id: str) -> Delivery | None:
+        """What the chat has seen of the incident (the store's, when not kept)."""
+        tracked = self._tracked.get(incident_id)
+        known = tracked.delivery if tracked is not None else None
+        return known or self._store.delivery(incident_id)
+
+    def _post_waiting_files(self, tracked: Tracked, delivery: Delivery, now: datetime) -> None:
+        """The chart and bundles that waited for the card, into its thread now it is out."""
+        if tracked.chart is not None:
+            chart, tracked.chart = tracked.chart, None
+            self._post_file(chart.incident_id, thread_text(chart), chart.chart, delivery, now)
+        bundles, tracked.bundles = tracked.bundles, []
+        for captured in bundles:
+            self._post_file(captured.incident_id, captured.text, captured.path, delivery, now)
 
     def _post_file(
         self, incident_id: str, text: str, path: str, delivery: Delivery, now: datetime
     ) -> None:
         """A file in the card's thread (queued after the post it answers)."""
-        self._store.enqueue(
-            Notification(
-                incident_id,
-                NotificationKind.REPLY,
-                delivery.channel,
-                None,
-                text,
-                now,
-                attachment=path,
-            )
-        )
-        self._queued()
+        kind, channel = NotificationKind.REPLY, delivery.channel
+        reply = Notification(incident_id, kind, channel, None, text, now, attachment=path)
+        self._store.enqueue(reply)
+        self._workers.wake_outbox()
 
     def _on_captured(self, captured: Captured, now: datetime) -> None:
-        """An evidence bundle was kept: into the card's thread, now or once it is posted."""
+        """An evidence bundle was kept: into the card's thread, now or once it is posted
+        (an incident forgotten unposted has no thread: the store keeps the bundle)."""
+        incident_id = captured.incident_id
         if not captured.path:
-            log.warning("%s: %s", captured.incident_id, captured.problem)
+            log.warning("%s: %s", incident_id, captured.problem)
             return
-        delivery = self._deliveries.get(captured.incident_id) or self._store.delivery(
-            captured.incident_id
-        )
+        delivery = self._delivery(incident_id)
         if delivery is not None and delivery.posted:
-            self._post_file(captured.incident_id, captured.text, captured.path, delivery, now)
+            self._post_file(incident_id, captured.text, captured.path, delivery, now)
+        elif incident_id in self._tracked or self._correlator.get(incident_id) is not None:
+            self._tracked.of(incident_id).bundles.append(captured)
         else:
-            self._bundles.setdefault(captured.incident_id, []).append(captured)
+            never = "incident %s was never posted: its bundle is kept for `pitcrew bundle %s`"
+            log.info(never, incident_id, incident_id)
 
     def _refresh(self, incident_id: str, now: datetime, *, urgent: bool) -> None:
+        tracked = self._tracked.get(incident_id)
         incident = (
             self._correlator.get(incident_id)
-            or self._resolved.get(incident_id)
+            or (tracked.resolved if tracked is not None else None)
             or self._store.incident(incident_id)
         )
         if incident is None:
-            self._forget(incident_id)
+            self._tracked.forget(incident_id)
             return
         incident = self._annotated(incident)
         self._decide(incident, self._store.proposals_for_incident(incident_id), now, urgent=urgent)
@@ -562,26 +561,18 @@ class Pipeline(Taking):
             return
         self._silences = current
         for incident in self._correlator.open_incidents():
-            self._due[incident.id] = now
-        for incident_id in self._deliveries:
-            self._due[incident_id] = now
+            self._tracked.of(incident.id).due = now
+        for _, tracked in self._tracked.items():
+            if tracked.delivery is not None:
+                tracked.due = now
 
     def _say_in_thread(self, incident_id: str, text: str, now: datetime) -> None:
-        delivery = self._deliveries.get(incident_id) or self._store.delivery(incident_id)
+        delivery = self._delivery(incident_id)
         if delivery is None or not delivery.posted:
             return  # the card is not out yet; it will show the history when it is
         reply = Notification(incident_id, NotificationKind.REPLY, delivery.channel, None, text, now)
         self._store.enqueue(reply)
-        self._queued()
-
-    def _forget(self, incident_id: str) -> None:
-        self._waiting.pop(incident_id, None)
-        self._measured.pop(incident_id, None)
-        self._evidence_due.pop(incident_id, None)
-        self._charts.pop(incident_id, None)
-        self._deliveries.pop(incident_id, None)
-        self._due.pop(incident_id, None)
-        self._resolved.pop(incident_id, None)
+        self._workers.wake_outbox()
 
 
 def _is_urgent(change: ProposalChange) -> bool:

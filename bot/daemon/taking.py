@@ -1,8 +1,12 @@
-"""The pipeline's thread: taking items off its queue one at a time, and what happens
-to an item that a bug or a budget stops.
+"""The pipeline's queue and thread: taking items off the queue one at a time, and what
+happens to an item that a bug or a budget stops.
 
 Why this exists: the pipeline's steps (`bot.daemon.pipeline`) run on one thread,
 and what that thread does when a step fails decides whether evidence is lost.
+`Taking` is the queue everything puts items on (sources, the HTTP intake, the
+scheduler's ticks, the workers' answers: it is built first, so each of them is
+handed the queue itself) and the thread that hands each item to a `Worker` (the
+pipeline) once `start` is called.
 It used to log an unexpected exception without its traceback and then delete
 the item's intake row, so a defect in the core silently dropped what /ingest
 had acknowledged. Now, for each item:
@@ -28,7 +32,7 @@ import logging
 import queue
 import threading
 import time
-from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Protocol
 
 from bot.core.errors import StoreError
@@ -67,53 +71,51 @@ class Forgetful:
         return 0
 
 
-class Taking(ABC):
-    """The queue, the thread and the failure policy; `process` (the subclass's) handles
-    one item and sets `stage` to the step it is in."""
+class Worker(Protocol):
+    """What the thread hands each item to (the pipeline): `process` takes one item in
+    and sets `stage` to the step it is in (a bug is counted by it)."""
 
-    def __init__(
-        self,
-        *,
-        metrics: Metrics,
-        queue_size: int,
-        queue_bytes: int,
-        busy_limit: float,
-        keeper: Keeper,
-    ) -> None:
-        self._stage = "pipeline"
-        self._metrics = metrics
-        self._keeper = keeper
+    stage: str
+
+    def process(self, item: Item) -> None: ...
+
+    def stopped(self) -> None:
+        """The thread took the stop: what the worker keeps for `process` may go."""
+        ...
+
+
+@dataclass(frozen=True)
+class QueueLimits:
+    """`items` items and `text_bytes` bytes of log text may wait (beyond either,
+    `submit` refuses); one item taking over `busy_limit` seconds makes `alive` false."""
+
+    items: int = 10000
+    text_bytes: int = 256 << 20
+    busy_limit: float = 120.0
+
+
+class Taking:
+    """The queue, the thread and the failure policy."""
+
+    def __init__(self, limits: QueueLimits | None = None, metrics: Metrics | None = None) -> None:
+        limits = limits or QueueLimits()
+        self._metrics = metrics or Metrics()
+        self._keeper: Keeper = Forgetful()
         self._halting = threading.Event()
         self._set_aside: list[Entry] = []
-        self._queue_bytes = queue_bytes
+        self._queue_bytes = limits.text_bytes
         self._bytes = 0
         self._bytes_lock = threading.Lock()
-        self._busy_limit = busy_limit
+        self._busy_limit = limits.busy_limit
         self._busy_since: float | None = None
-        self._queue = Lanes(queue_size)
+        self._queue = Lanes(limits.items)
         self._thread: threading.Thread | None = None
-
-    @abstractmethod
-    def process(self, item: Item) -> None:
-        """Take one item in (the pipeline's own work)."""
-
-    @abstractmethod
-    def stopped(self) -> None:
-        """The thread took the stop: what the subclass keeps for `process` may go."""
-
-    @property
-    def stage(self) -> str:
-        return self._stage
-
-    @stage.setter
-    def stage(self, value: str) -> None:
-        self._stage = value
 
     # -- the queue -------------------------------------------------------------------------
 
     def submit(self, item: Item, timeout: float = 1.0) -> bool:
         """Queue an item; False when the queue stayed full for `timeout` seconds, or when
-        its text would take the queue past `queue_bytes`."""
+        its text would take the queue past `QueueLimits.text_bytes`."""
         size = text_size(item)
         with self._bytes_lock:
             if size and self._bytes and self._bytes + size > self._room_for(size):
@@ -145,8 +147,13 @@ class Taking(ABC):
 
     # -- the thread ------------------------------------------------------------------------
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="pitcrew-pipeline", daemon=True)
+    def start(self, worker: Worker, keeper: Keeper | None = None) -> None:
+        """Hand each item to `worker` on the thread; `keeper` keeps each item until it
+        is taken in (`bot.daemon.intake`; none: nothing is kept)."""
+        self._keeper = keeper or Forgetful()
+        self._thread = threading.Thread(
+            target=self._loop, args=(worker,), name="pitcrew-pipeline", daemon=True
+        )
         self._thread.start()
 
     def alive(self) -> bool:
@@ -185,25 +192,25 @@ class Taking(ABC):
         left.sort(key=lambda entry: entry[1])
         return [item for item, _ in left if item is not _STOP]  # type: ignore[misc]
 
-    def _loop(self) -> None:
+    def _loop(self, worker: Worker) -> None:
         while True:
             item, queued_at = self._queue.get()
             if item is _STOP:
-                self.stopped()
+                worker.stopped()
                 return
             with self._bytes_lock:
                 self._bytes -= text_size(item)  # type: ignore[arg-type]
             if self._halting.is_set():
                 self._set_aside.append((item, queued_at))
                 continue
-            self._take(item, queued_at)  # type: ignore[arg-type]
+            self._take(worker, item, queued_at)  # type: ignore[arg-type]
 
-    def _take(self, item: Item, queued_at: float) -> None:
+    def _take(self, worker: Worker, item: Item, queued_at: float) -> None:
         self._busy_since = time.monotonic()
-        self.stage = "pipeline"
+        worker.stage = "pipeline"
         self._keeper.taking(item)
         try:
-            self.process(item)
+            worker.process(item)
         except StoreError as error:  # its intake row stays: taken in again at the next start
             log.error("could not process %s: %s", type(item).__name__, error)
             return
@@ -211,9 +218,10 @@ class Taking(ABC):
             self._stopped(item, QUARANTINED, over.stage, str(over))
             return
         except Exception as error:
-            log.exception("bug in %s while processing %s", self.stage, type(item).__name__)
-            self._metrics.internal_errors.labels(stage=self.stage).inc()
-            self._stopped(item, FAILED, self.stage, f"{type(error).__name__}: {error}")
+            stage = worker.stage
+            log.exception("bug in %s while processing %s", stage, type(item).__name__)
+            self._metrics.internal_errors.labels(stage=stage).inc()
+            self._stopped(item, FAILED, stage, f"{type(error).__name__}: {error}")
             return
         finally:
             self._busy_since = None

@@ -17,8 +17,10 @@ from bot.core.incidents.correlator import Correlator
 from bot.core.incidents.notify import (
     Delivery,
     DeliveryPlan,
+    Hold,
     NotifyConfig,
     Route,
+    Wait,
     decide,
     evidence_hold,
     labels,
@@ -434,6 +436,82 @@ def test_the_first_post_waits_for_outstanding_evidence(
         CONFIG,
         at(seconds),
         urgent=urgent,
-        hold_until=at(50),
+        hold=Hold(Wait.EVIDENCE, at(50)),
     )
     assert (kinds(plan.notifications)[:1], plan.next_at) == (sent, next_at)
+
+
+# -- which wait holds a card: the one answer to "why is this card late?" ----------------
+
+
+def _changed_after_posting() -> tuple[Incident, Delivery]:
+    """An incident whose card was posted at 30 s and that changed at 40 s."""
+    correlator = Correlator()
+    posted = step(correlator.add(oom("w-1"), T0)[0].incident, None, at(30)).delivery
+    return correlator.add(oom("w-2"), at(40))[0].incident, posted
+
+
+EVIDENCE_50 = Hold(Wait.EVIDENCE, at(50))
+EVIDENCE_20 = Hold(Wait.EVIDENCE, at(20))
+LIVE_45 = Hold(Wait.LIVE_CHECK, at(45))
+
+
+@pytest.mark.parametrize(
+    ("posted", "hold", "seconds", "urgent", "held", "sent", "next_at"),
+    [
+        (False, None, 10, False, Wait.GROUP_WAIT, [], at(30)),
+        (False, EVIDENCE_50, 10, False, Wait.EVIDENCE, [], at(50)),
+        (False, EVIDENCE_20, 10, False, Wait.GROUP_WAIT, [], at(30)),  # group_wait is later
+        (False, EVIDENCE_50, 10, True, None, ["post"], at(10) + timedelta(hours=4)),
+        (False, LIVE_45, 40, False, Wait.LIVE_CHECK, [], at(45)),  # past group_wait
+        (False, LIVE_45, 40, True, Wait.LIVE_CHECK, [], at(45)),  # a click does not skip it
+        (False, LIVE_45, 45, False, None, ["post"], at(45) + timedelta(hours=4)),
+        (True, None, 40, False, Wait.GROUP_INTERVAL, [], at(90)),
+        (True, LIVE_45, 40, True, Wait.LIVE_CHECK, [], at(45)),  # nor an update
+        (True, EVIDENCE_50, 40, True, None, ["update"], at(40) + timedelta(hours=4)),
+    ],
+    ids=[
+        "group-wait",
+        "evidence",
+        "group-wait-after-evidence",
+        "evidence-click",
+        "live-check",
+        "live-check-click",
+        "live-check-over",
+        "group-interval",
+        "live-check-update",
+        "evidence-posted",
+    ],
+)
+def test_one_wait_holds_a_card_and_the_plan_names_it(
+    posted: bool,
+    hold: Hold | None,
+    seconds: int,
+    urgent: bool,
+    held: Wait | None,
+    sent: list[str],
+    next_at: datetime,
+) -> None:
+    incident, delivery = _changed_after_posting() if posted else (opened(), None)
+    plan = decide(
+        incident,
+        build_report(incident),
+        delivery,
+        (),
+        CONFIG,
+        at(seconds),
+        urgent=urgent,
+        hold=hold,
+    )
+    assert (plan.held, kinds(plan.notifications), plan.next_at) == (held, sent, next_at)
+
+
+def test_a_resolved_incident_waits_for_no_live_check() -> None:
+    correlator = Correlator()
+    incident = correlator.add(oom(), T0)[0].incident
+    (resolved,) = correlator.tick(T0 + timedelta(days=1))
+    plan = decide(
+        resolved.incident, build_report(resolved.incident), None, (), CONFIG, at(40), hold=LIVE_45
+    )
+    assert (plan.held, plan.done) == (None, True)
+    assert incident.id == resolved.incident.id

@@ -9,11 +9,13 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+from bot.adapters.sqlite.store import Store
 from bot.core.incidents.notify import NotifyConfig
 from bot.core.inputs.kuberay import rayjob_parts
 from bot.core.model import ObjectRef
 from bot.daemon.capture import CaptureWorker
 from bot.daemon.feed import Captured, Context, Observation, observe
+from bot.daemon.pipeline import Workers
 from tests.support.daemon import NS, Clock, RecordingChat, rig
 
 HUNG = ObjectRef("RayJob", "hangs", NS)
@@ -40,7 +42,6 @@ def failed(rayjob: ObjectRef) -> Observation:
 def test_a_hung_capture_does_not_delay_another_workloads_card(tmp_path: Path) -> None:
     clock = Clock()
     chat = RecordingChat()
-    setup = rig(tmp_path / "state.db", clock, chat, notify=NotifyConfig(group_wait=timedelta(0)))
     release = threading.Event()
     asked: list[tuple[str, str, str]] = []
     items: list[Captured] = []
@@ -56,14 +57,18 @@ def test_a_hung_capture_does_not_delay_another_workloads_card(tmp_path: Path) ->
         path.write_bytes(body)
         return str(path)
 
-    worker = CaptureWorker(
-        collect,
-        setup.store.save_bundle,
-        write,
-        lambda item: items.append(item) or True,
-        timeout=60,
-    )
-    setup.pipeline.capture_with(worker)
+    made: list[CaptureWorker] = []
+
+    def capture(store: Store) -> Workers:
+        made.append(
+            CaptureWorker(
+                collect, store.save_bundle, write, lambda i: items.append(i) or True, timeout=60
+            )
+        )
+        return Workers(capture=made[0])
+
+    no_wait = NotifyConfig(group_wait=timedelta(0))
+    setup = rig(tmp_path / "state.db", clock, chat, notify=no_wait, workers=capture)
     try:
         setup.feed(failed(HUNG))  # its capture hangs on a pool thread
         started = time.monotonic()
@@ -90,4 +95,4 @@ def test_a_hung_capture_does_not_delay_another_workloads_card(tmp_path: Path) ->
         assert asked.count(("RayJob", NS, OTHER.name)) == 1
     finally:
         release.set()
-        worker.close()
+        made[0].close()

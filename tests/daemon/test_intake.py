@@ -132,12 +132,12 @@ def test_what_a_stop_left_in_the_queue_is_taken_in_at_the_next_start(
 ) -> None:
     settings = load(config(tmp_path), {})
     first = app.build(settings, chat=RecordingChat(), engine=engine())
-    first.pipeline.start()  # nothing restored, nothing resumed: only the queue
-    first.pipeline.stop(0)  # stopped before any source item arrives
+    first.queue.start(first.pipeline)  # nothing restored, nothing resumed: only the queue
+    first.queue.stop(0)  # stopped before any source item arrives
     items: list[Item] = [_source_item(n) for n in range(3)]
     for item in items:
-        assert first.pipeline.submit(item)
-    assert first.intake.keep(first.pipeline.left_over()) == 3
+        assert first.queue.submit(item)
+    assert first.intake.keep(first.queue.left_over()) == 3
     first.store.close()
     first.lock.release()  # type: ignore[union-attr]
 
@@ -186,7 +186,7 @@ def test_the_first_evidence_after_the_disk_fills_is_refused_and_nothing_is_kept(
         },
     )
     assert daemon.store.spooled() == ()
-    assert daemon.pipeline.pending() == 0
+    assert daemon.queue.pending() == 0
     assert http(f"{base}/readyz")[0] == 503
 
     conn.execute("PRAGMA max_page_count = 1073741823")

@@ -225,10 +225,10 @@ def test_a_dashboard_that_never_answers_delays_no_other_card_and_its_offers_time
     assert isinstance(chat, RecordingChat)
     parts = read_stream(io.BytesIO(JOB.encode()), f"ray://hung/jobs/{SUBMISSION}")
     began = time.monotonic()
-    assert daemon.pipeline.submit(
+    assert daemon.queue.submit(
         observe(parts, Context("hung", "", ObjectRef("RayJobSubmission", SUBMISSION)))
     )
-    assert daemon.pipeline.submit(seed(DESCRIBE))  # another workload: an OOMKilled pod
+    assert daemon.queue.submit(seed(DESCRIBE))  # another workload: an OOMKilled pod
 
     wait_for(card_of(chat, "verl"))
     other_after = time.monotonic() - began

@@ -159,7 +159,7 @@ def daemon_with(
         )
         parts = read_stream(io.BytesIO(JOB.encode()), "ray://local/jobs/raysubmit_clash1")
         workload = ObjectRef("RayJobSubmission", SUBMISSION)
-        assert daemon.pipeline.submit(observe(parts, Context("local", "", workload)))
+        assert daemon.queue.submit(observe(parts, Context("local", "", workload)))
         return daemon
 
     return start

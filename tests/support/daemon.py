@@ -10,6 +10,7 @@ import io
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,9 +29,10 @@ from bot.core.incidents.correlator import CorrelationConfig, Correlator
 from bot.core.incidents.notify import NotifyConfig
 from bot.core.inputs.reader import read_stream
 from bot.core.model import ObjectRef, Report
+from bot.daemon.budget import BudgetedClassifier
 from bot.daemon.feed import Context, Observation, Tick, observe
 from bot.daemon.outbox import Backoff, Outbox
-from bot.daemon.pipeline import Pipeline
+from bot.daemon.pipeline import Pipeline, PipelineConfig, Workers
 from bot.daemon.ports import Attempt, Chat, ChatUnavailableError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -208,7 +210,10 @@ def rig(
     chat: RecordingChat | None = None,
     notify: NotifyConfig | None = None,
     correlation: CorrelationConfig | None = None,
+    workers: Callable[[Store], Workers] | None = None,
 ) -> Rig:
+    """The pipeline and the outbox on a store at `path`; `workers`: what the pipeline
+    hands off, made from that store (none: nothing)."""
     store = Store(path)
     base = assessor(engine().library)
     values = ActionSettings().overrides()
@@ -216,11 +221,12 @@ def rig(
     chat = chat or RecordingChat()
     outbox = Outbox(store, chat, clock=clock, backoff=Backoff(jitter=0.0))
     pipeline = Pipeline(
-        engine=engine(),
-        correlator=correlator,
-        store=store,
-        notify=notify or NotifyConfig(),
-        clock=clock,
+        BudgetedClassifier(engine()),
+        correlator,
+        store,
+        clock,
+        config=PipelineConfig(notify=notify or NotifyConfig()),
+        workers=workers(store) if workers is not None else None,
     )
     pipeline.restore()
     return Rig(store, pipeline, outbox, chat, clock)

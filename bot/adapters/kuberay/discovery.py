@@ -49,9 +49,9 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import CancelledError, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -92,6 +92,22 @@ class DiscoveryOptions:
     max_workers: int = 8
 
 
+@dataclass(frozen=True)
+class DiscoveryScope:
+    """Where RayClusters are looked for and how their dashboards are reached: the
+    namespaces watched (none: every namespace), the dashboard URL template, the
+    `sources.ray` clusters already configured (a RayCluster at one of their URLs is
+    polled by that entry only), the dashboard headers, how often each cluster is polled,
+    and the Kubernetes cluster's name its signals carry (`k8s_cluster`)."""
+
+    namespaces: tuple[str, ...] = ()
+    url_template: str = DEFAULT_TEMPLATE
+    configured: tuple[RayClusterConfig, ...] = ()
+    headers: Mapping[str, str] = field(default_factory=dict)
+    poll_interval: timedelta = timedelta(seconds=10)
+    k8s_cluster: str = ""
+
+
 @dataclass
 class _Retired:
     poller: RayClusterSource
@@ -109,26 +125,19 @@ class RayDiscoverySource:
         sink: Sink,
         bookmarks: Bookmarks | None = None,
         *,
-        namespaces: Sequence[str] = (),
-        url_template: str = DEFAULT_TEMPLATE,
-        configured: Sequence[RayClusterConfig] = (),
-        headers: Mapping[str, str] | None = None,
-        poll_interval: timedelta = timedelta(seconds=10),
+        scope: DiscoveryScope | None = None,
         ray_options: RaySourceOptions | None = None,
         options: DiscoveryOptions | None = None,
         clock: Callable[[], datetime] = utcnow,
         rng: Callable[[], float] = random.random,
-        k8s_cluster: str = "",
     ) -> None:
+        """`ray_options`: how each discovered cluster's poller polls (as a configured
+        cluster's); `options`: how RayClusters are listed and watched."""
         self.api = api
-        self.k8s_cluster = k8s_cluster
         self.sink = sink
         self.bookmarks: Bookmarks = bookmarks if bookmarks is not None else MemoryBookmarks()
-        self.namespaces = tuple(namespaces)
-        self.url_template = url_template
-        self.configured = tuple(configured)
-        self.headers = dict(headers or {})
-        self.poll_interval = poll_interval
+        self.scope = scope or DiscoveryScope()
+        self.poll_interval = self.scope.poll_interval
         self.ray_options = ray_options
         self.options = options or DiscoveryOptions()
         self.clock = clock
@@ -157,7 +166,7 @@ class RayDiscoverySource:
             raise RuntimeError("RayCluster discovery is already started")
         self.started = True
         self._stop.clear()
-        scopes: list[str | None] = list(self.namespaces) or [None]
+        scopes: list[str | None] = list(self.scope.namespaces) or [None]
         self._scopes = [_Scope(self, namespace) for namespace in scopes]
         for scope in self._scopes:
             thread = threading.Thread(
@@ -245,7 +254,7 @@ class RayDiscoverySource:
         return {
             "healthy": self.healthy(),
             "kuberay": self.kuberay,
-            "namespaces": list(self.namespaces) or "all",
+            "namespaces": list(self.scope.namespaces) or "all",
             "watches": {scope.id: scope.status(now) for scope in self._scopes},
             "clusters": clusters,
             "shadowed": shadowed,
@@ -282,7 +291,7 @@ class RayDiscoverySource:
 
     def replace_scope(self, namespace: str | None, objects: Iterable[Mapping[str, Any]]) -> None:
         """After a list: the RayClusters of one scope are exactly these."""
-        found = [d for d in (discover(obj, self.url_template) for obj in objects) if d]
+        found = [d for d in (discover(obj, self.scope.url_template) for obj in objects) if d]
         with self._lock:
             kept = {
                 key: item
@@ -295,7 +304,7 @@ class RayDiscoverySource:
 
     def upsert(self, obj: Mapping[str, Any]) -> None:
         """A RayCluster added or changed (one being deleted or suspended is removed)."""
-        item = discover(obj, self.url_template)
+        item = discover(obj, self.scope.url_template)
         key = f"{text_at(obj, 'metadata', 'namespace')}/{text_at(obj, 'metadata', 'name')}"
         with self._lock:
             if item is None:
@@ -318,7 +327,8 @@ class RayDiscoverySource:
     def _apply(self) -> None:
         """Add, replace and retire pollers to match the discovered RayClusters; record the
         live set for the executors. Called with the lock held."""
-        wanted = plan(self._entries.values(), self.configured, self.headers, self.k8s_cluster)
+        scope = self.scope
+        wanted = plan(self._entries.values(), scope.configured, scope.headers, scope.k8s_cluster)
         for name in [n for n in self._pollers if n not in wanted.pollers]:
             self._retire(name, final=True)
             log.info("Ray cluster %s: its RayCluster is gone; no longer polled", name)

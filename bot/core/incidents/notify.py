@@ -10,8 +10,11 @@ workload or incident until they expire; routes pick the channel from the
 namespace and labels, with a default channel.
 
 Pure: `decide` takes the incident, the card it would show now (a `Report`),
-what was sent so far (a `Delivery`), the silences and `now`, and returns the
-notifications to enqueue plus the new `Delivery`. Nothing is sent from here.
+what was sent so far (a `Delivery`), the silences, `now` and what the card waits
+for besides its own timing (one `Hold`: memory evidence, or a live check's
+answer), and returns the notifications to enqueue plus the new `Delivery`, and,
+when nothing went out that would have, which wait held it (`DeliveryPlan.held`):
+"why is this card late?" has this one answer. Nothing is sent from here.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 from fnmatch import fnmatchcase
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -178,15 +182,37 @@ class Delivery:
         return self.posted_at is not None
 
 
+class Wait(StrEnum):
+    """What held back a card that would otherwise have gone out now."""
+
+    GROUP_WAIT = "group_wait"  # a new incident gathers its burst before its first post
+    EVIDENCE = "evidence"  # memory evidence that sizes the bump its first post offers
+    LIVE_CHECK = "live_check"  # a live check's answer on the offers the card would show
+    GROUP_INTERVAL = "group_interval"  # a posted card changes at most once per interval
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """Evidence the card should show is outstanding until `until` (`wait` says which):
+    `EVIDENCE` holds only the first post, and a person's click goes past it as past
+    `group_wait`; `LIVE_CHECK` holds every post, update and reminder, clicks included
+    (the card would show offers nobody checked), until the incident resolves."""
+
+    wait: Wait
+    until: datetime
+
+
 @dataclass(frozen=True, slots=True)
 class DeliveryPlan:
-    """Notifications to enqueue now, the delivery record to keep, and when to ask again."""
+    """Notifications to enqueue now, the delivery record to keep, and when to ask again;
+    `held` says what kept back a card that would otherwise have gone out now."""
 
     notifications: tuple[Notification, ...]
     delivery: Delivery
     next_at: datetime | None = None  # None: nothing is pending for this incident
     muted_by: Silence | None = None
     done: bool = False  # resolved and the card says so (or it never needed posting)
+    held: Wait | None = None
 
 
 def digest(report: Report) -> str:
@@ -213,13 +239,16 @@ def decide(
     now: datetime,
     *,
     urgent: bool = False,
-    hold_until: datetime | None = None,
+    hold: Hold | None = None,
 ) -> DeliveryPlan:
     """What to send about `incident` at `now`.
 
-    - Not posted yet: wait until `opened_at + group_wait` (and until `hold_until`, while
-      evidence the card should show is still outstanding: `evidence_hold`), then POST to
-      the routed channel. An incident resolved before it was ever posted is dropped.
+    - Waiting for a live check's answer (`hold`, `LIVE_CHECK`): nothing until it came
+      or `hold.until`, not even for a click; a resolved incident waits for nothing.
+    - Not posted yet: wait until `opened_at + group_wait` (and, while memory evidence
+      that sizes its bump is outstanding, until `hold.until`: `evidence_hold`), then
+      POST to the routed channel. An incident resolved before it was ever posted is
+      dropped.
     - Posted: when the card would change, UPDATE it, at most once per
       `group_interval` (`urgent`, for a person's click, skips the wait).
     - Open, unchanged, and nothing said for `repeat_interval`: REPLY in the thread.
@@ -227,15 +256,24 @@ def decide(
       muted incident never looks open forever) and still answers a person's click.
     """
     record = delivery or Delivery(incident.id)
+    if hold is not None and _live_check_pending(incident, hold, now):
+        return DeliveryPlan((), record, next_at=hold.until, held=Wait.LIVE_CHECK)
     silence = silenced_by(incident, silences, now)
     if not record.posted:
-        return _first_post(incident, report, record, silence, config, now, urgent, hold_until)
+        evidence = hold if hold is not None and hold.wait is Wait.EVIDENCE else None
+        return _first_post(incident, report, record, silence, config, now, urgent, evidence)
     if digest(report) != record.digest:
         return _update(incident, report, record, silence, config, now, urgent)
     if silence is not None:
         resolved = incident.state is IncidentState.RESOLVED
         return DeliveryPlan((), record, next_at=silence.ends_at, muted_by=silence, done=resolved)
     return _reminder(incident, report, record, config, now)
+
+
+def _live_check_pending(incident: Incident, hold: Hold, now: datetime) -> bool:
+    """A live check's answer is still due (a resolved incident waits for nothing)."""
+    resolved = incident.state is IncidentState.RESOLVED
+    return hold.wait is Wait.LIVE_CHECK and now < hold.until and not resolved
 
 
 def _first_post(
@@ -246,19 +284,19 @@ def _first_post(
     config: NotifyConfig,
     now: datetime,
     urgent: bool,
-    hold_until: datetime | None,
+    evidence: Hold | None,
 ) -> DeliveryPlan:
-    """Post the card once `group_wait` (and any evidence hold) has passed; drop an
-    incident resolved unseen."""
+    """Post the card once `group_wait` and the `evidence` hold, if any, have passed (the
+    later of the two is what holds it); drop an incident resolved unseen."""
     if incident.state is IncidentState.RESOLVED:
         return DeliveryPlan((), record, done=True)
     if silence is not None:
         return DeliveryPlan((), record, next_at=silence.ends_at, muted_by=silence)
-    due = incident.opened_at + config.group_wait
-    if hold_until is not None:
-        due = max(due, hold_until)
+    due, wait = incident.opened_at + config.group_wait, Wait.GROUP_WAIT
+    if evidence is not None and evidence.until > due:
+        due, wait = evidence.until, Wait.EVIDENCE
     if now < due and not urgent:
-        return DeliveryPlan((), record, next_at=due)
+        return DeliveryPlan((), record, next_at=due, held=wait)
     channel = route(incident, config)
     posted = Notification(
         incident.id, NotificationKind.POST, channel, report, _summary(incident), now
@@ -296,7 +334,7 @@ def _update(
     assert record.sent_at is not None
     due = record.sent_at + config.group_interval
     if now < due and not urgent:
-        return DeliveryPlan((), record, next_at=due, muted_by=silence)
+        return DeliveryPlan((), record, next_at=due, muted_by=silence, held=Wait.GROUP_INTERVAL)
     update = Notification(
         incident.id, NotificationKind.UPDATE, record.channel, report, _summary(incident), now
     )

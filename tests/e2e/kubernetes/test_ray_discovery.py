@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from bot.adapters.kuberay.clusters import DIRECTORY_KEY, discovered_configs
-from bot.adapters.kuberay.discovery import DiscoveryOptions, RayDiscoverySource
+from bot.adapters.kuberay.discovery import DiscoveryOptions, DiscoveryScope, RayDiscoverySource
 from bot.adapters.kubernetes.api import RAY_CLUSTERS
 from bot.adapters.kubernetes.source import KubernetesSource
 from bot.adapters.ray.bookmarks import MemoryBookmarks, jobs_key
@@ -100,15 +100,13 @@ def discovery(
     url_template: str | None = None,
     ray_options: RaySourceOptions | None = None,
 ) -> RayDiscoverySource:
-    return RayDiscoverySource(
-        emulator.api,
-        sink,
-        bookmarks,
+    scope = DiscoveryScope(
         namespaces=namespaces,
         url_template=url_template or template(dashboards),
         configured=configured,
-        ray_options=ray_options,
-        options=FAST,
+    )
+    return RayDiscoverySource(
+        emulator.api, sink, bookmarks, scope=scope, ray_options=ray_options, options=FAST
     )
 
 

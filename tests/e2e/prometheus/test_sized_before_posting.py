@@ -24,10 +24,11 @@ from bot.core.actions import tuning
 from bot.core.incidents.assessment import assessor
 from bot.core.incidents.correlator import Correlator
 from bot.core.model import Report
+from bot.daemon.budget import BudgetedClassifier
 from bot.daemon.feed import Measured, Tick
 from bot.daemon.memory_worker import MemoryWorker
 from bot.daemon.outbox import Backoff, Outbox
-from bot.daemon.pipeline import Pipeline
+from bot.daemon.pipeline import Pipeline, PipelineConfig, Workers
 from tests.support.daemon import DESCRIBE, RAYCLUSTER, Clock, RecordingChat, engine, seed
 
 PATH = (
@@ -78,12 +79,12 @@ class Rig:
         base = assessor(engine().library)
         values = ActionSettings().overrides()
         self.pipeline = Pipeline(
-            engine=engine(),
-            correlator=Correlator(lambda f: tuning.tune(base(f), values)),
-            store=self.store,
-            notify=config.notify,
-            clock=self.clock,
-            memory=self.worker,
+            BudgetedClassifier(engine()),
+            Correlator(lambda f: tuning.tune(base(f), values)),
+            self.store,
+            self.clock,
+            config=PipelineConfig(notify=config.notify),
+            workers=Workers(memory=self.worker),
         )
         self.chat = RecordingChat()
         self.outbox = Outbox(self.store, self.chat, clock=self.clock, backoff=Backoff(jitter=0.0))

@@ -23,10 +23,11 @@ from bot.core.incidents.assessment import assessor
 from bot.core.incidents.correlator import Correlator
 from bot.core.incidents.notify import NotifyConfig
 from bot.core.model import ProposalState
+from bot.daemon.budget import BudgetedClassifier
 from bot.daemon.feed import Item, Measured, Tick
 from bot.daemon.memory_worker import MemoryWorker
 from bot.daemon.outbox import Backoff, Outbox
-from bot.daemon.pipeline import Pipeline
+from bot.daemon.pipeline import Pipeline, PipelineConfig, Workers
 from tests.e2e.slack.conftest import CHANNEL, slack_config
 from tests.support.daemon import DESCRIBE, RAYCLUSTER, Clock, RecordingChat, engine, seed
 from tests.support.slack_emulator import SlackEmulator
@@ -74,12 +75,12 @@ def test_the_chart_goes_into_the_cards_thread(prometheus: LocalPrometheus, tmp_p
     base = assessor(engine().library)
     values = ActionSettings().overrides()
     pipeline = Pipeline(
-        engine=engine(),
-        correlator=Correlator(lambda f: tuning.tune(base(f), values)),
-        store=store,
-        notify=config.notify,
-        clock=clock,
-        memory=worker,
+        BudgetedClassifier(engine()),
+        Correlator(lambda f: tuning.tune(base(f), values)),
+        store,
+        clock,
+        config=PipelineConfig(notify=config.notify),
+        workers=Workers(memory=worker),
     )
     emulator = SlackEmulator().start()
     chat = SlackChat(slack_config(emulator))
@@ -135,12 +136,12 @@ def test_after_a_restart_the_evidence_is_asked_again_and_the_chart_not_reposted(
         worker = MemoryWorker(fetch, answers.submit, headroom=1.25, chart=chart_writer(tmp_path))
         store = Store(tmp_path / "pitcrew.db")
         pipeline = Pipeline(
-            engine=engine(),
-            correlator=Correlator(lambda f: tuning.tune(base(f), values)),
-            store=store,
-            notify=config.notify,
-            clock=clock,
-            memory=worker,
+            BudgetedClassifier(engine()),
+            Correlator(lambda f: tuning.tune(base(f), values)),
+            store,
+            clock,
+            config=PipelineConfig(notify=config.notify),
+            workers=Workers(memory=worker),
         )
         pipeline.restore()
         return pipeline, worker, store

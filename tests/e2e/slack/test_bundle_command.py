@@ -24,10 +24,11 @@ from bot.core.incidents.assessment import assessor
 from bot.core.incidents.correlator import Correlator
 from bot.core.incidents.notify import NotifyConfig
 from bot.core.inputs.kuberay import rayjob_parts
+from bot.daemon.budget import BudgetedClassifier
 from bot.daemon.executor import Registry
 from bot.daemon.feed import Context, observe
 from bot.daemon.outbox import Backoff, Outbox
-from bot.daemon.pipeline import Pipeline
+from bot.daemon.pipeline import Pipeline, PipelineConfig
 from bot.daemon.service import Service
 from tests.e2e.slack.conftest import CHANNEL, POLICY, command_body, form, post, sign
 from tests.e2e.slack.test_bundle_upload import RAYJOB
@@ -72,11 +73,11 @@ def test_the_bundle_command_uploads_the_incidents_bundles_where_it_is_asked_abou
     clock = Clock()
     chat = make_chat(socket_mode=False)
     pipeline = Pipeline(
-        engine=engine(),
-        correlator=Correlator(assessor(engine().library)),
-        store=store,
-        notify=NotifyConfig(default_channel=CHANNEL, group_wait=0),
-        clock=clock,
+        BudgetedClassifier(engine()),
+        Correlator(assessor(engine().library)),
+        store,
+        clock,
+        config=PipelineConfig(notify=NotifyConfig(default_channel=CHANNEL, group_wait=0)),
     )
     outbox = Outbox(store, chat, clock=clock, backoff=Backoff(jitter=0.0))
     pipeline.process(observe(rayjob_parts(RAYJOB), Context(namespace=NS)))

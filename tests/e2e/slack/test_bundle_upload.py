@@ -17,10 +17,11 @@ from bot.core.incidents.assessment import assessor
 from bot.core.incidents.correlator import Correlator
 from bot.core.incidents.notify import NotifyConfig
 from bot.core.inputs.kuberay import rayjob_parts
+from bot.daemon.budget import BudgetedClassifier
 from bot.daemon.capture import CaptureWorker
 from bot.daemon.feed import Captured, Context, observe
 from bot.daemon.outbox import Backoff, Outbox
-from bot.daemon.pipeline import Pipeline
+from bot.daemon.pipeline import Pipeline, PipelineConfig, Workers
 from tests.e2e.slack.conftest import CHANNEL, slack_config
 from tests.support.daemon import NS, Clock, engine
 from tests.support.slack_emulator import SlackEmulator
@@ -63,12 +64,12 @@ def test_the_bundle_is_uploaded_into_the_cards_thread(tmp_path: Path) -> None:
 
     worker = CaptureWorker(collect, store.save_bundle, write, submit)
     pipeline = Pipeline(
-        engine=engine(),
-        correlator=Correlator(assessor(engine().library)),
-        store=store,
-        notify=NotifyConfig(default_channel=CHANNEL, group_wait=0),
-        clock=clock,
-        capture=worker,
+        BudgetedClassifier(engine()),
+        Correlator(assessor(engine().library)),
+        store,
+        clock,
+        config=PipelineConfig(notify=NotifyConfig(default_channel=CHANNEL, group_wait=0)),
+        workers=Workers(capture=worker),
     )
     emulator = SlackEmulator().start()
     chat = SlackChat(slack_config(emulator))

@@ -100,7 +100,7 @@ def test_the_daemon_runs_the_slack_chat_in_http_mode(
         assert post(url, body, sign(body)).status == 200
         (answer,) = emulator.wait_for(lambda: emulator.responses, what="the answer")
         assert "*Open incidents:* 0" in answer[1]["blocks"][0]["text"]["text"]
-        assert daemon.liveness()["chat"] is True
+        assert daemon.health.liveness()["chat"] is True
         daemon.chat.post("pitcrew", seed_report)
         assert len(emulator.parents()) == 1
     finally:
