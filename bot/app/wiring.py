@@ -31,7 +31,7 @@ from bot.adapters.http.alertmanager import Receiver
 from bot.adapters.http.alertmanager import route as alertmanager_route
 from bot.adapters.http.ingest import PATH as INGEST_PATH
 from bot.adapters.http.ingest import route as ingest_route
-from bot.adapters.http.server import Credentials, HealthServer
+from bot.adapters.http.server import Credentials, HealthServer, Probes
 from bot.adapters.scheduler import Intervals, Jobs, Scheduler
 from bot.adapters.store.lock import StoreLock
 from bot.adapters.store.store import Store
@@ -439,9 +439,7 @@ def _http(settings: Settings, metrics: Metrics, health: Health) -> HealthServer:
             host,
             port,
             metrics,
-            health.liveness,
-            health.readiness,
-            notes=health.notes,
+            Probes(health.liveness, health.readiness, health.notes),
             ingest_token=token.get_secret_value() if token else "",
         )
     except OSError as error:

@@ -16,7 +16,7 @@ import pytest
 from bot import __version__
 from bot.adapters.files.playbooks import playbook_files
 from bot.adapters.http.ingest import route as ingest_route
-from bot.adapters.http.server import MAX_BODY, HealthServer
+from bot.adapters.http.server import MAX_BODY, HealthServer, Probes
 from bot.app.commands import INGEST_BODY_LIMIT, log_tail
 from bot.daemon.feed import Observation
 from bot.daemon.metrics import Metrics
@@ -63,7 +63,7 @@ def test_ingest_sends_a_large_logs_tail_under_the_daemons_limit(tmp_path: Path) 
     big.write_bytes(line * 20_000 + OOM_LINE)  # 1.98 MB, the failure at its end
     accepted = Accepted()
     server = HealthServer(
-        "127.0.0.1", 0, Metrics(), lambda: {"pipeline": True}, lambda: {"store": True}
+        "127.0.0.1", 0, Metrics(), Probes(lambda: {"pipeline": True}, lambda: {"store": True})
     )
     server.mount("/ingest", ingest_route(accepted), private=True)
     server.start()

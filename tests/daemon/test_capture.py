@@ -9,7 +9,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.core.incidents.notify import NotifyConfig
 from bot.core.inputs.kuberay import rayjob_parts
 from bot.core.model import ObjectRef

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.adapters.sqlite.store import Store
+from bot.adapters.store.store import Store
 from bot.core.actions.facts import FactAnswer
 from bot.core.actions.memory_evidence import MemoryTarget
 from bot.core.incidents.notify import Delivery, Hold, NotifyConfig, Wait

@@ -47,6 +47,23 @@ from bot.adapters.http.edge import protocol_with
 from bot.daemon.metrics import Metrics
 
 Checks = Callable[[], dict[str, bool]]
+Notes = Callable[[], dict[str, str]]
+
+
+def _no_notes() -> dict[str, str]:
+    return {}
+
+
+@dataclass(frozen=True)
+class Probes:
+    """What the probes ask the daemon: `/healthz` its `liveness` checks, `/readyz` its
+    `readiness` checks and, beside them, its `notes` (which store, and how it answered)."""
+
+    liveness: Checks = dict
+    readiness: Checks = dict
+    notes: Notes = _no_notes
+
+
 # A mounted route takes (request target: path and query, headers with lower-case
 # names, body) and returns (status, headers, body).
 Route = Callable[[str, dict[str, str], bytes], tuple[int, dict[str, str], bytes]]
@@ -133,21 +150,16 @@ class HealthServer:
         host: str,
         port: int,
         metrics: Metrics,
-        liveness: Checks,
-        readiness: Checks,
+        probes: Probes,
         *,
         limits: Limits | None = None,
-        notes: Callable[[], dict[str, str]] | None = None,
         ingest_token: str = "",
         open_to: tuple[str, ...] = LOOPBACK,
     ) -> None:
         """Binds the port now (raising OSError if it cannot); serves from `start`.
-        Private routes answer clients in the `open_to` networks, or `ingest_token`.
-        `notes`: what /readyz says beside its checks (which store, and how it answered)."""
+        Private routes answer clients in the `open_to` networks, or `ingest_token`."""
         self.metrics = metrics
-        self.liveness = liveness
-        self.readiness = readiness
-        self.notes = notes
+        self.probes = probes
         self.limits = limits or Limits()
         self.routes: dict[str, Mounted] = {}
         self._token = ingest_token
@@ -273,7 +285,7 @@ class HealthServer:
     async def _get(self, path: str) -> Response:
         if path == "/metrics":
             return Response(self.metrics.exposition(), media_type="text/plain; version=0.0.4")
-        checks = {"/healthz": self.liveness, "/readyz": self.readiness}.get(path)
+        checks = {"/healthz": self.probes.liveness, "/readyz": self.probes.readiness}.get(path)
         if checks is None and path in self.routes:
             raise RefusedError(405, f"{path} takes POST")
         if checks is None:
@@ -281,8 +293,9 @@ class HealthServer:
         results = await anyio.to_thread.run_sync(checks, limiter=self._probe_limiter)
         ok = all(results.values())
         answer: dict[str, object] = {"ok": ok, "checks": results}
-        if path == "/readyz" and self.notes is not None:
-            answer["notes"] = self.notes()
+        notes = self.probes.notes() if path == "/readyz" else {}
+        if notes:
+            answer["notes"] = notes
         return _json(200 if ok else 503, answer)
 
     def _open_to_client(self, host: str) -> bool:

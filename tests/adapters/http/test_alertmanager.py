@@ -22,7 +22,7 @@ import pytest
 
 from bot.adapters.http.alertmanager import PATH, Receiver
 from bot.adapters.http.alertmanager import route as alertmanager_route
-from bot.adapters.http.server import Credentials, HealthServer, Limits
+from bot.adapters.http.server import Credentials, HealthServer, Limits, Probes
 from bot.adapters.store.store import Store
 from bot.core.model import Signal
 from bot.daemon.feed import Observation
@@ -83,7 +83,7 @@ def start(
 ) -> Edge:
     metrics, intake = Metrics(), Intake()
     server = HealthServer(
-        "127.0.0.1", 0, metrics, dict, dict, limits=Limits(body_timeout=2.0), open_to=open_to
+        "127.0.0.1", 0, metrics, Probes(), limits=Limits(body_timeout=2.0), open_to=open_to
     )
     store = Store(tmp_path / "state.db")
     route = alertmanager_route(intake, store, lambda: 1_800_000_000.0, Receiver())

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from bot.adapters.http.ingest import route as ingest_route
-from bot.adapters.http.server import HealthServer, Limits
+from bot.adapters.http.server import HealthServer, Limits, Probes
 from bot.daemon.feed import Observation
 from bot.daemon.metrics import Metrics
 
@@ -44,8 +44,7 @@ def serve(**options: object) -> HealthServer:
         "127.0.0.1",
         0,
         Metrics(),
-        lambda: {"pipeline": True},
-        lambda: {"store": True},
+        Probes(lambda: {"pipeline": True}, lambda: {"store": True}),
         limits=LIMITS,
         **options,  # type: ignore[arg-type]
     )
@@ -208,7 +207,7 @@ def test_requests_beyond_the_in_flight_cap_get_503() -> None:
         release.wait(10)
         return 200, {}, b"done"
 
-    server = HealthServer("127.0.0.1", 0, Metrics(), dict, dict, limits=Limits(max_in_flight=3))
+    server = HealthServer("127.0.0.1", 0, Metrics(), Probes(), limits=Limits(max_in_flight=3))
     server.mount("/slow", slow)
     server.start()
     request = b"POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"

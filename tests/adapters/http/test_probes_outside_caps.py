@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from bot.adapters.http.ingest import route as ingest_route
-from bot.adapters.http.server import HealthServer, Limits
+from bot.adapters.http.server import HealthServer, Limits, Probes
 from bot.daemon.metrics import Metrics
 from tests.adapters.http.test_http_edge import Accepted, raw, status_and_error
 
@@ -33,8 +33,7 @@ def server() -> Iterator[HealthServer]:
         "127.0.0.1",
         0,
         Metrics(),
-        lambda: {"pipeline": True},
-        lambda: {"store": True},
+        Probes(lambda: {"pipeline": True}, lambda: {"store": True}),
         limits=LIMITS,
     )
     running.mount("/ingest", ingest_route(Accepted()), private=True)

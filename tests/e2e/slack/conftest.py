@@ -31,7 +31,7 @@ from slack_sdk.signature import SignatureVerifier
 
 from bot.adapters.echo.executor import EchoExecutor
 from bot.adapters.files.playbooks import builtin_engine
-from bot.adapters.http.server import HealthServer
+from bot.adapters.http.server import HealthServer, Probes
 from bot.adapters.slack.app import SlackConfig
 from bot.adapters.slack.chat import SlackChat
 from bot.adapters.store.store import Store
@@ -221,7 +221,7 @@ def seeded(
 @pytest.fixture(scope="session")
 def http_server() -> Iterator[HealthServer]:
     """The daemon's HTTP server, shared: each test mounts its own `/slack/events`."""
-    server = HealthServer("127.0.0.1", 0, Metrics(), dict, dict)
+    server = HealthServer("127.0.0.1", 0, Metrics(), Probes())
     server.start()
     yield server
     server.stop()
