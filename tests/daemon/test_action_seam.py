@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import Field
 
 from bot.adapters.kuberay import rerun
 from bot.adapters.kubernetes import executors as kubernetes
@@ -157,8 +156,9 @@ def test_the_offer_check_and_the_approval_recheck_run_the_same_code(
 # -- an action added in a test: one spec, one executor -------------------------------------
 
 
+@dataclass(frozen=True, kw_only=True)
 class TouchMarker(ActionParams):
-    name: str = Field(min_length=1)
+    name: str = field(metadata={"min_length": 1})
 
 
 MARKER = ActionSpec(
@@ -179,7 +179,7 @@ class MarkerExecutor:
     world: dict[str, str] = field(default_factory=dict)
 
     def plan(self, step: Step) -> TouchMarker:
-        return TouchMarker.model_validate(dict(step.params))
+        return TouchMarker.check(step.params)
 
     def check(self, step: Step, plan: TouchMarker) -> LiveCheck:
         absent = plan.name not in self.world

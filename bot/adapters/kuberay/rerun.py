@@ -232,7 +232,7 @@ class RecreateRayJobExecutor(KubeExecutor):
 
     def verified(self, params: Mapping[str, Any]) -> bool:
         """The new RayJob (this proposal's) reaches Running, or finishes Complete."""
-        p = RecreateRayJob.model_validate(dict(params))
+        p = RecreateRayJob.check(params)
         deadline = time.monotonic() + self.verify_timeout
         while True:
             found = self._rerun_of(p)

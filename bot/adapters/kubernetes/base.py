@@ -150,21 +150,21 @@ class KubeExecutor(ABC):
         line) and the live diff."""
         spec = ACTION_SPECS[self.action]
         try:
-            model = spec.params.model_validate(dict(step.params if params is None else params))
+            model = spec.params.check(step.params if params is None else params)
         except ValueError:
             return LiveCheck(facts=facts, reason=withheld_reason(diff), diff=diff)
         return LiveCheck(
             facts=facts,
             preview=spec.preview(model),
             reason=withheld_reason(diff),
-            params=model.model_dump(),
+            params=model.as_dict(),
             diff=diff,
         )
 
     def validated(self, model: type[P], params: Mapping[str, Any]) -> P:
         """The action's parameters, or refused naming what is invalid."""
         try:
-            return model.model_validate(dict(params))
+            return model.check(params)
         except ValueError as error:
             raise ActionRefusedError(f"{self.action}: invalid parameters: {error}") from None
 

@@ -10,6 +10,7 @@ must fit a node the template can run on and the namespace quotas.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import time
 from collections.abc import Mapping
@@ -237,9 +238,9 @@ class BumpMemoryExecutor(KubeExecutor):
         refuses and offers the fresh one."""
         p, live = plan.params, plan.primary.limit
         if p.current and live and not same_bytes(live, p.current):
-            p = p.model_copy(update={"current": live})
+            p = dataclasses.replace(p, current=live)
         facts = {"k8s.within_quota": plan.fits}
-        return self.live(step, facts, plan.preview(), p.model_dump())
+        return self.live(step, facts, plan.preview(), p.as_dict())
 
     def execute(self, step: Step, plan: BumpPlan) -> str:
         proposal_id, approver = step.proposal_id, step.approver
@@ -328,7 +329,7 @@ class BumpMemoryExecutor(KubeExecutor):
         raise AssertionError("unreachable")
 
     def verified(self, params: Mapping[str, Any]) -> bool:
-        p = BumpMemory.model_validate(dict(params))
+        p = BumpMemory.check(params)
         obj = self.api.get(BY_KIND[p.kind], p.namespace, p.name)
         site = locate(p.kind, obj, p.group, p.container) if obj else None
         if site is None:

@@ -86,7 +86,7 @@ class CordonNodeExecutor(KubeExecutor):
         return "\n".join(lines)
 
     def look(self, params: Mapping[str, Any]) -> tuple[dict[str, bool], str]:
-        p = CordonNode.model_validate(dict(params))
+        p = CordonNode.check(params)
         try:
             node = self._node(p.name)
             if as_map(node.get("spec")).get("unschedulable") is True:
@@ -99,7 +99,7 @@ class CordonNodeExecutor(KubeExecutor):
 
     def execute(self, step: Step, plan: Any) -> str:
         params, proposal_id, approver = step.params, step.proposal_id, step.approver
-        p = CordonNode.model_validate(dict(params))
+        p = CordonNode.check(params)
         node = self._node(p.name)
         if proposal_of(node) == proposal_id:
             return f"already applied by proposal {proposal_id}"
@@ -115,6 +115,6 @@ class CordonNodeExecutor(KubeExecutor):
         return "\n".join([what, dry, ACTION_SPECS[self.action].impact])
 
     def verified(self, params: Mapping[str, Any]) -> bool:
-        p = CordonNode.model_validate(dict(params))
+        p = CordonNode.check(params)
         node = self.api.get(NODES, None, p.name)
         return node is not None and as_map(node.get("spec")).get("unschedulable") is True

@@ -55,7 +55,7 @@ class DeletePodExecutor(KubeExecutor):
     action = "k8s.delete_pod"
 
     def _state(self, params: Mapping[str, Any]) -> tuple[DeletePod, dict[str, Any], bool, str]:
-        p = DeletePod.model_validate(dict(params))
+        p = DeletePod.check(params)
         pod = self._get("Pod", p.namespace, p.name)
         phase = text_at(pod, "status", "phase")
         reason = text_at(pod, "status", "reason")
@@ -88,7 +88,7 @@ class DeletePodExecutor(KubeExecutor):
         try:
             p, pod, failed, preview = self._state(params)
         except ActionRefusedError:
-            p = DeletePod.model_validate(dict(params))
+            p = DeletePod.check(params)
             return f"pod {p.namespace}/{p.name} is already gone"
         if not failed:
             raise ActionRefusedError(
@@ -108,7 +108,7 @@ class DeletePodExecutor(KubeExecutor):
         return preview
 
     def verified(self, params: Mapping[str, Any]) -> bool:
-        p = DeletePod.model_validate(dict(params))
+        p = DeletePod.check(params)
         pod = self.api.get(PODS, p.namespace, p.name)
         if pod is None:
             return True

@@ -224,7 +224,7 @@ class RescheduleGpuPoolExecutor(KubeExecutor):
         return "\n".join(done)
 
     def verified(self, params: Mapping[str, Any]) -> bool:
-        p = RescheduleGpuPool.model_validate(dict(params))
+        p = RescheduleGpuPool.check(params)
         obj = self.api.get(BY_KIND[p.kind], p.namespace, p.name)
         if obj is None:
             return False

@@ -128,7 +128,7 @@ class ScaleWorkerGroupExecutor(KubeExecutor):
         return "\n".join([plan.line(), dry, ACTION_SPECS[self.action].impact])
 
     def verified(self, params: Mapping[str, Any]) -> bool:
-        p = ScaleWorkerGroup.model_validate(dict(params))
+        p = ScaleWorkerGroup.check(params)
         obj = self.api.get(RAY_CLUSTERS, p.namespace, p.name) if p.kind == "RayCluster" else None
         if p.kind == "RayJob":
             rayjob = self._get("RayJob", p.namespace, p.name)

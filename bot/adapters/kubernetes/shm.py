@@ -170,7 +170,7 @@ class AddShmExecutor(KubeExecutor):
         return "\n".join([*done, dry, ACTION_SPECS[self.action].impact])
 
     def verified(self, params: Mapping[str, Any]) -> bool:
-        p = AddShm.model_validate(dict(params))
+        p = AddShm.check(params)
         obj = self.api.get(BY_KIND[p.kind], p.namespace, p.name)
         live = self._twins(p.kind, obj)[0] if obj else None
         site = locate(live[0], live[1], p.group, p.container) if live else None

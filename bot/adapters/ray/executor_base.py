@@ -12,8 +12,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
-from pydantic import ValidationError
-
 from bot.adapters.ray.client import (
     TERMINAL,
     RayClusterConfig,
@@ -134,9 +132,10 @@ class RayExecutor(ABC):
     def params(self, params: Mapping[str, Any] | ActionParams) -> Any:
         if isinstance(params, self.params_model):
             return params
+        values = params.as_dict() if isinstance(params, ActionParams) else params
         try:
-            return self.params_model.model_validate(dict(params))
-        except ValidationError as error:
+            return self.params_model.check(values)
+        except ValueError as error:  # pydantic's ValidationError
             raise ActionRefusedError(f"{self.action}: invalid parameters: {error}") from None
 
     def plan(self, step: Step) -> tuple[Facts, str]:

@@ -8,6 +8,7 @@ where a job still runs.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from collections.abc import Mapping
@@ -178,7 +179,7 @@ class KillActorExecutor(RayExecutor):
         p = self.params(params)
         with self.clusters.client(p.cluster) as (config, client):
             holder = resolve_holder(client, p.name, p.namespace)
-            target = p.model_copy(update={"namespace": holder.namespace or p.namespace})
+            target = dataclasses.replace(p, namespace=holder.namespace or p.namespace)
             state = actor_state(client, target.name, target.namespace)
         facts = {
             "ray.holder_explicit": not holder.problem,
@@ -223,7 +224,7 @@ class KillActorExecutor(RayExecutor):
             return None
         if holder.problem:
             raise ActionRefusedError(f"{self.action}: {holder.problem}")
-        return p.model_copy(update={"namespace": holder.namespace})
+        return dataclasses.replace(p, namespace=holder.namespace)
 
     def execute(self, step: Step, plan: Any) -> str:
         params, proposal_id = step.params, step.proposal_id
@@ -235,7 +236,7 @@ class KillActorExecutor(RayExecutor):
             job = client.get_job(submission)
             if job is not None:
                 resolved = metadata_of(job).get(NAMESPACE_KEY) or hinted.namespace
-                p = hinted.model_copy(update={"namespace": resolved})
+                p = dataclasses.replace(hinted, namespace=resolved)
             else:
                 target = self._target(client, hinted)
                 state = actor_state(client, target.name, target.namespace) if target else None

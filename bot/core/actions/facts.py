@@ -49,7 +49,7 @@ def offer_key(offer: ActionOffer) -> tuple[str, str]:
     values: Mapping[str, Any] = offer.params
     if spec is not None:
         try:
-            values = spec.params.model_validate(dict(offer.params)).model_dump()
+            values = spec.params.check(offer.params).as_dict()
         except ValueError:
             values = offer.params
     return offer.action, repr(sorted((str(k), str(v)) for k, v in values.items()))
@@ -136,7 +136,7 @@ def _valid(offer: ActionOffer) -> bool:
     if spec is None:
         return False
     try:
-        spec.params.model_validate(dict(offer.params))
+        spec.params.check(offer.params)
     except ValueError:
         return False
     return True

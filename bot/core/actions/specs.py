@@ -1,29 +1,30 @@
 """The remediation actions pitcrew knows, with their parameters and previews.
 
 Declarations only: what an action needs and what it would change. Playbooks refer
-to these ids; executors that touch Kubernetes or Ray live in adapters. The
-parameters' models are `bot.core.actions.params`, named here and imported when
-first asked for (`ActionSpec.params`).
+to these ids; executors that touch Kubernetes or Ray live in adapters. Each action's
+parameters are a model of `bot.core.actions.params`, named here by its class.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.core import quantity
-
-if TYPE_CHECKING:
-    from bot.core.actions.params import (
-        ActionParams,
-        AddShm,
-        BumpMemory,
-        KillActor,
-        RecreateRayJob,
-        RescheduleGpuPool,
-        ScaleWorkerGroup,
-    )
+from bot.core.actions.params import (
+    ActionParams,
+    AddShm,
+    BumpMemory,
+    CordonNode,
+    DeletePod,
+    KillActor,
+    RecreateRayJob,
+    RescheduleGpuPool,
+    ResubmitJob,
+    ScaleWorkerGroup,
+    StopJob,
+)
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class ActionSpec:
 
     id: str
     summary: str
-    params_model: str | type[ActionParams]  # a model's name in bot.core.actions.params
+    params: type[ActionParams]
     impact: str
     preview: Callable[[Any], str]
     preconditions: tuple[str, ...] = ()
@@ -60,20 +61,6 @@ class ActionSpec:
     rbac: tuple[Permission, ...] = ()
     rerun: bool = False
     needs_rerun: bool = False
-
-    @property
-    def params(self) -> type[ActionParams]:
-        """The model that checks this action's parameters (pydantic is imported with it)."""
-        if not isinstance(self.params_model, str):
-            return self.params_model
-        from bot.core.actions import params
-
-        model: type[ActionParams] = getattr(params, self.params_model)
-        return model
-
-    def param_names(self) -> tuple[str, ...]:
-        """The parameters this action takes, in the order its model declares them."""
-        return tuple(self.params.model_fields)
 
 
 def _bump_preview(p: BumpMemory) -> str:
@@ -141,7 +128,7 @@ ACTION_SPECS: Mapping[str, ActionSpec] = {
         ActionSpec(
             "k8s.bump_memory",
             "Raise the memory limit and request of the owning template",
-            "BumpMemory",
+            BumpMemory,
             "New pods are needed: the RayJob is resubmitted or the worker group recreated.",
             _bump_preview,
             needs_rerun=True,
@@ -163,7 +150,7 @@ ACTION_SPECS: Mapping[str, ActionSpec] = {
         ActionSpec(
             "k8s.reschedule_gpu_pool",
             "Move a worker group onto a GPU pool with free capacity",
-            "RescheduleGpuPool",
+            RescheduleGpuPool,
             "The group's pending pods are deleted and recreated on the target pool.",
             _reschedule_preview,
             preconditions=("k8s.gpu_pool_has_capacity",),
@@ -181,7 +168,7 @@ ACTION_SPECS: Mapping[str, ActionSpec] = {
         ActionSpec(
             "k8s.add_shm",
             "Give a group's pods a memory-backed /dev/shm (or a larger one)",
-            "AddShm",
+            AddShm,
             "New pods are needed: the group's pods get the volume when they are recreated.",
             _shm_preview,
             needs_rerun=True,
@@ -197,7 +184,7 @@ ACTION_SPECS: Mapping[str, ActionSpec] = {
         ActionSpec(
             "k8s.scale_worker_group",
             "Add workers to a group (replicas/minReplicas) within its maxReplicas",
-            "ScaleWorkerGroup",
+            ScaleWorkerGroup,
             "KubeRay creates the extra worker pods; they take resources from the cluster.",
             _scale_preview,
             preconditions=("k8s.within_max_replicas",),
@@ -211,7 +198,7 @@ ACTION_SPECS: Mapping[str, ActionSpec] = {
         ActionSpec(
             "k8s.cordon_node",
             "Cordon a node that reports a GPU fault (no drain)",
-            "CordonNode",
+            CordonNode,
             "No new pods are scheduled on the node; pods running there keep running.",
             lambda p: f"cordon node {p.name} (spec.unschedulable: true); nothing is drained",
             preconditions=("k8s.node_schedulable",),
@@ -225,7 +212,7 @@ ACTION_SPECS: Mapping[str, ActionSpec] = {
         ActionSpec(
             "k8s.delete_pod",
             "Delete a failed or evicted pod so its controller recreates it",
-            "DeletePod",
+            DeletePod,
             "The pod object is removed; its controller creates a new one.",
             lambda p: f"delete pod {p.namespace}/{p.name}",
             preconditions=("k8s.pod_failed",),
@@ -235,7 +222,7 @@ ACTION_SPECS: Mapping[str, ActionSpec] = {
         ActionSpec(
             "kuberay.recreate_rayjob",
             "Run a failed RayJob again: the same spec, a new RayJob",
-            "RecreateRayJob",
+            RecreateRayJob,
             "KubeRay creates a new RayCluster (or uses the selected one) and submits again.",
             _recreate_preview,
             preconditions=("kuberay.rayjob_finished",),
@@ -251,7 +238,7 @@ ACTION_SPECS: Mapping[str, ActionSpec] = {
         ActionSpec(
             "ray.kill_actor",
             "Kill a stale named actor",
-            "KillActor",
+            KillActor,
             "The actor is killed without restart; anything still using it fails.",
             _kill_preview,
             preconditions=("ray.holder_explicit", "ray.actor_stale", "ray.namespace_idle"),
@@ -260,7 +247,7 @@ ACTION_SPECS: Mapping[str, ActionSpec] = {
         ActionSpec(
             "ray.stop_job",
             "Stop a running Ray job",
-            "StopJob",
+            StopJob,
             "The job's driver and tasks are stopped.",
             lambda p: f"stop Ray job {p.submission_id}",
             executor="ray",
@@ -268,7 +255,7 @@ ACTION_SPECS: Mapping[str, ActionSpec] = {
         ActionSpec(
             "ray.resubmit_job",
             "Resubmit a failed Ray job with the same entrypoint and runtime_env",
-            "ResubmitJob",
+            ResubmitJob,
             "A new submission runs the same entrypoint; the old job stays as it is.",
             lambda p: (
                 f"resubmit Ray job {p.submission_id} (new submission id)"

@@ -15,8 +15,6 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import ValidationError
-
 from bot.core import quantity
 from bot.core.actions import memory_evidence
 from bot.core.actions.specs import ACTION_SPECS
@@ -40,16 +38,16 @@ def _tuned(offer: ActionOffer, values: Mapping[str, Any]) -> ActionOffer:
     spec = ACTION_SPECS.get(offer.action)
     if not offer.offered or spec is None or not values:
         return offer
-    known = {k: v for k, v in values.items() if k in spec.params.model_fields}
+    known = {k: v for k, v in values.items() if k in spec.params.names()}
     params = {**offer.params, **known}
     if params == dict(offer.params):
         return offer
     try:
-        model = spec.params.model_validate(params)
+        model = spec.params.check(params)
         preview = spec.preview(model)
-    except (ValidationError, ValueError):
+    except ValueError:  # pydantic's ValidationError among them
         return offer
-    return dataclasses.replace(offer, params=frozen_map(model.model_dump()), preview=preview)
+    return dataclasses.replace(offer, params=frozen_map(model.as_dict()), preview=preview)
 
 
 def sized(

@@ -388,8 +388,8 @@ def _offer(
     if not reason:
         spec = ACTION_SPECS[rule.action]
         try:
-            model = spec.params.model_validate(params)
-            params = model.model_dump()
+            model = spec.params.check(params)
+            params = model.as_dict()
             preview = spec.preview(model)
         except ValueError as error:  # pydantic's ValidationError among them
             reason = f"parameters are not valid: {_first_error(error)}"

@@ -40,8 +40,6 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pydantic import ValidationError
-
 from bot.core.actions.specs import ACTION_SPECS
 from bot.core.model import (
     ActionOffer,
@@ -313,8 +311,8 @@ def retargeted(offer: ActionOffer, clusters: set[str], rayjob: ObjectRef | None)
     ):
         return offer
     try:
-        model = spec.params.model_validate({**params, "kind": "RayJob", "name": rayjob.name})
-    except (ValidationError, ValueError):
+        model = spec.params.check({**params, "kind": "RayJob", "name": rayjob.name})
+    except ValueError:  # pydantic's ValidationError among them
         return offer
     preview = spec.preview(model) if offer.preview else ""
-    return dataclasses.replace(offer, params=frozen_map(model.model_dump()), preview=preview)
+    return dataclasses.replace(offer, params=frozen_map(model.as_dict()), preview=preview)

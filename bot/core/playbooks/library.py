@@ -325,7 +325,7 @@ class ActionRule:
 
     def __post_init__(self) -> None:
         spec = ACTION_SPECS.get(self.action)
-        known = spec.param_names() if spec else ()
+        known = spec.params.names() if spec else ()
         unknown = sorted(set(self.params) - set(known))
         if spec and unknown:
             raise ValueError(

@@ -64,7 +64,7 @@ def test_a_limit_changed_after_the_preview_is_refused_and_kept(kuberay: Emulator
     facts, preview = look(executor, PARAMS)
     assert facts["k8s.within_quota"]
     assert "limits.memory: 16Gi → 24Gi" in preview
-    preview_card = ACTION_SPECS["k8s.bump_memory"].preview(BumpMemory.model_validate(PARAMS))
+    preview_card = ACTION_SPECS["k8s.bump_memory"].preview(BumpMemory.check(PARAMS))
 
     # someone raises it by hand to 20Gi while the card waits for a click
     kuberay.api.patch(
