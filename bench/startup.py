@@ -7,7 +7,8 @@ diagnose -` with a five-byte paste on standard input, once to warm its pattern c
 (its own temporary PITCREW_CACHE_DIR, and its bytecode written, whatever
 PYTHONDONTWRITEBYTECODE says), then `--runs` times; the medians are printed.
 `--before REV` also runs the tree of a git revision (extracted with `git archive`)
-with the same interpreter, for a before/after line. Figures only: nothing is asserted.
+with the same interpreter, for a before/after line; the two trees' runs alternate, so
+a machine busy for a while weighs on both alike. Figures only: nothing is asserted.
 
     .venv/bin/python bench/startup.py [--runs 9] [--before REV] [--paste TEXT]
 """
@@ -57,13 +58,21 @@ def run_once(tree: Path, cache: Path, paste: bytes) -> tuple[float, float]:
     return elapsed, _children_cpu() - cpu
 
 
-def measure(tree: Path, runs: int, paste: bytes) -> tuple[float, float, float]:
-    """(wall seconds of the first run, with an empty cache; median wall and median CPU
-    seconds of the warm runs). CPU time says less about waiting on a busy machine."""
-    with tempfile.TemporaryDirectory(prefix="pitcrew-bench-cache-") as cache:
-        cold, _ = run_once(tree, Path(cache), paste)
-        warm = [run_once(tree, Path(cache), paste) for _ in range(runs)]
-    return cold, statistics.median(w for w, _ in warm), statistics.median(c for _, c in warm)
+def measure(trees: list[Path], runs: int, paste: bytes) -> list[tuple[float, float, float]]:
+    """For each tree: (wall seconds of the first run, with an empty cache; median wall and
+    median CPU seconds of the warm runs), the trees' warm runs alternating. CPU time says
+    less about waiting on a busy machine."""
+    with tempfile.TemporaryDirectory(prefix="pitcrew-bench-cache-") as scratch:
+        caches = [Path(scratch) / str(n) for n in range(len(trees))]
+        colds = [run_once(tree, cache, paste)[0] for tree, cache in zip(trees, caches, strict=True)]
+        warm: list[list[tuple[float, float]]] = [[] for _ in trees]
+        for _ in range(runs):
+            for n, (tree, cache) in enumerate(zip(trees, caches, strict=True)):
+                warm[n].append(run_once(tree, cache, paste))
+    return [
+        (cold, statistics.median(w for w, _ in runs_of), statistics.median(c for _, c in runs_of))
+        for cold, runs_of in zip(colds, warm, strict=True)
+    ]
 
 
 def extract(revision: str, into: Path) -> Path:
@@ -89,8 +98,8 @@ def main() -> None:
         if args.before:
             trees.insert(0, ("before", extract(args.before, Path(scratch))))
         summary = []
-        for label, tree in trees:
-            cold, wall, cpu = measure(tree, args.runs, paste)
+        figures = measure([tree for _, tree in trees], args.runs, paste)
+        for (label, _), (cold, wall, cpu) in zip(trees, figures, strict=True):
             name = f"{label} ({args.before})" if label == "before" else f"{label} (this tree)"
             print(
                 f"{name}: first run {cold:.3f}s; median of {args.runs} runs "

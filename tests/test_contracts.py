@@ -168,11 +168,11 @@ def test_the_package_as_it_is_keeps_every_contract(tmp_path: Path) -> None:
         ),
         pytest.param(
             "bot/app/render.py",
-            "from bot.app.cli import app",
+            "from bot.app.cli_app import app",
             APP_LAYERS,
             [
-                "bot.app.render is not allowed to import bot.app.cli: "
-                "- bot.app.render -> bot.app.cli (l.{line})"
+                "bot.app.render is not allowed to import bot.app.cli_app: "
+                "- bot.app.render -> bot.app.cli_app (l.{line})"
             ],
             id="a command's module importing the CLI",
         ),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -39,17 +39,34 @@ def err() -> Console:
     return _console(True)
 
 
+def typer_app(**settings: Any) -> typer.Typer:
+    """A group of commands as every one of pitcrew's looks: plain help and errors (each
+    option with the word to type), no shell-completion options, help when given nothing."""
+    defaults: dict[str, Any] = {
+        "rich_markup_mode": None,
+        "add_completion": False,
+        "no_args_is_help": True,
+        "pretty_exceptions_enable": False,
+    }
+    return typer.Typer(**(defaults | settings))
+
+
 PlaybookDirs = Annotated[
     list[Path] | None,
-    typer.Option("--playbooks", "-p", help="extra playbook directory (repeatable)"),
+    typer.Option("--playbooks", "-p", metavar="DIR", help="extra playbook directory (repeatable)"),
 ]
 
 PrometheusUrl = Annotated[
-    str | None, typer.Option("--prometheus", help="with --kube: read the killed pod's memory here")
+    str | None,
+    typer.Option(
+        "--prometheus", metavar="URL", help="with --kube: read the killed pod's memory here"
+    ),
 ]
 ChartFile = Annotated[
     Path | None,
-    typer.Option("--chart", help="with --prometheus: save the memory chart (PNG) here"),
+    typer.Option(
+        "--chart", metavar="FILE", help="with --prometheus: save the memory chart (PNG) here"
+    ),
 ]
 
 

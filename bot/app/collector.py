@@ -1,25 +1,33 @@
-"""The garbage collector paused while the CLI's modules are imported, then told to leave
-what they made alone.
+"""The garbage collector paused while a command's modules are imported, when `main` asks.
 
 Why this exists: `pitcrew diagnose` is run by hand over and over, and most of a short
-run is importing. The imports make some 60,000 objects the collector tracks, all of
-them living as long as the process; it walked them again and again while they were
-made, and once more at exit: about a quarter of the run's CPU. `bot.app.cli` imports
-this module first and calls `resume` once its own imports are done; the commands'
-objects are collected as usual after that (the daemon runs for days with it on).
+run is importing. The imports make tens of thousands of objects the collector tracks,
+all of them living as long as the process; it walked them again and again while they
+were made, and once more at exit. `bot.app.cli.main` pauses it before the command line
+is read; once the command's module is imported, `resume` sets every object made so far
+aside (`gc.freeze`) and collects again as before, so the daemon's own objects are
+collected as usual (it runs for days). Importing this module changes nothing.
 """
 
 from __future__ import annotations
 
 import gc
 
-_WAS_ON = gc.isenabled()
-gc.disable()
+_paused: list[bool] = []  # whether the collector was on, for each pause not yet resumed
+
+
+def pause() -> None:
+    """No collection until `resume`."""
+    _paused.append(gc.isenabled())
+    gc.disable()
 
 
 def resume() -> None:
-    """Keep every object made so far out of later collections (`gc.freeze`), and
-    collect again if the collector was on before the import."""
+    """Keep every object made so far out of later collections, and collect again if the
+    collector was on at `pause`; nothing if nothing is paused."""
+    if not _paused:
+        return
+    was_on = _paused.pop()
     gc.freeze()
-    if _WAS_ON:
+    if was_on:
         gc.enable()

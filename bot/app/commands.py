@@ -5,8 +5,8 @@ the same store file from another shell (found with `--config`, or `--store`),
 so a person at a terminal can approve, reject, silence and look around
 exactly as they would from the chat: every operation goes through
 `bot.daemon.service`, and the command-line user is checked against the approval
-policy as `console:<name>` (`--as NAME`, default $USER). `cli.py` registers
-these next to `diagnose` and `playbooks`.
+policy as `console:<name>` (`--as NAME`, default $USER). `bot.app.cli_app` imports
+this module when one of them runs.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from bot.adapters.files.playbooks import load_builtin
 from bot.adapters.http.ingest import PATH as INGEST_PATH
 from bot.adapters.http.ingest import parse_workload
 from bot.adapters.store.store import Store
+from bot.app.cli_inputs import typer_app
 from bot.app.factories import build_registry, check_kinds, open_store, probe_store
 from bot.app.settings import loading
 from bot.app.settings.loading import ConfigError
@@ -44,18 +45,25 @@ from bot.daemon.service import Answer, Service, console_user
 ConfigOption = Annotated[
     Path | None,
     typer.Option(
-        "--config", "-c", help="config file (default: $PITCREW_CONFIG, else built-in defaults)"
+        "--config",
+        "-c",
+        metavar="FILE",
+        help="config file (default: $PITCREW_CONFIG, else built-in defaults)",
     ),
 ]
 StoreOption = Annotated[
     Path | None,
     typer.Option(
         "--store",
+        metavar="FILE",
         help="the daemon's SQLite file (overrides the config's store.path and store.url)",
     ),
 ]
 UserOption = Annotated[
-    str | None, typer.Option("--as", help="who you are, for the approval policy (default: $USER)")
+    str | None,
+    typer.Option(
+        "--as", metavar="NAME", help="who you are, for the approval policy (default: $USER)"
+    ),
 ]
 TIME = "%Y-%m-%d %H:%M:%S"
 
@@ -162,13 +170,13 @@ def demo_command(
     raise typer.Exit(main(yes=yes, verbose=verbose))
 
 
-config_app = typer.Typer(help="Check or show the daemon's configuration.", no_args_is_help=True)
+config_app = typer_app(help="Check or show the daemon's configuration.")
 
 
 @config_app.command("check")
 def config_check(
     file: Annotated[
-        Path | None, typer.Argument(help="config file (default: $PITCREW_CONFIG)")
+        Path | None, typer.Argument(metavar="FILE", help="config file (default: $PITCREW_CONFIG)")
     ] = None,
 ) -> None:
     """Validate a config file: every bad key is named as file:line: field: reason."""
@@ -191,7 +199,7 @@ def config_check(
 @config_app.command("show")
 def config_show(
     file: Annotated[
-        Path | None, typer.Argument(help="config file (default: $PITCREW_CONFIG)")
+        Path | None, typer.Argument(metavar="FILE", help="config file (default: $PITCREW_CONFIG)")
     ] = None,
 ) -> None:
     """Print the effective configuration, secrets masked."""
@@ -199,13 +207,17 @@ def config_show(
 
 
 def ingest_command(
-    file: Annotated[str, typer.Argument(help="a file, or - for standard input")],
-    url: Annotated[str | None, typer.Option(help="the daemon's ingest URL")] = None,
+    file: Annotated[str, typer.Argument(metavar="FILE", help="a file, or - for standard input")],
+    url: Annotated[str | None, typer.Option(metavar="URL", help="the daemon's ingest URL")] = None,
     workload: Annotated[
-        str | None, typer.Option(help="the owning workload: namespace/Kind/name")
+        str | None, typer.Option(metavar="NAMESPACE/KIND/NAME", help="the owning workload")
     ] = None,
-    cluster: Annotated[str, typer.Option(help="the Kubernetes cluster's name")] = "",
-    origin: Annotated[str | None, typer.Option(help="label for evidence lines")] = None,
+    cluster: Annotated[
+        str, typer.Option(metavar="NAME", help="the Kubernetes cluster's name")
+    ] = "",
+    origin: Annotated[
+        str | None, typer.Option(metavar="LABEL", help="label for evidence lines")
+    ] = None,
     file_config: ConfigOption = None,
 ) -> None:
     """Send evidence (anything `pitcrew diagnose` reads) to a running daemon."""
@@ -295,7 +307,9 @@ def _ingest_url(settings: Settings) -> str:
 
 
 def approve_command(
-    proposal_id: Annotated[str, typer.Argument(help="the proposal id shown on the card")],
+    proposal_id: Annotated[
+        str, typer.Argument(metavar="PROPOSAL_ID", help="the proposal id shown on the card")
+    ],
     user: UserOption = None,
     file: ConfigOption = None,
     store: StoreOption = None,
@@ -307,8 +321,10 @@ def approve_command(
 
 
 def reject_command(
-    proposal_id: Annotated[str, typer.Argument(help="the proposal id shown on the card")],
-    reason: Annotated[str, typer.Option(help="why, for the card")] = "",
+    proposal_id: Annotated[
+        str, typer.Argument(metavar="PROPOSAL_ID", help="the proposal id shown on the card")
+    ],
+    reason: Annotated[str, typer.Option(metavar="TEXT", help="why, for the card")] = "",
     user: UserOption = None,
     file: ConfigOption = None,
     store: StoreOption = None,
@@ -319,7 +335,9 @@ def reject_command(
 
 
 def incidents_command(
-    namespace: Annotated[str | None, typer.Argument(help="only this namespace")] = None,
+    namespace: Annotated[
+        str | None, typer.Argument(metavar="NAMESPACE", help="only this namespace")
+    ] = None,
     file: ConfigOption = None,
     store: StoreOption = None,
 ) -> None:
@@ -337,12 +355,13 @@ def silence_command(
     matcher: Annotated[
         str,
         typer.Argument(
+            metavar="MATCHER",
             help="KEY=VALUE[,KEY=VALUE], each KEY one of playbook, category, namespace, "
-            "workload, incident (e.g. workload=ml-train/rayjob/verl-ppo-qwen)"
+            "workload, incident (e.g. workload=ml-train/rayjob/verl-ppo-qwen)",
         ),
     ],
-    duration: Annotated[str, typer.Argument(help="how long: 30m, 2h, 1d")],
-    reason: Annotated[str, typer.Argument(help="why, for whoever wonders")] = "",
+    duration: Annotated[str, typer.Argument(metavar="DURATION", help="how long: 30m, 2h, 1d")],
+    reason: Annotated[str, typer.Argument(metavar="REASON", help="why, for whoever wonders")] = "",
     user: UserOption = None,
     file: ConfigOption = None,
     store: StoreOption = None,
@@ -368,7 +387,7 @@ def silence_command(
 
 
 def unsilence_command(
-    silence_id: Annotated[str, typer.Argument(help="the silence id")],
+    silence_id: Annotated[str, typer.Argument(metavar="SILENCE_ID", help="the silence id")],
     user: UserOption = None,
     file: ConfigOption = None,
     store: StoreOption = None,
@@ -385,7 +404,7 @@ def unsilence_command(
 
 
 def history_command(
-    n: Annotated[int, typer.Argument(min=1, help="how many")] = 10,
+    n: Annotated[int, typer.Argument(metavar="N", min=1, help="how many")] = 10,
     file: ConfigOption = None,
     store: StoreOption = None,
 ) -> None:
@@ -439,7 +458,7 @@ def status_command(file: ConfigOption = None, store: StoreOption = None) -> None
 
 def requeue_command(
     row: Annotated[
-        int | None, typer.Argument(help="one row (#N in pitcrew status); else all")
+        int | None, typer.Argument(metavar="ROW", help="one row (#N in pitcrew status); else all")
     ] = None,
     file: ConfigOption = None,
     store: StoreOption = None,
@@ -478,7 +497,7 @@ def _proposal_line(proposal: Proposal) -> str:
 
 
 def unmatched_command(
-    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=1000)] = 20,
+    limit: Annotated[int, typer.Option("--limit", "-n", metavar="N", min=1, max=1000)] = 20,
     file: ConfigOption = None,
     store: StoreOption = None,
 ) -> None:
@@ -499,9 +518,12 @@ def unmatched_command(
 
 
 def bundle_command(
-    incident: Annotated[str, typer.Argument(help="the incident id (pitcrew incidents)")],
+    incident: Annotated[
+        str, typer.Argument(metavar="INCIDENT", help="the incident id (pitcrew incidents)")
+    ],
     out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="where to write; default INCIDENT.tar.gz")
+        Path | None,
+        typer.Option("--out", "-o", metavar="FILE", help="where to write; default INCIDENT.tar.gz"),
     ] = None,
     file: ConfigOption = None,
     store: StoreOption = None,
@@ -537,6 +559,3 @@ def register(app: typer.Typer) -> None:
     app.command("requeue")(requeue_command)
     app.command("unmatched")(unmatched_command)
     app.command("bundle")(bundle_command)
-    from bot.app.render import render_command  # the card's layout: jinja2, Block Kit
-
-    app.command("render")(render_command)

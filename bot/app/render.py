@@ -169,22 +169,27 @@ def print_json(rendered: Rendered) -> None:
 
 def render_command(
     targets: Annotated[
-        list[str],
-        typer.Argument(help="files or directories to diagnose, or one incident id of the store"),
+        list[str], typer.Argument(metavar="TARGET", hidden=True)  # said in the docstring
     ],
     output: Annotated[
-        str, typer.Option("--format", "-f", help="json (Block Kit) or text")
+        str, typer.Option("--format", "-f", metavar="json|text", help="json (Block Kit) or text")
     ] = "json",
     open_preview: Annotated[
         bool, typer.Option("--open", help="also write an HTML preview of the card; print its path")
     ] = False,
     store: Annotated[
-        Path, typer.Option("--store", help="the daemon's SQLite file, for an incident id")
+        Path,
+        typer.Option(
+            "--store", metavar="FILE", help="the daemon's SQLite file, for an incident id"
+        ),
     ] = Path("pitcrew.db"),
     playbooks: PlaybookDirs = None,
 ) -> None:
     """The card of a diagnosis as Slack receives it (Block Kit JSON) or as the console
-    prints it, without a workspace: `pitcrew render examples/seed/`."""
+    prints it, without a workspace: `pitcrew render examples/seed/`.
+
+    Each TARGET is a file or a directory to diagnose, or one incident id of the store.
+    """
     if output not in ("text", "json"):
         raise fail(f"--format must be text or json, not {output!r}")
     try:
@@ -207,3 +212,7 @@ def render_command(
 
         path = write_preview(rendered.message, Path(tempfile.mkdtemp(prefix="pitcrew-")))
         sys.stderr.write(f"preview: {path}\n")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("render")(render_command)

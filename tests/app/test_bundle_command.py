@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from bot.adapters.kuberay.capture import Bundle
 from bot.adapters.store.store import Store
-from bot.app.cli import app
+from bot.app.cli_app import app
 
 T0 = datetime(2026, 11, 3, 10, 0, tzinfo=UTC)
 

@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 from bot.adapters.store.store import Store
 from bot.app import factories
 from bot.app import wiring as app
-from bot.app.cli import app as cli_app
+from bot.app.cli_app import app as cli_app
 from bot.app.settings.loading import load
 from bot.core.model import ActionResult, ProposalState
 from tests.support.daemon import (

@@ -19,7 +19,7 @@ from packaging.utils import canonicalize_name
 from typer.testing import CliRunner
 
 from bot.adapters.ray.local import LocalRayError, LocalRayHead
-from bot.app.cli import app
+from bot.app.cli_app import app
 from bot.app.demo import unavailable
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -120,7 +120,9 @@ def test_help_shows_what_to_type_not_python_types() -> None:
     shown = pitcrew("diagnose", "-h").stdout.decode() + pitcrew("silence", "-h").stdout.decode()
     assert "<bool>" not in shown
     assert "list[" not in shown
-    assert "PATH..." in shown
+    assert "diagnose [OPTIONS] [INPUT]..." in shown  # `python -m bot` here
+    assert "--kube NAMESPACE/KIND/NAME" in shown
+    assert "-p, --playbooks DIR" in shown
     assert "KEY=VALUE[,KEY=VALUE], each KEY one of playbook," in shown
     assert "=VA…" not in shown
 

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bot.app.capture_wiring import bundle_limits
-from bot.app.cli import app
+from bot.app.cli_app import app
 from bot.app.settings.loading import ConfigError, load, render
 from bot.core.durations import format_duration, parse_duration
 

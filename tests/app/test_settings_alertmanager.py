@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bot.app.cli import app
+from bot.app.cli_app import app
 from bot.app.settings.loading import ConfigError, load, render
 
 TOKEN = "am-s3cret-token"

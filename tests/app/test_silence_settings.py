@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bot.app.cli import app as cli_app
+from bot.app.cli_app import app as cli_app
 
 
 @pytest.mark.parametrize(

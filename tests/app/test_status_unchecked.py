@@ -10,7 +10,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from bot.adapters.store.store import Store
-from bot.app.cli import app as cli_app
+from bot.app.cli_app import app as cli_app
 from tests.adapters.store.test_unchecked_cards import A, B, at
 
 

@@ -17,7 +17,7 @@ from bot.adapters.store.local_postgres import PASSWORD, LocalPostgres
 from bot.adapters.store.store import Store
 from bot.adapters.store.urls import redacted
 from bot.app import wiring as app
-from bot.app.cli import app as cli_app
+from bot.app.cli_app import app as cli_app
 from bot.app.settings.loading import load
 from tests.support.daemon import RecordingChat, config, engine, http
 from tests.support.daemon_process import wait_until

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bot.app.cli import app as cli_app
+from bot.app.cli_app import app as cli_app
 from bot.core.diagnosis.analysis import diagnose
 from bot.core.inputs import LogText
 from bot.core.model import RenderFailure

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from bot.adapters.slack.commands import UnmatchedCommand, Usage, explain_unmatched, parse
 from bot.adapters.store.store import Store
-from bot.app.cli import app
+from bot.app.cli_app import app
 from bot.core.diagnosis import unmatched
 from bot.core.diagnosis.unmatched import failure_lines, shape
 from tests.app.test_cli_diagnose import pitcrew

@@ -27,7 +27,7 @@ from typer.testing import CliRunner
 from bot.adapters.files.playbooks import builtin_engine
 from bot.adapters.store.store import Store
 from bot.app import wiring as app
-from bot.app.cli import app as cli_app
+from bot.app.cli_app import app as cli_app
 from bot.app.settings.loading import load
 from bot.core.diagnosis.classifier import Hit
 from bot.core.diagnosis.engine import Engine

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bot.adapters.store.store import Store
-from bot.app.cli import app as cli_app
+from bot.app.cli_app import app as cli_app
 from bot.core.model import Notification, NotificationKind, Report
 from bot.daemon.metrics import Metrics
 from bot.daemon.outbox import POST_CAP, Backoff, Outbox

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from bot.app.cli import app
+from bot.app.cli_app import app
 from bot.app.settings import loading as config
 from bot.app.settings.sections import Settings
 from tests.e2e.helm.conftest import VALUE_SETS, Rendered, merged

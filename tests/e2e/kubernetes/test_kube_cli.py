@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from bot.app.cli import app
+from bot.app.cli_app import app
 from tests.e2e.kubernetes.conftest import Emulator, install_seed, kubeconfig
 from tests.support import kube_objects as o
 

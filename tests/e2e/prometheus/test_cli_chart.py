@@ -15,7 +15,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from bot.adapters.prometheus.local import LocalPrometheus
-from bot.app.cli import app
+from bot.app.cli_app import app
 from tests.e2e.kubernetes.conftest import Emulator, install_seed, kubeconfig
 from tests.support import kube_objects as o
 

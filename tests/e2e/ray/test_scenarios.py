@@ -19,7 +19,7 @@ from bot.adapters.ray.on_demand import diagnose_ray_job
 from bot.adapters.ray.resubmit import ResubmitJobExecutor, entrypoint_resources
 from bot.adapters.ray.source import RayBatch, RaySource, RaySourceOptions
 from bot.adapters.store.store import Store
-from bot.app.cli import app
+from bot.app.cli_app import app
 from bot.app.factories import ray_executor, ray_sources
 from bot.app.settings.sections import Settings
 from bot.app.settings.sources import RaySourceSettings, SourceSettings
