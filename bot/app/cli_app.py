@@ -21,7 +21,7 @@ from bot import __version__
 from bot.app import collector
 from bot.app.cli_inputs import out, typer_app
 
-# Each command (or group of commands) and the module whose `register(app)` adds it.
+# Each command (or group of commands) and the module whose `cli` (a typer app) holds it.
 COMMANDS: dict[str, str] = {
     "diagnose": "bot.app.diagnose_cli",
     "playbooks": "bot.app.playbooks_cli",
@@ -53,9 +53,7 @@ class _LazyCommands(TyperGroup):
     command, or the list of all, is asked for."""
 
     def _load(self, module: str) -> None:
-        registered = typer_app()
-        importlib.import_module(module).register(registered)
-        self.commands.update(get_group(registered).commands)
+        self.commands.update(get_group(importlib.import_module(module).cli).commands)
         collector.resume()  # the command's modules are in: collect again, without them
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:

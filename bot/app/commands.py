@@ -42,6 +42,11 @@ from bot.core.model import Incident, Proposal
 from bot.daemon.ports import utcnow
 from bot.daemon.service import Answer, Service, console_user
 
+# The daemon's commands, for the command group (`bot.app.cli_app`) to take in.
+cli = typer_app()
+config_app = typer_app(help="Check or show the daemon's configuration.")
+cli.add_typer(config_app, name="config")
+
 ConfigOption = Annotated[
     Path | None,
     typer.Option(
@@ -135,6 +140,7 @@ def _say(answer: Answer) -> None:
 # -- the daemon ---------------------------------------------------------------------------
 
 
+@cli.command("run")
 def run_command(
     file: ConfigOption = None,
     init_store: Annotated[
@@ -153,6 +159,7 @@ def run_command(
     raise typer.Exit(code)
 
 
+@cli.command("demo")
 def demo_command(
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="approve every offered action (no questions)")
@@ -168,9 +175,6 @@ def demo_command(
     from bot.app.demo.session import main  # Ray, kmock and the daemon's wiring: only here
 
     raise typer.Exit(main(yes=yes, verbose=verbose))
-
-
-config_app = typer_app(help="Check or show the daemon's configuration.")
 
 
 @config_app.command("check")
@@ -206,6 +210,7 @@ def config_show(
     sys.stdout.write(loading.render(load_settings(file)))
 
 
+@cli.command("ingest")
 def ingest_command(
     file: Annotated[str, typer.Argument(metavar="FILE", help="a file, or - for standard input")],
     url: Annotated[str | None, typer.Option(metavar="URL", help="the daemon's ingest URL")] = None,
@@ -306,6 +311,7 @@ def _ingest_url(settings: Settings) -> str:
 # -- operations on the state ----------------------------------------------------------------
 
 
+@cli.command("approve")
 def approve_command(
     proposal_id: Annotated[
         str, typer.Argument(metavar="PROPOSAL_ID", help="the proposal id shown on the card")
@@ -320,6 +326,7 @@ def approve_command(
     _say(answer)
 
 
+@cli.command("reject")
 def reject_command(
     proposal_id: Annotated[
         str, typer.Argument(metavar="PROPOSAL_ID", help="the proposal id shown on the card")
@@ -334,6 +341,7 @@ def reject_command(
         _say(service.reject(proposal_id, console_user(_user(user)), utcnow(), reason))
 
 
+@cli.command("incidents")
 def incidents_command(
     namespace: Annotated[
         str | None, typer.Argument(metavar="NAMESPACE", help="only this namespace")
@@ -351,6 +359,7 @@ def incidents_command(
     typer.echo(f"{len(views)} open incidents")
 
 
+@cli.command("silence")
 def silence_command(
     matcher: Annotated[
         str,
@@ -386,6 +395,7 @@ def silence_command(
     typer.echo(f"silence {made.id} until {_time(made.ends_at)}")
 
 
+@cli.command("unsilence")
 def unsilence_command(
     silence_id: Annotated[str, typer.Argument(metavar="SILENCE_ID", help="the silence id")],
     user: UserOption = None,
@@ -403,6 +413,7 @@ def unsilence_command(
     typer.echo(f"silence {silence_id} ended")
 
 
+@cli.command("history")
 def history_command(
     n: Annotated[int, typer.Argument(metavar="N", min=1, help="how many")] = 10,
     file: ConfigOption = None,
@@ -422,6 +433,7 @@ def history_command(
         )
 
 
+@cli.command("status")
 def status_command(file: ConfigOption = None, store: StoreOption = None) -> None:
     """Which store, and counts of open incidents, proposals, queued notifications and
     silences."""
@@ -456,6 +468,7 @@ def status_command(file: ConfigOption = None, store: StoreOption = None) -> None
         )
 
 
+@cli.command("requeue")
 def requeue_command(
     row: Annotated[
         int | None, typer.Argument(metavar="ROW", help="one row (#N in pitcrew status); else all")
@@ -496,6 +509,7 @@ def _proposal_line(proposal: Proposal) -> str:
     )
 
 
+@cli.command("unmatched")
 def unmatched_command(
     limit: Annotated[int, typer.Option("--limit", "-n", metavar="N", min=1, max=1000)] = 20,
     file: ConfigOption = None,
@@ -517,6 +531,7 @@ def unmatched_command(
         typer.echo(f"{'':>6}  {'':<19}  {'':<19}  e.g. {item.origin}: {item.example}")
 
 
+@cli.command("bundle")
 def bundle_command(
     incident: Annotated[
         str, typer.Argument(metavar="INCIDENT", help="the incident id (pitcrew incidents)")
@@ -542,20 +557,3 @@ def bundle_command(
     body = merged_bundles([(b.name.removesuffix(".tar.gz"), b.body) for b in kept])
     target.write_bytes(body)
     typer.echo(f"{target}: {len(body)} bytes ({len(kept)} bundle(s) of {incident})")
-
-
-def register(app: typer.Typer) -> None:
-    app.command("run")(run_command)
-    app.command("demo")(demo_command)
-    app.add_typer(config_app, name="config")
-    app.command("ingest")(ingest_command)
-    app.command("approve")(approve_command)
-    app.command("reject")(reject_command)
-    app.command("incidents")(incidents_command)
-    app.command("silence")(silence_command)
-    app.command("unsilence")(unsilence_command)
-    app.command("history")(history_command)
-    app.command("status")(status_command)
-    app.command("requeue")(requeue_command)
-    app.command("unmatched")(unmatched_command)
-    app.command("bundle")(bundle_command)

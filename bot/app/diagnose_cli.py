@@ -31,6 +31,7 @@ from bot.app.cli_inputs import (
     fail,
     notice,
     out,
+    typer_app,
 )
 from bot.app.diagnose_apart import diagnose_apart
 from bot.core.diagnosis.engine import to_json
@@ -45,8 +46,8 @@ if TYPE_CHECKING:
     from bot.app.memory_wiring import Measurement
 
 
-def register(app: typer.Typer) -> None:
-    app.command("diagnose")(diagnose_command)
+# `pitcrew diagnose`, for the command group (`bot.app.cli_app`) to take in.
+cli = typer_app()
 
 
 def show(diagnosis: Diagnosis, title: str) -> None:
@@ -217,6 +218,7 @@ Explain = Annotated[
 ]
 
 
+@cli.command("diagnose")
 def diagnose_command(
     inputs: Inputs = None,
     output: Format = "text",

@@ -32,14 +32,10 @@ if TYPE_CHECKING:
     from bot.core.quality.inventory import InventoryEntry
 
 
-def register(app: typer.Typer) -> None:
-    playbooks = typer_app(help="List, check and test playbooks.")
-    playbooks.command("list")(playbooks_list)
-    playbooks.command("check")(playbooks_check)
-    playbooks.command("test")(playbooks_test)
-    playbooks.command("coverage")(playbooks_coverage)
-    playbooks.command("schema")(playbooks_schema)
-    app.add_typer(playbooks, name="playbooks")
+# `pitcrew playbooks ...`, for the command group (`bot.app.cli_app`) to take in.
+cli = typer_app()
+playbooks_app = typer_app(help="List, check and test playbooks.")
+cli.add_typer(playbooks_app, name="playbooks")
 
 
 def _examples(engine: Engine) -> Iterator[ExampleResult]:
@@ -48,6 +44,7 @@ def _examples(engine: Engine) -> Iterator[ExampleResult]:
     yield from run_examples(engine)
 
 
+@playbooks_app.command("list")
 def playbooks_list(playbooks: PlaybookDirs = None) -> None:
     """List loaded playbooks with their category and severity."""
     try:
@@ -69,6 +66,7 @@ def _problem(path: Path) -> PlaybookError | None:
     return None
 
 
+@playbooks_app.command("check")
 def playbooks_check(
     directory: Annotated[Path, typer.Argument(metavar="DIR", help="playbook directory")],
 ) -> None:
@@ -97,6 +95,7 @@ def playbooks_check(
     typer.echo(f"{directory}: {len(mine)} playbooks OK")
 
 
+@playbooks_app.command("test")
 def playbooks_test(
     playbooks: PlaybookDirs = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
@@ -152,6 +151,7 @@ Sample = Annotated[
 ]
 
 
+@playbooks_app.command("coverage")
 def playbooks_coverage(
     playbooks: PlaybookDirs = None,
     catalogue: CatalogueDirs = None,
@@ -212,6 +212,7 @@ def _inventory_coverage(engine: Engine, messages: Sequence[InventoryEntry], samp
     )
 
 
+@playbooks_app.command("schema")
 def playbooks_schema(
     write: Annotated[
         Path | None, typer.Option(metavar="FILE", help="write to this file instead of stdout")

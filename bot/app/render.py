@@ -26,7 +26,7 @@ import typer
 from bot.adapters.files.inputs import open_input
 from bot.adapters.files.playbooks import builtin_engine
 from bot.adapters.slack.blocks import Message, card
-from bot.app.cli_inputs import PlaybookDirs, expand_inputs, fail
+from bot.app.cli_inputs import PlaybookDirs, expand_inputs, fail, typer_app
 from bot.core.actions.approvals import reconcile
 from bot.core.errors import PitcrewError
 from bot.core.incidents.reports import build_report
@@ -166,7 +166,11 @@ def print_json(rendered: Rendered) -> None:
 
 # -- the command ------------------------------------------------------------------------
 
+# `pitcrew render`, for the command group (`bot.app.cli_app`) to take in.
+cli = typer_app()
 
+
+@cli.command("render")
 def render_command(
     targets: Annotated[
         list[str], typer.Argument(metavar="TARGET", hidden=True)  # said in the docstring
@@ -212,7 +216,3 @@ def render_command(
 
         path = write_preview(rendered.message, Path(tempfile.mkdtemp(prefix="pitcrew-")))
         sys.stderr.write(f"preview: {path}\n")
-
-
-def register(app: typer.Typer) -> None:
-    app.command("render")(render_command)
