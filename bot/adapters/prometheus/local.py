@@ -4,7 +4,9 @@ Why this exists: the memory evidence must be tested, benchmarked and shown in th
 against a real Prometheus (Debian's `prometheus` package), not a stand-in. This writes
 series as OpenMetrics, backfills them with `promtool tsdb create-blocks-from
 openmetrics` into a temporary directory, starts `prometheus` on a free 127.0.0.1 port
-with that storage, and stops it by pid.
+with that storage, and stops it by pid. A configuration of its own (scrape targets,
+rule files, an Alertmanager) makes it evaluate real alerting rules, as the Alertmanager
+tests need.
 """
 
 from __future__ import annotations
@@ -88,9 +90,20 @@ def merged(*parts: Mapping[str, list[str]]) -> dict[str, list[str]]:
 class LocalPrometheus:
     """`prometheus` with backfilled storage in a temporary directory, on a free port."""
 
-    def __init__(self, exposition: str, temp_parent: str = "/tmp") -> None:
+    def __init__(
+        self,
+        exposition: str = "",
+        temp_parent: str = "/tmp",
+        *,
+        config: str = CONFIG,
+        files: Mapping[str, str] | None = None,
+    ) -> None:
+        """`exposition`: series backfilled before the start (none: an empty store);
+        `config`: prometheus.yml; `files`: more files beside it (rule files) by name."""
         self.exposition = exposition
         self.temp_parent = temp_parent
+        self.config = config
+        self.files = dict(files or {})
         self.port = 0
         self._dir: Path | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -122,17 +135,11 @@ class LocalPrometheus:
             )
         self._dir = Path(tempfile.mkdtemp(prefix="pitcrew-prom-", dir=self.temp_parent))
         data = self._dir / "data"
-        source = self._dir / "series.om"
-        source.write_text(self.exposition)
-        backfill = subprocess.run(
-            ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        if backfill.returncode != 0:
-            raise LocalPrometheusError(f"promtool backfill failed: {backfill.stderr[-2000:]}")
-        (self._dir / "prometheus.yml").write_text(CONFIG)
+        if self.exposition:
+            self._backfill(data, timeout)
+        (self._dir / "prometheus.yml").write_text(self.config)
+        for name, text in self.files.items():
+            (self._dir / name).write_text(text)
         self.port = _free_port()
         log = (self._dir / "prometheus.log").open("wb")
         self._proc = subprocess.Popen(
@@ -151,6 +158,19 @@ class LocalPrometheus:
         log.close()
         self._wait_ready(timeout)
         return self.url
+
+    def _backfill(self, data: Path, timeout: float) -> None:
+        assert self._dir is not None
+        source = self._dir / "series.om"
+        source.write_text(self.exposition)
+        backfill = subprocess.run(
+            ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if backfill.returncode != 0:
+            raise LocalPrometheusError(f"promtool backfill failed: {backfill.stderr[-2000:]}")
 
     def _wait_ready(self, timeout: float) -> None:
         until = time.monotonic() + timeout

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import socket
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -160,9 +161,18 @@ def test_without_a_token_only_loopback_clients_are_answered(
 
 
 def test_a_body_over_the_cap_is_refused_before_it_is_read(edge: Edge) -> None:
-    big = json.loads(CRASHLOOP)
-    big["commonAnnotations"] = {"padding": "x" * (1 << 20)}
-    assert edge.post(json.dumps(big).encode(), BEARER) == (
+    """Its head declares 2 MiB; the answer comes before any of the body is sent."""
+    head = (
+        f"POST {PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer s3cret\r\n"
+        f"Content-Length: {2 << 20}\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", edge.server.port), timeout=10) as sock:
+        sock.sendall(head.encode())
+        reply = b""
+        while not reply.rstrip().endswith(b"}") and (chunk := sock.recv(65536)):
+            reply += chunk
+    status, _, rest = reply.partition(b"\r\n")
+    assert (int(status.split()[1]), json.loads(rest.partition(b"\r\n\r\n")[2])) == (
         413,
         {"error": f"the body is over {1 << 20} bytes"},
     )
