@@ -43,7 +43,7 @@ def capture_worker(
     from bot.adapters.kuberay.capture import EvidenceCollector
     from bot.adapters.kuberay.clusters import discover
     from bot.adapters.ray.client import RayDashboard, headers_from_env
-    from bot.app.factories import kube_api
+    from bot.app.factories import cluster_name, kube_api
 
     template = settings.sources.ray_discovery.url_template
     headers = headers_from_env()
@@ -59,7 +59,11 @@ def capture_worker(
             file_limit, total_limit = bundle_limits(settings)
             collectors.append(
                 EvidenceCollector(
-                    kube_api(settings), dashboard, file_limit=file_limit, total_limit=total_limit
+                    kube_api(settings),
+                    dashboard,
+                    file_limit=file_limit,
+                    total_limit=total_limit,
+                    cluster=cluster_name(settings),
                 )
             )
         return collectors[0].collect(kind, namespace, name)

@@ -124,7 +124,8 @@ def opened_service(file: Path | None, store: Path | None) -> Iterator[Service]:
         return load_builtin(settings.playbooks.dirs).actions_by_playbook()
 
     with opened_store(settings) as opened:
-        yield Service(opened, settings.approvals, build_registry(settings), offers=offers)
+        registry = build_registry(settings)
+        yield Service(opened, settings.approvals, registry, offers=offers)
 
 
 def _user(name: str | None) -> str:
@@ -428,8 +429,8 @@ def history_command(
     typer.echo("actions:")
     for entry in history.actions:
         typer.echo(
-            f"  {_time(entry.started_at)}  {entry.proposal_id}  {entry.action}  {entry.result}"
-            f"  by {entry.approver or '-'}  {entry.detail}"
+            f"  {_time(entry.started_at)}  {entry.cluster or '-'}  {entry.proposal_id}  "
+            f"{entry.action}  {entry.result}  by {entry.approver or '-'}  {entry.detail}"
         )
 
 
@@ -439,9 +440,14 @@ def status_command(file: ConfigOption = None, store: StoreOption = None) -> None
     silences."""
     settings = load_settings(file, store, client=True)
     with opened_store(settings) as opened:
-        found = Service(opened, settings.approvals, build_registry(settings)).status(utcnow())
+        service = Service(opened, settings.approvals, build_registry(settings))
+        found = service.status(utcnow())
         typer.echo(f"store: {opened.describe()}: answers")
     proposals = ", ".join(f"{k} {v}" for k, v in found.proposals.items())
+    if found.cluster:
+        typer.echo(f"cluster: {found.cluster}")
+    if found.other_clusters:
+        typer.echo(f"slack app shared: {found.other_clusters}")
     typer.echo(f"open incidents: {found.open_incidents}")
     typer.echo(f"proposals: {proposals}")
     typer.echo(f"notifications waiting: {found.pending_notifications}")

@@ -59,19 +59,27 @@ def kube_api(settings: Settings) -> KubeApi:
     )
 
 
-def kube_cluster_name(settings: Settings) -> str:
-    """`sources.kubernetes.cluster`, else the kubeconfig context's name or `in-cluster`;
-    "" when the Kubernetes source is off."""
+def cluster_name(settings: Settings) -> str:
+    """This pitcrew's cluster (`cluster.name`), else the kubeconfig context's name or
+    `in-cluster` when it reads Kubernetes; else "" (a workstation with Ray only)."""
     from bot.adapters.kubernetes.api import KubeApi
 
+    if settings.cluster.name:
+        return settings.cluster.name
     kube = settings.sources.kubernetes
     if not kube.enabled:
         return ""
-    return kube.cluster or KubeApi.cluster_name(
+    return KubeApi.cluster_name(
         str(kube.kubeconfig) if kube.kubeconfig else None,
         kube.context or None,
         in_cluster=kube.in_cluster or None,
     )
+
+
+def kube_cluster_name(settings: Settings) -> str:
+    """The cluster the Kubernetes source watches, which keys its incidents: this
+    pitcrew's (`cluster_name`); "" when the Kubernetes source is off."""
+    return cluster_name(settings) if settings.sources.kubernetes.enabled else ""
 
 
 def ray_cluster_configs(settings: Settings) -> list[RayClusterConfig]:
@@ -124,7 +132,12 @@ def open_store(settings: Settings, *, init: bool = False) -> Store:
     """The store the settings name, opened (and migrated)."""
     from bot.adapters.store.store import Store
 
-    return Store(store_location(settings), init=init, password=store_password(settings))
+    return Store(
+        store_location(settings),
+        init=init,
+        password=store_password(settings),
+        cluster=cluster_name(settings),
+    )
 
 
 def probe_store(settings: Settings) -> Answer:
@@ -237,14 +250,17 @@ def kubernetes_executor(settings: Settings, bookmarks: Bookmarks | None = None) 
     from bot.adapters.kubernetes.base import KubeActionConfig
     from bot.adapters.kubernetes.executors import executors
 
-    config = KubeActionConfig(max_memory=settings.actions.bump_memory.cap)
+    config = KubeActionConfig(
+        max_memory=settings.actions.bump_memory.cap, cluster=cluster_name(settings)
+    )
     return executors(kube_api(settings), config)
 
 
 def kuberay_executor(settings: Settings, bookmarks: Bookmarks | None = None) -> Executors:
     from bot.adapters.kuberay.rerun import executors
+    from bot.adapters.kubernetes.base import KubeActionConfig
 
-    return executors(kube_api(settings))
+    return executors(kube_api(settings), KubeActionConfig(cluster=cluster_name(settings)))
 
 
 def ray_executor(

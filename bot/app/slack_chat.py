@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import SecretStr
 
+from bot.app.factories import cluster_name
 from bot.app.settings.sections import Settings
 from bot.core.errors import PitcrewError
 from bot.daemon.ports import Clock, utcnow
@@ -44,6 +45,7 @@ def slack_config(settings: Settings) -> SlackConfig:
         stale_after=6 * slack.ping_interval,
         events_path=slack.events_path,
         timeout=slack.timeout,
+        cluster=cluster_name(settings),
     )
 
 

@@ -37,7 +37,13 @@ from bot.adapters.store.lock import StoreLock
 from bot.adapters.store.store import Store
 from bot.app.bundles import bundle_writer
 from bot.app.capture_wiring import bundles_dir, capture_worker, prune_bundles
-from bot.app.factories import build_registry, build_sources, categorizer, open_store
+from bot.app.factories import (
+    build_registry,
+    build_sources,
+    categorizer,
+    cluster_name,
+    open_store,
+)
 from bot.app.memory_wiring import charts_dir, memory_worker, prune_charts
 from bot.app.on_demand import Diagnoser
 from bot.app.settings.sections import Settings
@@ -47,7 +53,7 @@ from bot.core.errors import PitcrewError, StoreError
 from bot.core.incidents.assessment import Assess, adjusted, assessor
 from bot.core.incidents.correlator import Correlator
 from bot.core.playbooks.library import Library
-from bot.daemon import live_checks
+from bot.daemon import live_checks, strays
 from bot.daemon.budget import Budget, BudgetedClassifier, budgeted_assess
 from bot.daemon.executor import Registry
 from bot.daemon.feed import Refresh, Tick
@@ -59,6 +65,7 @@ from bot.daemon.pipeline import Pipeline, PipelineConfig, Workers
 from bot.daemon.ports import CallableBookmarks, Chat, Clock, Polling, Sink, Source, utcnow
 from bot.daemon.runner import Runner
 from bot.daemon.service import Service
+from bot.daemon.strays import StrayRecorder
 from bot.daemon.taking import QueueLimits, Taking
 
 log = logging.getLogger("pitcrew")
@@ -77,6 +84,7 @@ class Health:
     store: Store
     sources: Sequence[Source]
     metrics: Metrics
+    one_app: bool = False  # Socket Mode: a shared Slack app makes this replica not ready
     store_answer: str = ""  # which store, and whether it answered at the last readiness check
 
     def liveness(self) -> dict[str, bool]:
@@ -93,10 +101,20 @@ class Health:
             healthy = _source_ok(source)
             self.metrics.source_up.labels(source=source.name).set(1 if healthy else 0)
             checks[f"source:{source.name}"] = healthy
+        if self.one_app:  # HTTP mode serves its own clicks whoever shares the app: a note
+            checks["slack_app"] = "slack_app" not in self.notes()
         return checks
 
     def notes(self) -> dict[str, str]:
-        return {"store": self.store_answer}
+        """What /readyz says beside its checks: which store and how it answered, and
+        clicks for another cluster's pitcrew when they came (`bot.daemon.strays`)."""
+        said = {"store": self.store_answer}
+        try:
+            said_by = self.store.bookmark(strays.KEY)
+            shared = strays.problem(said_by, self.store.cluster, utcnow())
+        except StoreError:
+            return said  # the store's own note says so
+        return {**said, "slack_app": shared} if shared else said
 
 
 @dataclass
@@ -178,7 +196,7 @@ def build(
     """Every part of the daemon, connected; nothing runs until `Daemon.start`. `engine`:
     an already compiled playbook library (tests share one); `init_store`: see
     `_open_store`."""
-    metrics = Metrics()
+    metrics = Metrics(cluster=cluster_name(settings))
     engine = engine or builtin_engine(list(settings.playbooks.dirs))
     chat = chat or make_chat(settings, stdout)
     lock, store = _open_store(settings, init_store)
@@ -202,7 +220,7 @@ def build(
         run_approved=runner.run_approved,
         take_released=intake.take_released,
     )
-    health = Health(queue, outbox, chat, store, sources, metrics)
+    health = Health(queue, outbox, chat, store, sources, metrics, _one_app(settings))
     daemon = Daemon(
         settings=settings,
         metrics=metrics,
@@ -225,6 +243,12 @@ def build(
     )
     _serve(daemon, engine.library, clock)
     return daemon
+
+
+def _one_app(settings: Settings) -> bool:
+    """Slack's Socket Mode: a Slack app shared with another cluster's pitcrew loses this
+    one clicks (at random), so it makes /readyz not ready; HTTP mode only notes it."""
+    return settings.chat_kind == "slack" and settings.chat.slack.socket_mode
 
 
 def _open_store(settings: Settings, init_store: bool) -> tuple[StoreLock | None, Store]:
@@ -381,6 +405,9 @@ def _serve(daemon: Daemon, library: Library, clock: Clock) -> None:
             replays=daemon.store,  # signed requests seen, kept across a restart
             bundle_writer=bundle_writer(daemon.store, bundles_dir(daemon.settings)),
             unchecked=daemon.store,  # cards posted while history did not answer
+            stray=StrayRecorder(
+                CallableBookmarks(daemon.store.bookmark, daemon.store.set_bookmark), utcnow
+            ),  # a click for another cluster's pitcrew: kept for /readyz and pitcrew status
         )
 
 
@@ -425,7 +452,9 @@ def _scheduler(settings: Settings, jobs: Jobs, sources: Sequence[Source]) -> Sch
 def make_chat(settings: Settings, stdout: TextIO | None = None) -> Chat:
     """The console chat, or the Slack chat (`bot.app.slack_chat`)."""
     if settings.chat_kind == "console":
-        return ConsoleChat(stdout or sys.stdout, width=settings.chat.console.width)
+        return ConsoleChat(
+            stdout or sys.stdout, width=settings.chat.console.width, cluster=cluster_name(settings)
+        )
     from bot.app.slack_chat import slack_chat
 
     return slack_chat(settings)

@@ -346,6 +346,7 @@ class Proposal:
     supersedes: str = ""  # the offer this one replaced when its preview went stale
     rank: int = 0  # its place among the incident's offers (`bot.core.actions.order`)
     then: tuple[PlanStep, ...] = ()  # a plan's steps after this action, in order
+    cluster: str = ""  # whose pitcrew offered it; "" (stored before clusters): the local one
 
 
 @dataclass(frozen=True, slots=True)
@@ -461,3 +462,4 @@ class LedgerEntry:
     result: ActionResult
     detail: str = ""
     finished_at: datetime | None = None
+    cluster: str = ""  # where it ran; "" (stored before clusters): the local one

@@ -1,16 +1,21 @@
 """Prometheus metrics of one pitcrew process, on a registry of its own (so tests and
-several daemons in one process never share counters)."""
+several daemons in one process never share counters); every sample carries the label
+`cluster` (this pitcrew's) when it has a name, so one Prometheus or one dashboard can
+tell several clusters' pitcrews apart."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.metrics_core import Metric
 
 
 @dataclass
 class Metrics:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    cluster: str = ""
 
     def __post_init__(self) -> None:
         r = self.registry
@@ -91,4 +96,22 @@ class Metrics:
         )
 
     def exposition(self) -> bytes:
-        return generate_latest(self.registry)
+        if not self.cluster:
+            return generate_latest(self.registry)
+        return generate_latest(_Labelled(self.registry, self.cluster))
+
+
+@dataclass(frozen=True)
+class _Labelled:
+    """The registry's metrics as it collects them, each sample labelled with the cluster."""
+
+    registry: CollectorRegistry
+    cluster: str
+
+    def collect(self) -> Iterator[Metric]:
+        for metric in self.registry.collect():
+            labelled = Metric(metric.name, metric.documentation, metric.type, metric.unit)
+            labelled.samples = [
+                s._replace(labels={"cluster": self.cluster, **s.labels}) for s in metric.samples
+            ]
+            yield labelled

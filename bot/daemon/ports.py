@@ -212,6 +212,8 @@ class OutboxStore(Protocol):
 class ServiceStore(ProposalStore, Protocol):
     """What the operations people and chats call need."""
 
+    cluster: str  # this pitcrew's cluster, which its proposals and actions name
+
     def expired_offers(self, now: datetime) -> tuple[Proposal, ...]: ...
 
     def open_incidents(
@@ -249,6 +251,8 @@ class ServiceStore(ProposalStore, Protocol):
     def set_aside_rows(self) -> tuple[SetAside, ...]: ...
 
     def requeue(self, row_id: int | None = None) -> int: ...
+
+    def bookmark(self, key: str) -> str | None: ...
 
     def cleanup(self, now: datetime, retention: timedelta = ...) -> object: ...
 

@@ -43,6 +43,7 @@ from bot.core.errors import ActionFailedError
 from bot.core.incidents import silencing
 from bot.core.incidents.notify import SILENCE_KEYS
 from bot.core.model import ActionResult, Incident, LedgerEntry, Proposal, ProposalState, Silence
+from bot.daemon import strays
 from bot.daemon.executor import Registry, checked
 from bot.daemon.metrics import Metrics
 from bot.daemon.ports import KeptUnchecked, QueuedMessage, ServiceStore, SetAside
@@ -64,6 +65,7 @@ class Outcome(StrEnum):
     ALREADY_DECIDED = "already_decided"
     EXPIRED = "expired"
     NOT_FOUND = "not_found"
+    OTHER_CLUSTER = "other_cluster"
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +103,8 @@ class Status:
     set_aside: tuple[SetAside, ...] = ()  # evidence a bug or a budget stopped
     dead_letters: tuple[QueuedMessage, ...] = ()  # notifications the outbox gave up on
     unchecked: KeptUnchecked = _NONE_UNCHECKED  # cards awaiting the duplicate check
+    cluster: str = ""  # whose pitcrew this is
+    other_clusters: str = ""  # clicks for other clusters came lately: why, and the fix
 
 
 def _ignore(proposal_id: str) -> None:
@@ -124,7 +128,10 @@ class Service:
         tell: Callable[[str, str], None] = _ignore_text,
         offers: Callable[[], Mapping[str, tuple[str, ...]]] | None = None,
     ) -> None:
+        """A proposal of another cluster than the store's own (`store.cluster`: a store
+        two clusters share) is answered "this is cluster X's" and left as it is."""
         self._store = store
+        self._cluster = store.cluster
         self._policy = policy
         self._registry = registry
         self._metrics = metrics or Metrics()
@@ -140,6 +147,8 @@ class Service:
         proposal = self._store.get_proposal(proposal_id)
         if proposal is None:
             return self._refused(Outcome.NOT_FOUND, f"no proposal {proposal_id}", None)
+        if elsewhere := self._elsewhere(proposal):
+            return elsewhere
         live = self._live_check(proposal, user, now)
         if isinstance(live, Answer):
             return live
@@ -161,6 +170,8 @@ class Service:
         for _ in range(_ATTEMPTS):
             if proposal is None:
                 return self._refused(Outcome.NOT_FOUND, f"no proposal {proposal_id}", None)
+            if elsewhere := self._elsewhere(proposal):
+                return elsewhere
             decision = approvals.reject(proposal, user, self._policy, now, reason)
             try:
                 if isinstance(decision, Refused):
@@ -288,6 +299,8 @@ class Service:
             set_aside=self._store.set_aside_rows(),
             dead_letters=tuple(self._store.dead_letters()),
             unchecked=self._store.unchecked_cards(),
+            cluster=self._cluster,
+            other_clusters=strays.problem(self._store.bookmark(strays.KEY), self._cluster, now),
         )
 
     def requeue(self, row_id: int | None = None) -> int:
@@ -298,6 +311,13 @@ class Service:
         return released
 
     # -- internals -----------------------------------------------------------------------
+
+    def _elsewhere(self, proposal: Proposal) -> Answer | None:
+        """Another cluster's proposal (in a store two clusters share) is its pitcrew's."""
+        if not self._cluster or proposal.cluster in ("", self._cluster):
+            return None
+        text = f"this is cluster {proposal.cluster}'s; its pitcrew answers it"
+        return self._refused(Outcome.OTHER_CLUSTER, text, proposal)
 
     def _live_check(self, proposal: Proposal, user: ChatUser, now: datetime) -> LiveCheck | Answer:
         """Fresh facts from the action's executor, asked only when nothing else refuses."""

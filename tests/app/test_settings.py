@@ -168,6 +168,15 @@ scheduler: {tick: 500ms}
             "http:\n  port: 1\n  host: x\n  port: 2\n",
             "F:4: invalid YAML: duplicate key 'port' (lines 2 and 4)",
         ),
+        (
+            "cluster:\n  name: eu a\n",
+            "F:2: cluster.name: 'eu a' is not a cluster name: up to 100 letters, digits and "
+            "_ . : @ / -, starting with a letter or digit",
+        ),
+        (
+            "sources:\n  kubernetes:\n    enabled: true\n    cluster: gpu-prod\n",
+            "F:4: sources.kubernetes.cluster: moved to cluster.name",
+        ),
     ],
 )
 def test_each_bad_key_is_named_with_its_line(tmp_path: Path, text: str, expected: str) -> None:

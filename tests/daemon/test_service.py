@@ -331,3 +331,19 @@ def test_status_counts_what_is_pending(store: Store) -> None:
     assert status.open_incidents == 1
     assert status.proposals == {"offered": 2, "approved": 0, "running": 0}
     assert status.executors == ("k8s.bump_memory",)
+
+
+def test_another_clusters_proposal_is_its_pitcrews_and_nothing_changes(tmp_path: Path) -> None:
+    shared = Store(tmp_path / "shared.db", cluster="eu-a")  # a store two clusters share
+    shared.upsert_incident(incident("inc-1"))
+    shared.create_proposal(proposal("p-eu-b", namespace="ml", cluster="eu-b"))
+    service = Service(shared, POLICY, Registry({"k8s.bump_memory": EchoExecutor()}))
+    approved = service.approve("p-eu-b", ChatUser("U1"), NOW)
+    rejected = service.reject("p-eu-b", ChatUser("U1"), NOW)
+    assert [(a.outcome, a.text) for a in (approved, rejected)] == [
+        (Outcome.OTHER_CLUSTER, "this is cluster eu-b's; its pitcrew answers it"),
+    ] * 2
+    left = shared.get_proposal("p-eu-b")
+    assert left is not None
+    assert left.state is S.OFFERED
+    assert left.history == ()

@@ -2,7 +2,8 @@
 side of Socket Mode for the real `slack_sdk` builtin client.
 
 It greets each connection with `hello`, sends envelopes a test hands it
-(slash commands, interactive payloads) and records the client's acks
+(slash commands, interactive payloads) to the connection it names (Slack picks one of
+an app's connections at random: a test picks which) and records the client's acks
 (`{"envelope_id": ..., "payload": ...}`). `drop()` closes the connections,
 `stop()` also stops listening, so a reconnect fails as it would when Slack is
 unreachable. aiohttp (already a pinned dependency) runs on its own event loop
@@ -26,7 +27,7 @@ class SocketModeServer:
         self.acks: dict[str, dict[str, Any]] = {}
         self.connections_seen = 0
         self._ids = itertools.count(1)
-        self._sockets: set[web.WebSocketResponse] = set()
+        self._sockets: list[web.WebSocketResponse] = []  # in the order they connected
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="socket-mode-server")
         self._runner: web.AppRunner | None = None
@@ -81,7 +82,7 @@ class SocketModeServer:
     async def _link(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse(autoping=True)
         await ws.prepare(request)
-        self._sockets.add(ws)
+        self._sockets.append(ws)
         with self._lock:
             self.connections_seen += 1
             self._lock.notify_all()
@@ -104,16 +105,22 @@ class SocketModeServer:
                 elif message.type in (WSMsgType.ERROR, WSMsgType.CLOSE):
                     break
         finally:
-            self._sockets.discard(ws)
+            self._sockets.remove(ws)
         return ws
 
     def connected(self) -> int:
         return len(self._sockets)
 
     def send(
-        self, kind: str, payload: dict[str, Any], *, accepts_response_payload: bool = False
+        self,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        accepts_response_payload: bool = False,
+        to: int = 0,
     ) -> str:
-        """Send one envelope to a connected client; returns its envelope id."""
+        """Send one envelope to the `to`th open connection (in the order they connected);
+        returns its envelope id."""
         envelope_id = f"env-{next(self._ids)}"
         envelope = {
             "envelope_id": envelope_id,
@@ -124,9 +131,11 @@ class SocketModeServer:
 
         async def push() -> None:
             sockets = list(self._sockets)
-            if not sockets:
-                raise RuntimeError("no Socket Mode client is connected")
-            await sockets[0].send_str(json.dumps(envelope))
+            if len(sockets) <= to:
+                raise RuntimeError(
+                    f"{len(sockets)} Socket Mode clients are connected, not {to + 1}"
+                )
+            await sockets[to].send_str(json.dumps(envelope))
 
         asyncio.run_coroutine_threadsafe(push(), self._loop).result(timeout=5)
         return envelope_id

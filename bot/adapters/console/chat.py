@@ -26,8 +26,9 @@ _BORDER = {
 }
 
 
-def report_panel(report: Report, ref: str = "") -> Panel:
-    """A Report as a rich panel: the console's card."""
+def report_panel(report: Report, ref: str = "", cluster: str = "") -> Panel:
+    """A Report as a rich panel: the console's card, titled with the `cluster` whose
+    pitcrew posted it when it has a name."""
     lines: list[Text | Table] = []
     where = "  ".join(f"{k}: {v}" for k, v in report.where.items() if v)
     if where:
@@ -80,7 +81,8 @@ def report_panel(report: Report, ref: str = "") -> Panel:
     for entry in report.history:
         lines.append(Text(f"· {entry}", style="dim"))
     # Text, not str: rich would read `[gpu-group]` in a title or preview as markup.
-    title = Text(f"{report.title} [{report.status}]")
+    named = f"[{cluster}] " if cluster else ""
+    title = Text(f"{named}{report.title} [{report.status}]")
     subtitle = Text(f"card {ref}") if ref else None
     return Panel(
         Group(*lines), title=title, subtitle=subtitle, border_style=_BORDER[report.severity]
@@ -103,9 +105,11 @@ class ConsoleChat:
         width: int | None = None,
         *,
         console: Console | None = None,
+        cluster: str = "",
     ) -> None:
         """Cards go to `stream` (default: standard output), or to a `console` shared with
-        other output (the demo's progress spinner)."""
+        other output (the demo's progress spinner); each names `cluster`, when named."""
+        self.cluster = cluster
         self._console = console or Console(
             file=stream, width=width, highlight=False, soft_wrap=False
         )
@@ -115,12 +119,12 @@ class ConsoleChat:
     def post(self, channel: str, report: Report) -> str:
         with self._lock:
             ref = f"{channel}/{next(self._ids)}"
-            self._console.print(report_panel(report, ref))
+            self._console.print(report_panel(report, ref, self.cluster))
         return ref
 
     def update(self, ref: str, report: Report) -> None:
         with self._lock:
-            self._console.print(report_panel(report, f"{ref} (updated)"))
+            self._console.print(report_panel(report, f"{ref} (updated)", self.cluster))
 
     def reply(self, ref: str, text: str, attempt: Attempt | None = None) -> None:
         """A printed line cannot be lost on its way, so `attempt` changes nothing here."""

@@ -96,8 +96,11 @@ class EvidenceCollector:
         *,
         file_limit: int = FILE_LIMIT,
         total_limit: int = TOTAL_LIMIT,
+        cluster: str = "",
     ) -> None:
+        """`cluster`: this pitcrew's, named in each bundle's README.txt."""
         self.api = api
+        self.cluster = cluster
         self.dashboard = dashboard
         self.file_limit = file_limit
         self.total_limit = total_limit
@@ -120,6 +123,7 @@ class EvidenceCollector:
             self._ray(bundle, cluster, text_at(rayjob, "status", "jobId"))
         summary = (
             f"pitcrew evidence bundle of {kind} {namespace}/{name}"
+            + (f" on cluster {self.cluster}" if self.cluster else "")
             + (f" (RayCluster {cluster_name})" if cluster_name and kind == "RayJob" else "")
             + f": {len(bundle.files)} files"
         )

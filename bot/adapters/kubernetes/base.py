@@ -55,6 +55,7 @@ log = logging.getLogger("pitcrew.actions.kubernetes")
 P = TypeVar("P", bound=ActionParams)
 PROBE_ANNOTATION = "pitcrew.io/dry-run-probe"
 EVENT_REASON = "PitcrewRemediation"
+CLUSTER_ANNOTATION = "pitcrew.io/cluster"
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ class KubeActionConfig:
     extra_tolerations: tuple[Mapping[str, str], ...] = ()
     dry_run: bool = True  # server-side dry-run before each patch
     component: str = "pitcrew"
+    cluster: str = ""  # this pitcrew's cluster, named on each remediation Event
 
 
 def is_test_failure(error: BaseException) -> bool:
@@ -270,9 +272,7 @@ class KubeExecutor(ABC):
     def _record(
         self, kind: str, obj: Mapping[str, Any], proposal_id: str, approver: str, what: str
     ) -> None:
-        record_event(
-            self.api, kind, obj, self.action, proposal_id, approver, what, self.config.component
-        )
+        record_event(self.api, kind, obj, self.action, proposal_id, approver, what, self.config)
 
 
 def record_event(
@@ -283,20 +283,27 @@ def record_event(
     proposal_id: str,
     approver: str,
     what: str,
-    component: str = "pitcrew",
+    config: KubeActionConfig | None = None,
 ) -> None:
-    """A `PitcrewRemediation` Event on the target (once per proposal and target)."""
+    """A `PitcrewRemediation` Event on the target (once per proposal and target), from
+    `config.component`, naming `config.cluster` (its message and `pitcrew.io/cluster`)."""
+    config = config or KubeActionConfig()
+    component, cluster = config.component, config.cluster
     metadata = as_map(obj.get("metadata"))
     namespace, name = text_at(metadata, "namespace"), text_at(metadata, "name")
     involved = namespace
     namespace = namespace or "default"  # a Node's Events live in `default`
     digest = hashlib.sha1(f"{action}\x1f{proposal_id}\x1f{kind}/{name}".encode()).hexdigest()[:10]
-    message = f"{action} approved by {approver or 'unknown'} (proposal {proposal_id}): {what}"
+    on = f" on cluster {cluster}" if cluster else ""
+    message = f"{action} approved by {approver or 'unknown'} (proposal {proposal_id}{on}): {what}"
     now = now_text()
+    named: dict[str, Any] = {"name": f"{name[:200]}.pitcrew-{digest}", "namespace": namespace}
+    if cluster:
+        named["annotations"] = {CLUSTER_ANNOTATION: cluster}
     event = {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"name": f"{name[:200]}.pitcrew-{digest}", "namespace": namespace},
+        "metadata": named,
         "involvedObject": {
             "apiVersion": BY_KIND[kind].api_version,
             "kind": kind,

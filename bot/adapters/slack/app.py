@@ -68,7 +68,7 @@ from bot.adapters.slack.commands import (
     explain_status,
     explain_unmatched,
     explain_unsilence,
-    parse,
+    parse_addressed,
 )
 from bot.adapters.slack.events import Gate, Refusal, ReplayGuard, Replays
 from bot.core.actions.approvals import ApprovalPolicy, ChatUser
@@ -133,6 +133,9 @@ class SlackService(Protocol):
     def status(self, now: datetime) -> StatusLike: ...
 
 
+Stray = Callable[[str], None]
+"""Told the cluster a click named that is not this pitcrew's (two pitcrews on one app)."""
+
 Diagnoser = Callable[[DiagnoseTarget, str], str]
 """`/pitcrew diagnose`: fetch the target's evidence, feed the pipeline, and say what was
 found in plain text (escaped before it is shown); called with the target and the user id."""
@@ -158,6 +161,7 @@ class SlackConfig:
     ack_workers: int = 8
     command: str = COMMAND
     timeout: int = 10  # seconds per Web API call
+    cluster: str = ""  # whose cards these are: on each card, button and answer
 
 
 # -- who clicked ------------------------------------------------------------------------
@@ -201,10 +205,16 @@ class GroupDirectory:
         return frozenset(g for g in groups if user in self.members(g))
 
 
-def _ephemeral(safe: str) -> dict[str, Any]:
-    """An ephemeral answer from safe mrkdwn (see `bot.adapters.slack.commands`)."""
-    message = blocks.mrkdwn_message(safe)
+def _ephemeral(safe: str, cluster: str = "") -> dict[str, Any]:
+    """An ephemeral answer from safe mrkdwn (see `bot.adapters.slack.commands`), naming the
+    cluster whose pitcrew answers."""
+    message = blocks.mrkdwn_message(blocks.md(blocks.cluster_prefix(cluster), 120) + safe)
     return {"response_type": "ephemeral", "text": message.text, "blocks": message.blocks}
+
+
+def elsewhere(cluster: str) -> str:
+    """The answer to a click or command for another cluster's pitcrew (safe mrkdwn)."""
+    return f"Nothing changed: this is cluster {blocks.md(cluster, 100)}'s; its pitcrew answers it."
 
 
 def _answer_text(answer: AnswerLike) -> str:
@@ -239,6 +249,7 @@ class SlackApp:
         self.service: SlackService | None = None
         self.diagnoser: Diagnoser | None = None
         self.bundle_writer: BundleWriter | None = None
+        self.stray: Stray | None = None
         self.groups = GroupDirectory(groups_client or client, config.group_ttl)
         self.replays: Replays = ReplayGuard()
         self.verifier = SignatureVerifier(config.signing_secret) if config.signing_secret else None
@@ -270,10 +281,12 @@ class SlackApp:
         diagnoser: Diagnoser | None = None,
         replays: Replays | None = None,
         bundle_writer: BundleWriter | None = None,
+        stray: Stray | None = None,
     ) -> None:
         self.service = service
         self.diagnoser = diagnoser
         self.bundle_writer = bundle_writer
+        self.stray = stray
         if replays is not None and self.gate is not None:
             self.replays = self.gate.replays = replays
 
@@ -340,20 +353,24 @@ class SlackApp:
     # -- listeners: ack, hand off ---------------------------------------------------------
 
     def _on_command(self, ack: Ack, body: dict[str, Any], respond: Respond) -> None:
-        command = parse(str(body.get("text") or ""))
-        if isinstance(command, Usage):
-            ack(**_ephemeral(command.text))
-            return
-        if isinstance(command, Help):
-            ack(**_ephemeral(USAGE))
+        cluster, command = parse_addressed(str(body.get("text") or ""))
+        ours = self.config.cluster
+        if isinstance(command, Usage | Help):
+            ack(**_ephemeral(USAGE if isinstance(command, Help) else command.text, ours))
             return
         team = str(body.get("team_id") or "")
         if not self._workspace_ok(team, str(body.get("user_team") or team)):
             log.warning("refused %s from workspace %s", self.config.command, team)
-            ack(**_ephemeral(f"Commands from workspace `{blocks.md(team, 32)}` are not accepted."))
+            said = f"Commands from workspace `{blocks.md(team, 32)}` are not accepted."
+            ack(**_ephemeral(said, ours))
+            return
+        if cluster and cluster != ours:
+            log.info("%s for cluster %s answered by its own pitcrew", self.config.command, cluster)
+            ack(**_ephemeral(elsewhere(cluster), ours))
             return
         if isinstance(command, Diagnose):
-            ack(**_ephemeral(f":mag: Diagnosing `{blocks.md(str(command.target), 300)}`…"))
+            target = blocks.md(str(command.target), 300)
+            ack(**_ephemeral(f":mag: Diagnosing `{target}`…", ours))
         else:
             ack()
         user, user_team = str(body.get("user_id") or ""), str(body.get("user_team") or team)
@@ -397,7 +414,7 @@ class SlackApp:
             log.exception("%s %s failed", self.config.command, type(command).__name__)
             text = "Something went wrong; nothing was changed. The details are in pitcrew's log."
         try:
-            respond(**_ephemeral(text))
+            respond(**_ephemeral(text, self.config.cluster))
         except Exception as error:
             log.warning("could not answer %s: %s", self.config.command, error)
 
@@ -443,7 +460,7 @@ class SlackApp:
         team = str((body.get("team") or {}).get("id") or "")
         user_team = str(user_info.get("team_id") or team)
         actions = body.get("actions") or [{}]
-        value = str(actions[0].get("value") or "")
+        value, cluster = blocks.address_of(str(actions[0].get("value") or ""))
         if not self._workspace_ok(team, user_team):
             self._refuse(
                 body,
@@ -451,6 +468,9 @@ class SlackApp:
                 "workspace",
                 f"clicks from workspace {user_team or team} are not accepted",
             )
+            return
+        if cluster and cluster != self.config.cluster:
+            self._stray(body, respond, cluster)
             return
         service = self.service
         if service is None:
@@ -510,6 +530,26 @@ class SlackApp:
         teams = self.config.policy.teams
         return not teams or (team in teams and user_team in teams)
 
+    def _stray(self, body: dict[str, Any], respond: Respond, cluster: str) -> None:
+        """A click on another cluster's card reached this pitcrew: two pitcrews share one
+        Slack app. Nothing changes; it is counted, kept for `/readyz` and `pitcrew
+        status`, and the person who clicked is told whose it is."""
+        user = (body.get("user") or {}).get("id", "")
+        log.warning(
+            "a click by %s for cluster %s reached this pitcrew (cluster %s): two pitcrews "
+            "share one Slack app",
+            user,
+            cluster,
+            self.config.cluster or "unnamed",
+        )
+        self.metrics.refused_clicks.labels(reason="other_cluster").inc()
+        if self.stray is not None:
+            try:
+                self.stray(cluster)
+            except StoreError as error:
+                log.warning("could not keep the record of that click: %s", error)
+        self._tell(body, respond, elsewhere(cluster))
+
     def _refuse(self, body: dict[str, Any], respond: Respond, reason: str, why: str) -> None:
         """A click refused here, before the service: logged, counted, explained."""
         user = (body.get("user") or {}).get("id", "")
@@ -526,7 +566,9 @@ class SlackApp:
             or (body.get("container") or {}).get("channel_id")
             or ""
         )
-        message = blocks.mrkdwn_message(text)
+        message = blocks.mrkdwn_message(
+            blocks.md(blocks.cluster_prefix(self.config.cluster), 120) + text
+        )
         if channel and user:
             try:
                 self.client.chat_postEphemeral(
@@ -536,6 +578,6 @@ class SlackApp:
             except (SlackApiError, SlackClientError, OSError) as error:
                 log.warning("chat.postEphemeral to %s failed: %s", user, error)
         try:
-            respond(**_ephemeral(text), replace_original=False)
+            respond(**_ephemeral(text, self.config.cluster), replace_original=False)
         except Exception as error:
             log.warning("could not tell %s: %s", user, error)

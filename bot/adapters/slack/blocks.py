@@ -163,10 +163,30 @@ class Message:
 
 @dataclass(frozen=True, slots=True)
 class CardOptions:
-    """How the card's Silence button is worded (the duration comes from config)."""
+    """How the card's Silence button is worded (the duration comes from config), and the
+    cluster whose pitcrew posts it (on its header and in every button's value)."""
 
     silence_for: str = "4 h"
     show_silence: bool = True
+    cluster: str = ""
+
+
+def addressed(value: str, cluster: str) -> str:
+    """A button's value naming the cluster whose pitcrew answers it: `VALUE@CLUSTER`."""
+    return f"{value}@{cluster}" if cluster else value
+
+
+def address_of(value: str) -> tuple[str, str]:
+    """(the value, the cluster it names) of a button; "" for a button of a card posted
+    before clusters were named, which is this pitcrew's. Neither a proposal id nor a
+    Silence value holds an `@`; a cluster's name may."""
+    head, _, cluster = value.partition("@")
+    return head, cluster
+
+
+def cluster_prefix(cluster: str) -> str:
+    """What names the cluster in front of a card's title or an answer ("" with none)."""
+    return f"[{cluster}] " if cluster else ""
 
 
 def silence_value(where: Mapping[str, str]) -> str | None:
@@ -186,9 +206,11 @@ def revision(report: Report) -> str:
     return hashlib.sha1(repr(report).encode()).hexdigest()[:8]
 
 
-def fallback_text(report: Report) -> str:
+def fallback_text(report: Report, cluster: str = "") -> str:
     """The top-level text: notifications, screen readers, and clients without blocks."""
-    return md(f"[{report.severity.value.upper()}] {report.title} ({report.status})", FALLBACK_TEXT)
+    where = cluster_prefix(cluster)
+    severity = report.severity.value.upper()
+    return md(f"[{severity}] {where}{report.title} ({report.status})", FALLBACK_TEXT)
 
 
 def _confirm_text(action: ReportAction) -> str:
@@ -217,7 +239,7 @@ def _named(action: ReportAction) -> str:
     return "plan: " + " → ".join(step.split(":", 1)[0] for step in action.steps)
 
 
-def _action_view(index: int, action: ReportAction, primary: bool) -> dict[str, Any]:
+def _action_view(index: int, action: ReportAction, primary: bool, cluster: str) -> dict[str, Any]:
     state = _STATE.get(action.state, str(action.state))
     lines = [f"*{index}. {md(action.action, 200)}* · {state}"]
     if action.steps:  # a plan: its steps, run in order with one Approve
@@ -232,7 +254,7 @@ def _action_view(index: int, action: ReportAction, primary: bool) -> dict[str, A
         "summary": cut("\n".join(lines), SECTION_TEXT),
         "offered": action.state is ProposalState.OFFERED,
         "primary": primary,
-        "value": action.proposal_id[:BUTTON_VALUE] or "-",
+        "value": addressed(action.proposal_id, cluster)[:BUTTON_VALUE] or "-",
         "approve_label": plain(f"Approve {_named(action)}", BUTTON_TEXT),
         "approve_title": plain(approve_title, CONFIRM_TITLE),
         "approve_text": _confirm_text(action),
@@ -312,11 +334,12 @@ def _alerts(report: Report) -> str:
     return cut("\n".join(lines), SECTION_TEXT)
 
 
-def _where_line(report: Report) -> str:
+def _where_line(report: Report, cluster: str) -> str:
+    """Where the incident is; its cluster only when the header does not name it already."""
     shown = [
         f"{_WHERE.get(key, md(key, 40))} {md(value, 300)}"
         for key, value in report.where.items()
-        if value and key != "workload"
+        if value and key != "workload" and not (key == "cluster" and value == cluster)
     ]
     workload = report.where.get("workload", "")
     return " · ".join(([md(workload, 300)] if workload else []) + shown)
@@ -330,7 +353,7 @@ def card_view(report: Report, options: CardOptions = CardOptions()) -> dict[str,
     )
     lead = report.actions[first_offer if first_offer is not None else 0] if report.actions else None
     actions = [
-        _action_view(i + 1, action, primary=i == first_offer)
+        _action_view(i + 1, action, i == first_offer, options.cluster)
         for i, action in enumerate(report.actions[:MAX_ACTIONS])
     ]
     lead_view = next((a for a in actions if a["primary"]), None)
@@ -354,11 +377,11 @@ def card_view(report: Report, options: CardOptions = CardOptions()) -> dict[str,
         recent = report.history[-MAX_HISTORY_LINES:]
         history = "\n".join(md(line, HISTORY_LINE) for line in recent)
     status = f"*Status:* {md(report.status, 500)}"
-    if where := _where_line(report):
+    if where := _where_line(report, options.cluster):
         status += f" · {where}"
     return {
         "rev": revision(report),
-        "header": f"{emoji} {plain(report.title, HEADER_TEXT - len(emoji) - 1)}",
+        "header": _header(emoji, report, options.cluster),
         "status": cut(status, CONTEXT_TEXT),
         "decision": _decision(report, lead),
         "lead": lead_view,
@@ -375,6 +398,12 @@ def card_view(report: Report, options: CardOptions = CardOptions()) -> dict[str,
     }
 
 
+def _header(emoji: str, report: Report, cluster: str) -> str:
+    """The card's header: severity, the cluster whose pitcrew posted it, the title."""
+    where = plain(cluster_prefix(cluster), 60) + " " if cluster else ""
+    return f"{emoji} {where}{plain(report.title, HEADER_TEXT - len(emoji) - len(where) - 1)}"
+
+
 def _silence_view(report: Report, options: CardOptions) -> dict[str, str] | None:
     """The card's Silence button, or None where the card offers none."""
     muted = silence_value(report.where)
@@ -383,7 +412,7 @@ def _silence_view(report: Report, options: CardOptions) -> dict[str, str] | None
     workload = muted.removeprefix("workload:")
     return {
         "label": plain(f"Silence {options.silence_for}", BUTTON_TEXT),
-        "value": muted,
+        "value": addressed(muted, options.cluster),
         "title": plain("Silence this workload?", CONFIRM_TITLE),
         "text": plain(
             f"No new cards or reminders about {workload} for {options.silence_for}. "
@@ -418,20 +447,14 @@ def decode_stream(text: str) -> list[Block]:
 def card(report: Report, options: CardOptions = CardOptions()) -> Message:
     """The incident card for `report`: fallback text and blocks within every limit."""
     rendered = _template("card.json.j2").render(**card_view(report, options))
-    return Message(fallback_text(report), fit(decode_stream(rendered)))
+    return Message(fallback_text(report, options.cluster), fit(decode_stream(rendered)))
 
 
-def minimal_card(report: Report) -> Message:
+def minimal_card(report: Report, cluster: str = "") -> Message:
     """A bare card (header and status), for when Slack refused the full one."""
     emoji = _EMOJI.get(report.severity, ":red_circle:")
     blocks: list[Block] = [
-        {
-            "type": "header",
-            "text": {
-                "type": "plain_text",
-                "text": f"{emoji} {plain(report.title, HEADER_TEXT - len(emoji) - 1)}",
-            },
-        },
+        {"type": "header", "text": {"type": "plain_text", "text": _header(emoji, report, cluster)}},
         {
             "type": "section",
             "text": {
@@ -442,7 +465,7 @@ def minimal_card(report: Report) -> Message:
             },
         },
     ]
-    return Message(fallback_text(report), fit(blocks))
+    return Message(fallback_text(report, cluster), fit(blocks))
 
 
 def text_message(text: str, *, title: str = "") -> Message:

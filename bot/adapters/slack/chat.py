@@ -40,7 +40,7 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 from slack_sdk.web import SlackResponse
 
-from bot.adapters.slack.app import Diagnoser, SlackApp, SlackConfig, SlackService
+from bot.adapters.slack.app import Diagnoser, SlackApp, SlackConfig, SlackService, Stray
 from bot.adapters.slack.blocks import CardOptions, Message, card, minimal_card, text_message
 from bot.adapters.slack.bundles import BundleWriter
 from bot.adapters.slack.commands import describe_duration
@@ -207,7 +207,9 @@ class SlackChat:
             config, self.listener_web, metrics=self.metrics, clock=clock, groups_client=self.web
         )
         self.pacer = ChannelPacer(config.channel_interval, monotonic, sleep)
-        self.options = CardOptions(silence_for=describe_duration(config.silence_for))
+        self.options = CardOptions(
+            silence_for=describe_duration(config.silence_for), cluster=config.cluster
+        )
         self.team = ""
         self.bot_user = ""
         self._started = False
@@ -226,17 +228,18 @@ class SlackChat:
         replays: Replays | None = None,
         bundle_writer: BundleWriter | None = None,
         unchecked: UncheckedCards | None = None,
+        stray: Stray | None = None,
     ) -> None:
         """Connect the listeners to the service; in HTTP mode mount `/slack/events` on
         the daemon's HTTP server. `replays`: where signed requests already seen are
         kept (the store, so a restart forgets none); `bundle_writer`: what `/pitcrew
         bundle` uploads; `unchecked`: where cards posted while history did not answer
-        are kept until checked (the store: those an earlier run left are taken up).
-        Call before `start`."""
+        are kept until checked (the store: those an earlier run left are taken up);
+        `stray`: told of each click for another cluster's card. Call before `start`."""
         if metrics is not None:
             self.metrics = metrics
             self.app.metrics = metrics
-        self.app.bind(service, diagnoser, replays, bundle_writer)
+        self.app.bind(service, diagnoser, replays, bundle_writer, stray)
         if unchecked is not None:
             self.reconciler.keep_in(unchecked)
         if not self.config.socket_mode:
@@ -471,7 +474,9 @@ class SlackChat:
             code = _error_code(error.response)
             if code in BLOCK_ERRORS and report is not None:
                 log.warning("Slack refused a card (%s); sending a minimal one", code)
-                return self._send(channel, method, send, minimal_card(report), None)
+                return self._send(
+                    channel, method, send, minimal_card(report, self.options.cluster), None
+                )
             raise self._translate(channel, method, error) from None
         except (SlackClientError, OSError) as error:
             raise ChatUnavailableError(f"{method}: {error}") from None

@@ -35,12 +35,13 @@ _RAY_JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _OBJECT = re.compile(
     rf"(?P<ns>{_NAMESPACE.pattern})/(?P<kind>pod|rayjob|raycluster)/(?P<name>{_K8S_NAME})"
 )
-_CLUSTER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+_CLUSTER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")  # a configured Ray cluster
+_CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,99}")  # a pitcrew's cluster
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 
 _TARGETS = "[cluster/]ray-job-id | ns/pod/NAME | ns/rayjob/NAME | ns/raycluster/NAME"
 
-USAGE = f"""Usage:
+USAGE = f"""Usage (add `--cluster NAME` where several clusters' pitcrews answer):
 `{COMMAND} help` — this message
 `{COMMAND} status` — open incidents, pending approvals, outbox
 `{COMMAND} incidents [namespace]` — open incidents
@@ -180,6 +181,24 @@ def _quote(word: str) -> str:
     return f"`{md(word, 40)}`"
 
 
+def parse_addressed(text: str) -> tuple[str, Command]:
+    """The cluster the command names with `--cluster NAME` ("" when it names none: the
+    pitcrew that gets it answers) and the command itself."""
+    words = text.split()
+    for index, word in enumerate(words):
+        name, equals, value = word.partition("=")
+        if name != "--cluster":
+            continue
+        if not equals:
+            value = words[index + 1] if index + 1 < len(words) else ""
+        if not _CLUSTER_NAME.fullmatch(value):
+            wrong = f", not {_quote(value)}" if value else ""
+            return "", Usage(f"`--cluster` needs a cluster's name{wrong}.")
+        rest = words[:index] + words[index + (1 if equals else 2) :]
+        return value, parse(" ".join(rest))
+    return "", parse(text)
+
+
 def parse(text: str) -> Command:
     """The command in the text after `/pitcrew`, or `Usage` saying what is wrong."""
     words = text.split()
@@ -269,6 +288,8 @@ class StatusLike(Protocol):
     def set_aside(self) -> Sequence[object]: ...
     @property
     def dead_letters(self) -> Sequence[object]: ...
+    @property
+    def other_clusters(self) -> str: ...
 
 
 TIME = "%Y-%m-%d %H:%M"
@@ -374,6 +395,8 @@ def _stopped(status: StatusLike) -> list[str]:
         lines.append(f"*Evidence set aside:* {len(status.set_aside)} (see `pitcrew status`)")
     if status.dead_letters:
         lines.append(f"*Notifications given up:* {len(status.dead_letters)}")
+    if status.other_clusters:
+        lines.append(f":warning: *Slack app shared:* {md(status.other_clusters, 1000)}")
     return lines
 
 

@@ -85,12 +85,15 @@ class SharedConnection:
         *,
         init: bool = False,
         password: str | None = None,
+        cluster: str = "",
     ) -> None:
         """`path`: a SQLite file or a `postgresql://` URL. `init`: make an existing empty
         file, or a database that is not a pitcrew store, into one (otherwise such a
         database is refused: it may be a mistake). `password`: PostgreSQL's, when the
-        URL leaves it out."""
+        URL leaves it out. `cluster`: this pitcrew's, on the proposals and actions it
+        stores and on those stored before clusters were named."""
         self.busy_timeout = busy_timeout
+        self.cluster = cluster
         self._lock = threading.RLock()
         self._write_failure: str | None = None
         self._term: int | None = None

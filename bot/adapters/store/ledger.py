@@ -28,7 +28,8 @@ class LedgerRecords(SharedConnection):
                 raise StoreError(
                     self.path, f"the action of proposal {entry.proposal_id} was already started"
                 )
-            _write_ledger(conn, entry, insert=True)
+            local = dataclasses.replace(entry, cluster=entry.cluster or self.cluster)
+            _write_ledger(conn, local, insert=True)
 
     def finish_action(
         self, proposal_id: str, result: ActionResult, at: datetime, detail: str = ""
@@ -45,7 +46,7 @@ class LedgerRecords(SharedConnection):
             ).fetchone()
             if row is None:
                 return None
-            entry = self._load(LedgerEntry, row["body"], proposal_id)
+            entry = self._entry(row["body"], proposal_id)
             finished = dataclasses.replace(
                 entry, result=result, finished_at=at, detail=detail or entry.detail
             )
@@ -70,7 +71,12 @@ class LedgerRecords(SharedConnection):
     def _ledger(self, sql: str, args: list[Any], what: str) -> tuple[LedgerEntry, ...]:
         with self._reading(what) as conn:
             rows = conn.execute(sql, args).fetchall()
-        return tuple(self._load(LedgerEntry, row["body"], row["proposal_id"]) for row in rows)
+        return tuple(self._entry(row["body"], row["proposal_id"]) for row in rows)
+
+    def _entry(self, body: str, proposal_id: str) -> LedgerEntry:
+        """A stored entry; one from before clusters were named ran on this one."""
+        entry = self._load(LedgerEntry, body, proposal_id)
+        return entry if entry.cluster else dataclasses.replace(entry, cluster=self.cluster)
 
 
 def _write_ledger(conn: Tx, entry: LedgerEntry, *, insert: bool) -> None:

@@ -39,7 +39,8 @@ class ProposalRecords(SharedConnection):
     def create_proposal(self, proposal: Proposal) -> Proposal:
         """Store a new proposal with the history and approvals it carries; its incident
         must be stored first."""
-        body = dumps(dataclasses.replace(proposal, history=(), approvals=()))
+        local = proposal.cluster or self.cluster
+        body = dumps(dataclasses.replace(proposal, history=(), approvals=(), cluster=local))
         with self._writing(f"create proposal {proposal.id}") as conn:
             if proposal.state is not ProposalState.OFFERED:
                 raise StoreError(
@@ -184,7 +185,11 @@ class ProposalRecords(SharedConnection):
         )
         approvers = tuple(a.approver for a in _approvals(conn, proposal_id))
         return dataclasses.replace(
-            stored, state=ProposalState(row["state"]), history=history, approvals=approvers
+            stored,
+            state=ProposalState(row["state"]),
+            history=history,
+            approvals=approvers,
+            cluster=stored.cluster or self.cluster,
         )
 
     def _proposals(self, sql: str, args: list[Any], what: str) -> tuple[Proposal, ...]:

@@ -87,6 +87,7 @@ class Store(
         findings_per_incident: int = DEFAULT_FINDINGS_PER_INCIDENT,
         init: bool = False,
         password: str | None = None,
+        cluster: str = "",
     ) -> None:
         """`path`: the SQLite file (default ./pitcrew.db) or a `postgresql://` URL."""
         if findings_per_incident < 1:
@@ -94,7 +95,7 @@ class Store(
                 f"findings_per_incident must be at least 1, not {findings_per_incident}"
             )
         self.findings_per_incident = findings_per_incident
-        super().__init__(path, busy_timeout, init=init, password=password)
+        super().__init__(path, busy_timeout, init=init, password=password, cluster=cluster)
 
     def cleanup(self, now: datetime, retention: timedelta = DEFAULT_RETENTION) -> Cleanup:
         """Delete what ended before `now - retention`: resolved incidents (with their

@@ -35,6 +35,8 @@ SECRET_ENV = {
     "store_password": "PITCREW_STORE_PASSWORD",
 }
 MASK = "**********"
+# Keys that moved, and where to: a config written for an earlier release is told.
+MOVED = {"sources.kubernetes.cluster": "cluster.name"}
 
 
 # -- loading ----------------------------------------------------------------------------
@@ -161,6 +163,9 @@ def _dotted(loc: tuple[str | int, ...]) -> str:
 def _reason(item: Any, loc: tuple[str | int, ...]) -> str:
     kind = str(item["type"])
     if kind == "extra_forbidden":
+        moved = MOVED.get(_dotted(loc))
+        if moved:
+            return f"moved to {moved}"
         known = _known_keys(loc[:-1])
         close = difflib.get_close_matches(str(loc[-1]), known, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""

@@ -27,6 +27,33 @@ from bot.core.incidents.silencing import describe_span
 URL_PATTERN = "^(postgres(ql)?://.+)?$"
 
 
+CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,99}")
+
+
+class ClusterSettings(Closed):
+    """Which cluster this pitcrew answers for (docs/operations.md, "Several clusters")."""
+
+    name: str = Field(
+        default="",
+        description="this cluster's name on every card, button, proposal, action, Event, "
+        "bundle, metric and /pitcrew answer, and the key of its incidents (Ray clusters found "
+        "on it, and sources.ray entries with a namespace, key theirs by it too); required, "
+        "and different for each, when more than one cluster posts to a Slack workspace. "
+        "Empty: the kubeconfig context's name, or in-cluster in a pod (the same for every "
+        "cluster)",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        if name and not CLUSTER_NAME.fullmatch(name):
+            raise ValueError(
+                f"{name[:120]!r} is not a cluster name: up to 100 letters, digits and "
+                "_ . : @ / -, starting with a letter or digit"
+            )
+        return name
+
+
 class StoreSettings(Closed):
     path: Path = Field(
         default=Path("pitcrew.db"),
@@ -219,6 +246,7 @@ class Secrets(BaseModel):
 
 
 class Settings(Closed):
+    cluster: ClusterSettings = ClusterSettings()
     store: StoreSettings = StoreSettings()
     http: HttpSettings = HttpSettings()
     alertmanager: AlertmanagerSettings = AlertmanagerSettings()

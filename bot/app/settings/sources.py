@@ -50,13 +50,6 @@ class KubernetesSourceSettings(Closed):
     kubeconfig: Path | None = None
     context: str = ""
     in_cluster: bool = False
-    cluster: str = Field(
-        default="",
-        description="the cluster's name on incidents and cards; empty: the kubeconfig "
-        "context's name, or in-cluster. Ray clusters found on it (and sources.ray entries "
-        "with a namespace) key their incidents by it too, so a RayJob seen by both the Ray "
-        "and the Kubernetes source is one incident",
-    )
     namespaces: tuple[str, ...] = Field(default=(), description="empty: all namespaces")
     resources: tuple[Literal["events", "pods", "nodes", "rayjobs", "rayclusters"], ...] = (
         "events",

@@ -88,6 +88,10 @@ def test_the_bundle_keeps_the_driver_log_and_the_actors_death_after_the_cluster_
         [bundle] = wait_for(kept, 90, "the evidence bundle of the failure")
         files = files_of(bundle.body)
         assert b"training step 1" in files["driver.log"], files["README.txt"]
+        # the pitcrew's cluster: its kubeconfig context, with no cluster.name configured
+        assert files["README.txt"].startswith(
+            b"pitcrew evidence bundle of RayJob ml-train/verl-ppo-qwen on cluster kmock"
+        )
         [actor] = json.loads(files["actors.json"])
         assert actor["class_name"] == "Trainer"
         assert actor["state"] == "DEAD"

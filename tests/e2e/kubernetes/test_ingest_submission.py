@@ -97,7 +97,9 @@ def rayjob_signals_taken_in(daemon: wiring.Daemon) -> int:
     url = f"http://127.0.0.1:{daemon.http.port}/metrics"
     with urllib.request.urlopen(url, timeout=10) as response:
         text = response.read().decode()
-    found = re.search(r'^pitcrew_signals_total\{source="ray_job"\} (\S+)$', text, re.M)
+    found = re.search(
+        r'^pitcrew_signals_total\{cluster="kmock",source="ray_job"\} (\S+)$', text, re.M
+    )
     return int(float(found[1])) if found else 0
 
 

@@ -106,6 +106,29 @@ def test_a_deployment_or_statefulset_template_is_patched(
     assert [e["involvedObject"]["kind"] for e in events(emulator)] == [kind]
 
 
+def test_the_remediation_event_names_the_cluster_whose_pitcrew_made_the_change(
+    emulator: Emulator,
+) -> None:
+    setup_cluster(emulator)
+    emulator.create(workload("Deployment", "reward-server", "8Gi"))
+    executor = BumpMemoryExecutor(emulator.api, KubeActionConfig(cluster="eu-a"))
+    params = {
+        "namespace": o.NS,
+        "kind": "Deployment",
+        "name": "reward-server",
+        "container": "reward",
+        "current": "8Gi",
+    }
+    run(executor, params, "prop-d", "U5")
+    (event,) = events(emulator)
+    assert event["metadata"]["annotations"] == {"pitcrew.io/cluster": "eu-a"}
+    assert event["message"] == (
+        "k8s.bump_memory approved by U5 (proposal prop-d on cluster eu-a): "
+        "spec.template.containers[reward].resources.limits.memory: 8Gi → 12Gi; "
+        "spec.template.containers[reward].resources.requests.memory: 8Gi → 12Gi"
+    )
+
+
 def test_a_job_is_recreated_with_the_new_memory(emulator: Emulator) -> None:
     setup_cluster(emulator)
     job = workload("Job", "eval-run", "4Gi", backoffLimit=0, parallelism=1)

@@ -97,9 +97,10 @@ def daemon_chat() -> None:
 
 
 def approve_buttons(message: Posted) -> dict[str, str]:
-    """Approve button text -> proposal id, as the card shows them now."""
+    """Approve button text -> proposal id, as the card shows them now (each button's value
+    also names the cluster: `p-…@kmock`, the kubeconfig context's)."""
     return {
-        element["text"]["text"]: element["value"]
+        element["text"]["text"]: blocks.address_of(element["value"])[0]
         for block in message.blocks
         if block.get("type") == "actions"
         for element in block.get("elements", [])

@@ -70,7 +70,7 @@ def test_an_approval_whose_target_cannot_be_read_is_refused_in_the_thread_and_no
         f"the Kubernetes API at {address} did not answer (connection refused)"
     )
     assert told["user"] == APPROVER
-    assert told["text"] == f"Nothing changed: {why}."
+    assert told["text"] == f"[kmock] Nothing changed: {why}."  # the kubeconfig context names it
     assert refusal == [f"{APPROVER}'s approval of k8s.bump_memory ({offered}) was refused: {why}"]
 
     proposal = daemon.store.get_proposal(offered)
