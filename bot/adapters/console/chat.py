@@ -81,8 +81,7 @@ def report_panel(report: Report, ref: str = "", cluster: str = "") -> Panel:
     for entry in report.history:
         lines.append(Text(f"· {entry}", style="dim"))
     # Text, not str: rich would read `[gpu-group]` in a title or preview as markup.
-    named = f"[{cluster}] " if cluster else ""
-    title = Text(f"{named}{report.title} [{report.status}]")
+    title = Text(f"{f'[{cluster}] ' if cluster else ''}{report.title} [{report.status}]")
     subtitle = Text(f"card {ref}") if ref else None
     return Panel(
         Group(*lines), title=title, subtitle=subtitle, border_style=_BORDER[report.severity]
