@@ -23,7 +23,7 @@ from bot.core.incidents.correlator import Change, ChangeKind, Correlator
 from bot.core.incidents.placements import Placement, Placements, placements_of
 from bot.core.inputs.alerts import alert_signal, read_webhook
 from bot.core.inputs.segment import split_text
-from bot.core.model import Finding, IncidentState, ObjectRef
+from bot.core.model import Finding, IncidentState, ObjectRef, Signal
 from tests.support.daemon import engine
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -231,3 +231,36 @@ def test_a_finding_naming_its_workload_places_it_on_its_pod_and_node() -> None:
     )
     (alone,) = xid_alert()
     assert placements_of(alone) == ()
+
+
+def test_kube_job_failed_on_a_rayjobs_submitter_joins_the_rayjob() -> None:
+    """KubeRay's submitter Job has its RayJob's name; the Kubernetes watch resolves the
+    Job's owner, the alert names the Job alone (kube-state-metrics' job_name)."""
+    rayjob = ObjectRef("RayJob", "verl-ppo", "ml-train")
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "verl-ppo", "namespace": "ml-train"},
+        "status": {
+            "failed": 3,
+            "conditions": [
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "BackoffLimitExceeded",
+                    "message": "Job has reached the specified backoff limit",
+                }
+            ],
+        },
+    }
+    (signal,) = split_text(json.dumps(job), "job.json")
+    assert isinstance(signal, Signal)
+    watched = dataclasses.replace(signal, workload=rayjob)  # the owner the watch resolved
+    alerted = alert(
+        "kube-pod-crashlooping.json", alertname="KubeJobFailed", job_name="verl-ppo", pod=""
+    )
+    correlate = correlator()
+    feed(correlate, [alerted, findings([watched])])
+    (incident,) = correlate.open_incidents()
+    assert incident.workload == rayjob
+    assert [a.name for a in incident.alerts] == ["KubeJobFailed"]
