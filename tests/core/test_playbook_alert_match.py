@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.adapters.files.playbooks import load_library
+from bot.adapters.files.playbooks import load_builtin, load_library
 from bot.core.errors import PlaybookError
 from bot.core.inputs.alerts import Alert, alert_signal
 from bot.core.model import frozen_map
+from bot.core.taxonomy import Category
 from tests.support.playbooks import engine_for, playbook
 
 RE2 = (
@@ -118,3 +119,12 @@ def test_an_alert_match_looks_at_alerts_only(tmp_path: Path) -> None:
     assert diagnosis.findings == ()
     other = engine.hits([alert_signal(alert(err_code="79"))])
     assert [h.sig.signature.name for h in other] == ["xid"]
+
+
+def test_the_alert_catch_all_gives_way_to_every_other_class() -> None:
+    """alert-firing is set aside whenever another class matches the same alert: its
+    `suppressed_by` is every category but its own (a category added must be added there)."""
+    (signature,) = next(
+        p.playbook for p in load_builtin().playbooks if p.playbook.id == "alert-firing"
+    ).match
+    assert set(signature.suppressed_by) == set(Category) - {Category.ALERT_FIRING}
