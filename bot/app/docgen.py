@@ -1,11 +1,12 @@
-"""The configuration reference and the Helm chart's schema of it, generated from `bot.app.settings`.
+"""The generated docs: the configuration reference and the Helm chart's schema of it, from
+`bot.app.settings`, and the failure classes, from the playbooks (`bot.app.classes_doc`).
 
 Why this exists: the settings model is the one definition of pitcrew's config
-file; a hand-written reference or chart schema would drift from it. Both are
-generated from the model's JSON Schema and committed, and a test fails when
-either is stale:
+file, and the playbooks and the taxonomy the one definition of the failure classes; a
+hand-written page would drift from them. Each is generated and committed, and
+`make check` fails when one is stale:
 
-    python -m bot.app.docgen           # rewrite docs/configuration.md and the schema
+    python -m bot.app.docgen           # rewrite every generated file
     python -m bot.app.docgen --check   # exit 1 naming every stale file
 
 `docs/configuration.md` lists every key with its type, default and meaning. In
@@ -30,13 +31,16 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
+from bot.adapters.files.playbooks import builtin_dir, load_library
 from bot.adapters.ray.client import HEADERS_ENV, TOKEN_ENV
+from bot.app import classes_doc
 from bot.app.settings import loading
 from bot.app.settings.sections import Settings
 from bot.core.durations import format_duration
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = Path("docs/configuration.md")
+FAILURE_CLASSES = Path("docs/failure-classes.md")
 CHART_SCHEMA = Path("helm/pitcrew/values.schema.json")
 PREFIX = "config."
 
@@ -372,6 +376,7 @@ def outputs(root: Path = ROOT) -> dict[Path, str]:
     return {
         root / REFERENCE: reference(),
         schema_file: json.dumps(chart_schema(current), indent=2, ensure_ascii=False) + "\n",
+        root / FAILURE_CLASSES: classes_doc.page(load_library([builtin_dir()])),
     }
 
 

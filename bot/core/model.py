@@ -1,4 +1,4 @@
-"""The values that flow through pitcrew's pipeline (DESIGN.md "The pipeline").
+"""The values that flow through pitcrew's pipeline (docs/design.md, "The data model").
 
 signals -> findings -> incidents -> proposals -> reports. All are immutable;
 stages take values and return new ones.
@@ -24,7 +24,7 @@ def frozen_map(values: Mapping[str, Any] | None) -> Mapping[str, Any]:
 
 
 class SourceKind(StrEnum):
-    """Where a signal was observed (TAXONOMY.md's names, plus the objects pitcrew reads)."""
+    """Where a signal was observed (docs/design.md, "The data model", says what each is)."""
 
     K8S_EVENT = "k8s_event"
     POD_STATUS = "pod_status"

@@ -1,4 +1,5 @@
-"""Failure categories of Ray on Kubernetes and their precedence (TAXONOMY.md §1, §3.2).
+"""Failure categories of Ray on Kubernetes and their precedence (docs/failure-classes.md,
+generated from these and the playbooks).
 
 The category ids are what playbooks declare and what `pitcrew diagnose` reports;
 the precedence decides which of several findings is the root cause.
@@ -41,7 +42,7 @@ class Category(StrEnum):
     ALERT_FIRING = "alert_firing"  # a Prometheus alert no other playbook explains
 
 
-# TAXONOMY.md §3.2, most causal first; categories on one rung share a rank.
+# Most causal first; categories on one rung share a rank.
 PRECEDENCE: tuple[tuple[Category, ...], ...] = (
     (Category.NODE_LOST_PREEMPTION,),
     (Category.POD_OOM_KILLED,),
@@ -100,7 +101,7 @@ def _ranks() -> dict[Category, int]:
 RANK: dict[Category, int] = _ranks()
 
 CATCH_ALL = Category.APPLICATION_ERROR
-"""TAXONOMY.md §1.25: a user's own exception with no infrastructure class anywhere; its
+"""The catch-all: a user's own exception with no infrastructure class anywhere; its
 likely (weak) evidence is dropped the moment any other class is found."""
 
 # Classes whose remediation needs a human change (image, code, versions): retrying is useless.
@@ -122,7 +123,7 @@ def rank(category: Category) -> int:
     return RANK[category]
 
 
-# TAXONOMY.md §3.2: "usually effects". Ranked below a finding of another rung, such a
+# "Usually effects". Ranked below a finding of another rung, such a
 # finding is that finding's symptom, not a second cause.
 EFFECTS: frozenset[Category] = frozenset(
     {
@@ -137,7 +138,7 @@ EFFECTS: frozenset[Category] = frozenset(
     }
 )
 
-# TAXONOMY.md §3.3: pairs whose first member follows from the second when both are found,
+# Pairs whose first member follows from the second when both are found,
 # whatever rule 2's order says (a clash and a SYSTEM_ERROR death of the same job: the
 # actor's constructor re-ran after the death).
 FOLLOWS: tuple[tuple[Category, Category], ...] = (

@@ -15,7 +15,7 @@ given the `Step` (action, parameters, preview, proposal and approver):
 
 `checked` is plan-then-check: the offer's live check (`bot.daemon.live_checks`), the
 approval's re-check (`bot.daemon.service`) and the runner's check before it executes
-are that one call. `Registry` maps each action of the catalogue to its one executor:
+are that one call. `Registry` maps each action of the specs to its one executor:
 dispatch by action name happens here and nowhere else. How a run ended is an
 `ActionResult`: refused, failed (the world said no) or bug (`outcome_of`).
 """
@@ -37,7 +37,7 @@ from bot.daemon.ports import Executor
 
 class Registry:
     """The executor of each action, by action id: the one dispatch. Only actions with
-    a spec (`specs`, the catalogue unless a test adds one) can be registered."""
+    a spec (`specs`, ACTION_SPECS unless a test adds one) can be registered."""
 
     def __init__(
         self,

@@ -69,9 +69,6 @@ class Lanes:
             self._count += 1
             self._ready.notify_all()
 
-    def put_nowait(self, entry: Entry, *, last: bool = False) -> None:
-        self.put(entry, 0, last=last)
-
     def get(self) -> Entry:
         with self._ready:
             while (entry := self._next()) is None:

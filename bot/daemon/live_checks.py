@@ -2,8 +2,8 @@
 on, and the daemon's workers that do it off the pipeline thread.
 
 Why this exists: a live fact (is this actor still alive, does the node pool have room)
-is never fetched inside the core or on the pipeline thread (DESIGN.md "The
-pipeline"). The core names the offers that wait on one (`bot.core.actions.facts.awaiting`,
+is never fetched inside the core or on the pipeline thread (docs/design.md, "Live
+facts"). The core names the offers that wait on one (`bot.core.actions.facts.awaiting`,
 keyed on `ActionOffer.pending_fact`); here they are checked:
 
 - `ask` runs each offer's check and merges what they found into one `FactAnswer`,

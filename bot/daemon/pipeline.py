@@ -1,7 +1,7 @@
 """The main flow, readable top to bottom, on one thread that owns the open incidents.
 
 Why this exists: everything pitcrew observes ends here, and the order of the
-steps is the product's promise (DESIGN.md "The pipeline"):
+steps is the product's promise (docs/design.md, "The pipeline"):
 
     observation -> the RayJobs its signals name as owners of Ray jobs (Correlator.own)
                 -> classify (Engine) -> findings

@@ -185,7 +185,7 @@ def test_a_large_log_is_streamed_not_loaded(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_the_seed_driver_log_alone_ranks_the_death_before_the_clash() -> None:
-    """TAXONOMY.md §3.3: without the pod status, the clash follows the worker death, and
+    """docs/failure-classes.md, "Precedence": without the pod status, the clash follows the worker death, and
     the explanation says so once, never the other way round."""
     result = pitcrew("diagnose", str(SEED / "driver.log"), "--format", "json")
     out = json.loads(result.stdout)

@@ -1,4 +1,4 @@
-"""Findings are merged per playbook, ranked by TAXONOMY precedence, and each action is
+"""Findings are merged per playbook, ranked by precedence (docs/failure-classes.md), and each action is
 offered or withheld with a reason a person can act on."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def _finding(category: Category, weak: bool = False, count: int = 1) -> Finding:
             [Category.GCS_UNREACHABLE, Category.FAILED_SCHEDULING_INSUFFICIENT],
             Category.FAILED_SCHEDULING_INSUFFICIENT,
         ),
-        # The classes of 2026-12 (TAXONOMY.md §3.2 rungs 7, 12 and 14).
+        # The classes of 2026-12 (rungs 7, 12 and 14 of docs/failure-classes.md, "Precedence").
         ([Category.GPU_UNAVAILABLE, Category.GPU_FAULT], Category.GPU_FAULT),
         (
             [Category.WORKER_DIED_SYSTEM_ERROR, Category.GPU_UNAVAILABLE],
@@ -304,7 +304,7 @@ def test_an_event_matched_by_two_signatures_counts_once() -> None:
 
 
 def test_a_stale_holder_found_live_keeps_the_clash_first_and_the_death_separate() -> None:
-    """TAXONOMY.md §3.3: the clash ranks after the worker death of the same job unless a
+    """docs/failure-classes.md, "Precedence": the clash ranks after the worker death of the same job unless a
     live check finds its holder a stale detached actor of an earlier finished job; then
     the death is a separate finding, not a symptom of the clash."""
     text = (ROOT / "examples" / "seed" / "driver.log").read_text()

@@ -1,4 +1,4 @@
-"""The catch-all (TAXONOMY.md §1.25): a user's own exception with no infrastructure class
+"""The catch-all (docs/failure-classes.md, "Precedence"): a user's own exception with no infrastructure class
 anywhere in the input is `application_error`, likely (weak evidence), never offered an
 action; a Ray death wrapped the same way is a worker death; and the moment any
 infrastructure class is found, the catch-all is dropped, not kept as its symptom."""

@@ -11,7 +11,7 @@ from bot.core.origins import short_source
 @pytest.mark.parametrize(
     ("origin", "shown"),
     [
-        ("/work/main/examples/seed/driver.log", "driver.log"),
+        ("/home/ray/pitcrew/examples/seed/driver.log", "driver.log"),
         ("examples/seed/worker-pod.describe.txt", "worker-pod.describe.txt"),
         ("examples/seed/rayjob.yaml (ml-train/rayjob/verl-ppo-qwen message)", "rayjob.yaml"),
         ("ml-train/pod/verl-ppo-qwen-raycluster-x7k2p-gpu-group-worker-9zq4f", "pod/…-9zq4f"),

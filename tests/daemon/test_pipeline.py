@@ -104,7 +104,7 @@ def test_a_later_more_causal_finding_updates_the_card_instead_of_posting_again(
     r.feed(seed(DRIVER_LOG, RAYCLUSTER))
     r.tick(until=31)
     assert r.chat.kinds() == ["post", "reply"]
-    # TAXONOMY.md §3.3: the clash follows the worker death of the same job.
+    # docs/failure-classes.md, "Precedence": the clash follows the worker death of the same job.
     assert primary(r.chat).startswith("worker_died_system_error")
 
     clock.at(60)

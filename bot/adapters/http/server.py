@@ -69,7 +69,6 @@ class Probes:
 Route = Callable[[str, dict[str, str], bytes], tuple[int, dict[str, str], bytes]]
 
 MAX_BODY = 1 << 20
-PROBES = ("/healthz", "/readyz", "/metrics")
 LOOPBACK = ("127.0.0.0/8", "::1/128")
 METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 

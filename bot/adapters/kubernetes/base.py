@@ -146,7 +146,7 @@ class KubeExecutor(ABC):
         diff: str,
         params: Mapping[str, Any] | None = None,
     ) -> LiveCheck:
-        """The check's answer: `facts`, the catalogue's preview of the parameters as
+        """The check's answer: `facts`, the spec's preview of the parameters as
         offered now (`params`, else the step's; it differs from the offered preview when
         the target changed since), why a fact does not hold (the diff's `withheld:`
         line) and the live diff."""

@@ -5,7 +5,7 @@ executor per Kubernetes action, each a `bot.daemon.ports.Executor`:
 
 - `plan(step)` / `check(step, plan)`: read live state; the facts the action's spec
   names as preconditions (`k8s.within_quota`, `k8s.gpu_pool_has_capacity`,
-  `k8s.pod_failed`), the catalogue's preview of the parameters as offered now, and a
+  `k8s.pod_failed`), the spec's preview of the parameters as offered now, and a
   live diff. Read-only.
 - `execute(step, plan)`: refuse (`ActionRefusedError`) when the plan no longer holds,
   then a server-side dry-run and the change as a JSON patch whose `test` operations

@@ -1,6 +1,6 @@
 """Executors of the Ray actions: kill a stale named actor, stop a job, resubmit a job.
 
-Why this exists: the catalog (bot.core.actions.specs) declares what these actions take
+Why this exists: the action specs (bot.core.actions.specs) declare what these actions take
 and the playbooks decide when they are offered; this adapter is what touches the
 cluster. Each executor can `check` (the live FACTS the guards need, and a preview),
 `execute` (once per proposal id, however often it is called) and `verify`.

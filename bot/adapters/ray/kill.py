@@ -122,7 +122,8 @@ UNNAMED = ("", "None")
 
 @dataclass(frozen=True)
 class Holder:
-    """The live actor holding a name, resolved with the State API (TAXONOMY.md §1.1)."""
+    """The live actor holding a name, resolved with the State API (`named_actor_conflict`
+    in docs/failure-classes.md)."""
 
     namespace: str
     problem: str = ""

@@ -17,7 +17,7 @@ need. The Bolt app (slash command, buttons, Socket Mode or HTTP) lives in
 `bot.adapters.slack.app`; `healthy()` is false when the Socket Mode connection is
 down or stale, so the daemon's liveness probe restarts a pod with a dead socket.
 
-Wiring (bot.app.wiring): `bot.app.factories.slack_chat(settings)` makes the chat for
+Wiring (bot.app.wiring): `bot.app.slack_chat.slack_chat(settings)` makes the chat for
 the outbox; once the service and the HTTP server exist, `chat.bind(service,
 http=server, metrics=metrics)`, then `chat.start()` with the daemon and `chat.stop()`
 first on shutdown.

@@ -1,5 +1,5 @@
 """The store's schema as numbered migrations, one history for SQLite and PostgreSQL
-(DESIGN.md "State").
+(docs/design.md, "State").
 
 A new table or index is a new `Migration` at the end of `MIGRATIONS`. Each statement is
 written once, in the SQL both databases share; the few words they spell differently are

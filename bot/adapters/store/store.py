@@ -1,4 +1,4 @@
-"""Durable state in one database (DESIGN.md "State"): a SQLite file, the embedded default,
+"""Durable state in one database (docs/design.md, "State"): a SQLite file, the embedded default,
 or a PostgreSQL more than one replica can share (`store.url: postgresql://…`).
 
 Everything pitcrew must not forget across a restart lives here: incidents and

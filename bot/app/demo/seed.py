@@ -1,7 +1,7 @@
 """The seed case as live Kubernetes objects, for the API emulator the demo (and the
 Kubernetes tests) run it on.
 
-Why this exists: the failure pitcrew was built for (DESIGN.md, examples/seed/) happened on
+Why this exists: the failure pitcrew was built for (docs/design.md; examples/seed/) happened on
 a real cluster; on a laptop it is replayed on kmock's Kubernetes API emulator. These
 builders make what the API would serve then: the RayJob of examples/seed/rayjob.yaml,
 the RayCluster KubeRay made from it, its head and workers (one OOMKilled, its

@@ -2,7 +2,7 @@
 
 Why this exists: playbooks say which action fits a failure; how far to go (the memory
 factor and cap, the GPU pool, the resubmission bound) and which executor kind runs it
-are the operator's call, validated here against the action catalogue.
+are the operator's call, validated here against the action specs (bot.core.actions.specs).
 """
 
 from __future__ import annotations

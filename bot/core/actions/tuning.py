@@ -4,7 +4,7 @@ Why this exists: playbooks say *which* action fits a failure and fill in its
 target from the evidence; how far to go is the operator's call and lives in
 the config (`actions.bump_memory.factor`/`cap`, the GPU pool label, the
 resubmit retry bound), which the app turns into `Overrides` (parameter values per
-action id: `bot.app.settings.ActionSettings.overrides`). This module writes those
+action id: `bot.app.settings.actions.ActionSettings.overrides`). This module writes those
 values into the offers and recomputes their previews, so the proposal people approve
 shows exactly what would run. Pure: values in, values out.
 """

@@ -94,7 +94,8 @@ def _reportable(hit: Hit, category: Category) -> bool:
 
 def _catch_all(hit: Hit, category: Category) -> bool:
     """The catch-all's likely evidence (a user's exception, the entrypoint's exit code):
-    dropped, not kept as a symptom, once another class explains it (TAXONOMY.md §1.25)."""
+    dropped, not kept as a symptom, once another class explains it
+    (docs/failure-classes.md, "Precedence")."""
     return category is CATCH_ALL and hit.sig.signature.weak
 
 
@@ -184,10 +185,11 @@ def _merge(category: Category, hits: list[Hit]) -> Finding:
 def rank_findings(
     findings: Iterable[Finding], facts: Facts | None = None
 ) -> tuple[RankedFinding, ...]:
-    """The most causal finding is primary (TAXONOMY.md §3.2): explained findings after
-    the rest, weak after strong, then precedence, severity, count. §3.3's pairs reorder
-    (a clash after the worker death of the same job) unless a live check found the
-    clash's holder stale. Each secondary that the root cause explains says why."""
+    """The most causal finding is primary (docs/failure-classes.md, "Precedence"):
+    explained findings after the rest, weak after strong, then precedence, severity,
+    count. Its pairs reorder (a clash after the worker death of the same job) unless a
+    live check found the clash's holder stale. Each secondary that the root cause
+    explains says why."""
     items = list(findings)
     causes = _explaining_causes(items)
     order = sorted(
@@ -251,7 +253,8 @@ def _effect_of(category: Category, primary: Category) -> Category | None:
 
 def holder_is_stale(facts: Facts) -> bool:
     """A live check resolved the clash's holder: one detached or finished-job actor in an
-    explicit namespace (TAXONOMY.md §1.1 (a)), so the clash is a cause of its own."""
+    explicit namespace (`named_actor_conflict` in docs/failure-classes.md), so the clash
+    is a cause of its own."""
     return facts.get("ray.holder_explicit") is True and facts.get("ray.actor_stale") is True
 
 

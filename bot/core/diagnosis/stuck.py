@@ -23,12 +23,11 @@ from datetime import datetime, timedelta
 
 from bot.core.inputs.values import parse_time
 
+# The `ray_job` signal reasons a stuck RayJob is reported with (docs/signals.md).
 STUCK_INITIALIZING = "RayJobStuckInitializing"
 HEAD_POD_MISSING = "RayJobHeadPodMissing"
 HEAD_NOT_READY = "RayJobHeadNotReady"
 DASHBOARD_SILENT = "RayJobDashboardNotAnswering"
-REASONS = (STUCK_INITIALIZING, HEAD_POD_MISSING, HEAD_NOT_READY, DASHBOARD_SILENT)
-"""The `ray_job` signal reasons a stuck RayJob is reported with (docs/signals.md)."""
 
 KUBERAY_STATUS_CHECK_TIMEOUT = timedelta(seconds=300)
 """`DEFAULT_RAYJOB_STATUS_CHECK_TIMEOUT_SECONDS` (utils/constant.go, KubeRay v1.7.0): after

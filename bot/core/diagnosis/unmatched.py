@@ -64,7 +64,7 @@ _MAYBE = re.compile(
 _BENIGN = re.compile(
     r"\b(?:0 errors?|no errors?|errors?=0|error_count[:=]\s*0)\b|FutureWarning|UserWarning"
     r"|DeprecationWarning|\bINFO\b"
-    # TAXONOMY §1.26: benign alone.
+    # Benign alone (docs/failure-classes.md, "Benign noise").
     r"|Failed to look up actor with name '\w+_register_center'"
     # An optimistic-concurrency conflict (apimachinery's NewConflict): the controller
     # reads the object again and retries.
@@ -222,7 +222,7 @@ _FAILED_STATES = frozenset({"FAILED", "Failed", "STOPPED", "DEAD", "NotReady"})
 _ENDED_AS_ASKED = frozenset({"AUTOSCALER_DRAIN_IDLE", "EXPECTED_TERMINATION"})
 
 
-# TAXONOMY §1.26: a few readiness (or startup) probe failures while a pod starts.
+# Benign: a few readiness (or startup) probe failures while a pod starts.
 _PROBE = re.compile(r"(?:Readiness|Startup) probe (?:failed|errored)")
 _PERSISTENT_PROBE_COUNT = 10
 

@@ -21,8 +21,6 @@ from bot.core.inputs.object_refs import object_ref, workload_of
 from bot.core.inputs.values import as_list, as_map, compact, parse_time, text_at
 from bot.core.model import ObjectRef, Signal, SourceKind
 
-GANG_KINDS = ("PodGroup", "Workload")
-
 # Condition types whose status True is bad news, and those whose status False is.
 _BAD_WHEN_TRUE = frozenset({"Unschedulable", "Evicted", "Preempted", "Deactivated"})
 _BAD_WHEN_FALSE = frozenset({"QuotaReserved", "Admitted", "PodsReady", "Scheduled"})

@@ -2,8 +2,8 @@
 
 A RayJob in K8sJobMode submits through a Job (the submitter); when that Job
 gives up, its condition says why (`BackoffLimitExceeded`: every retry
-failed; `DeadlineExceeded`: `activeDeadlineSeconds` passed). TAXONOMY.md
-counts the submitter's status as `ray_job`, so a Job pasted as YAML or JSON
+failed; `DeadlineExceeded`: `activeDeadlineSeconds` passed). The submitter's
+status is a `ray_job` source (docs/design.md, "The data model"), so a Job pasted as YAML or JSON
 gives one signal per true `Failed` condition.
 """
 

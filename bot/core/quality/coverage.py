@@ -6,10 +6,10 @@ print; this is where the playbooks are held to it. Each wording of each entry (w
 one range of releases printed) is filled,
 carried the ways its `kind` reaches a user (`bot.core.quality.carriers`) and diagnosed
 exactly as `pitcrew diagnose` would. It is recognized when its class is the
-primary; when the entry's class is found but a class that precedes it in
-TAXONOMY §3.2 (or shares its rung) is primary (a symptom whose cause the same text
-names), it is accepted as a finding and counted apart. Everything else is a miss, listed with
-what pitcrew answered. Pure: entries and an engine in, a report out.
+primary; when the entry's class is found but a class that precedes it in the
+precedence (docs/failure-classes.md), or shares its rung, is primary (a symptom whose
+cause the same text names), it is accepted as a finding and counted apart. Everything
+else is a miss, listed with what pitcrew answered. Pure: entries and an engine in, a report out.
 """
 
 from __future__ import annotations
@@ -209,7 +209,7 @@ def report_lines(coverage: Coverage, verbose: bool = False) -> list[str]:
     lines.extend(_listing("misses", coverage.misses, show_text=verbose))
     lines.extend(
         _listing(
-            "accepted as a finding (a class at or above it in TAXONOMY §3.2 is primary)",
+            "accepted as a finding (a class at or above it in the precedence is primary)",
             coverage.accepted,
         )
     )

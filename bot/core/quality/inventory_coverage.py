@@ -4,8 +4,8 @@ answer its verdict asks for.
 
 Why this exists: the inventory (`bot.core.quality.inventory`) says what each message is
 evidence of; this holds pitcrew to it. A class verdict must classify to that class, or
-be a finding beside a class that precedes it in TAXONOMY §3.2 (as the catalogue's
-coverage accepts); `none` must stay quiet (no finding, no unknown failure); an
+be a finding beside a class that precedes it (docs/failure-classes.md, "Precedence"),
+as the catalogue's coverage accepts; `none` must stay quiet (no finding, no unknown failure); an
 `unclassified` message must be answered "pitcrew does not know this failure" naming the
 entry. Pure: entries and an engine in, a report out. A deterministic sample (every
 entry whose key's hash falls in the sample) is an option for a quick look; the full run

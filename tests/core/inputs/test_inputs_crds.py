@@ -1,13 +1,12 @@
 """The RayJob and RayCluster objects the input tests use are valid KubeRay objects.
 
 Each is checked against the real `ray.io/v1` CRD schema (the openAPIV3Schema of
-version v1 in /work/shared/kuberay/crds/), so the parsers are tested on shapes
-KubeRay really produces, not on what we imagine it does.
+version v1 in KubeRay's CRDs beside the checkout, `tests/support/kuberay_crds.py`), so
+the parsers are tested on shapes KubeRay really produces, not on what we imagine it does.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import Any
 
@@ -16,21 +15,7 @@ import pytest
 import yaml
 
 from tests.core.inputs.test_inputs import DATA
-from tests.support.shared import kuberay_crds
-
-CRDS = kuberay_crds()
-SCHEMA_FILES = {"RayJob": "ray.io_rayjobs.yaml", "RayCluster": "ray.io_rayclusters.yaml"}
-
-
-@functools.cache
-def validator(kind: str) -> Any:
-    """A validator for the kind's v1 schema (built once: the schemas are large)."""
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    crd = yaml.load((CRDS / SCHEMA_FILES[kind]).read_text(), Loader=loader)
-    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
-    schema = version["schema"]["openAPIV3Schema"]
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    return cls(schema)
+from tests.support.kuberay_crds import crd_validator
 
 
 def kuberay_objects() -> list[Any]:
@@ -44,12 +29,9 @@ def kuberay_objects() -> list[Any]:
         else:
             continue
         for index, document in enumerate(documents):
-            if isinstance(document, dict) and document.get("kind") in SCHEMA_FILES:
+            if isinstance(document, dict) and document.get("kind") in ("RayJob", "RayCluster"):
                 found.append(pytest.param(document, id=f"{path.name}#{index}"))
     return found
-
-
-pytestmark = pytest.mark.skipif(not CRDS.is_dir(), reason="KubeRay CRDs not available")
 
 
 def test_the_fixtures_hold_both_kinds() -> None:
@@ -61,16 +43,16 @@ def test_the_fixtures_hold_both_kinds() -> None:
 @pytest.mark.parametrize("obj", kuberay_objects())
 def test_fixture_objects_are_valid_against_the_crd(obj: dict[str, Any]) -> None:
     assert obj["apiVersion"] == "ray.io/v1"
-    validator(obj["kind"]).validate(obj)
+    crd_validator(obj["kind"]).validate(obj)
 
 
 def test_the_inline_rayjob_without_status_is_valid_too() -> None:
     """test_inputs_robustness uses a bare RayJob; KubeRay's schema allows it."""
     bare = {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "j"}}
-    validator("RayJob").validate(bare)
+    crd_validator("RayJob").validate(bare)
 
 
 def test_the_schema_check_does_reject_a_wrong_type() -> None:
     bad = {"apiVersion": "ray.io/v1", "kind": "RayJob", "status": {"failed": "one"}}
     with pytest.raises(jsonschema.ValidationError):
-        validator("RayJob").validate(bad)
+        crd_validator("RayJob").validate(bad)

@@ -12,7 +12,7 @@ import pytest
 from bot.app.demo import seed
 from bot.core.inputs.kuberay import rayjob_parts
 from bot.core.model import Signal
-from tests.e2e.kubernetes.conftest import validate_kuberay
+from tests.support.kuberay_crds import validate_kuberay
 
 FIELDS = (
     "backoff_limit",

@@ -10,14 +10,12 @@ schema first (`create` refuses an invalid one).
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import kmock
 import pytest
 import yaml
@@ -29,28 +27,8 @@ from bot.core.diagnosis.engine import Engine
 from bot.core.incidents.workloads import workload_refs
 from bot.core.inputs import InputPart
 from bot.core.model import ObjectRef, Signal
-from tests.support.shared import kuberay_crds
-
-CRDS = kuberay_crds()
-SCHEMAS = {"RayJob": "ray.io_rayjobs.yaml", "RayCluster": "ray.io_rayclusters.yaml"}
-
-
-@functools.cache
-def crd_validator(kind: str) -> Any:
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    crd = yaml.load((CRDS / SCHEMAS[kind]).read_text(), Loader=loader)
-    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
-    schema = version["schema"]["openAPIV3Schema"]
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    return cls(schema)
-
-
-def validate_kuberay(obj: Mapping[str, Any]) -> None:
-    """Raise unless `obj` is a valid ray.io/v1 object per the real CRD schema."""
-    errors = sorted(crd_validator(obj["kind"]).iter_errors(obj), key=lambda e: list(e.path))
-    if errors:
-        shown = "; ".join(f"{'.'.join(map(str, e.path))}: {e.message[:120]}" for e in errors)
-        raise AssertionError(f"{obj['kind']} {obj['metadata']['name']} is not valid: {shown}")
+from tests.support.kuberay_crds import FILES as SCHEMAS
+from tests.support.kuberay_crds import validate_kuberay
 
 
 class Emulator(KubeEmulator):

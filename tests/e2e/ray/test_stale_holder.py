@@ -1,4 +1,4 @@
-"""The stale-actor rule on real Ray (TAXONOMY.md §1.1): Ray prints the namespace passed
+"""The stale-actor rule on real Ray (`named_actor_conflict`, docs/failure-classes.md): Ray prints the namespace passed
 to `.options(...)`, so a driver that called `ray.init(namespace="grpo-h12")` and clashes
 prints `(namespace=None)`. pitcrew resolves the holder with the State API instead of
 reading "anonymous" from the message: a finished run's detached actor gets the kill
