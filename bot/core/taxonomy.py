@@ -74,7 +74,7 @@ PRECEDENCE: tuple[tuple[Category, ...], ...] = (
     (Category.ALERT_FIRING,),  # the alert's own words: any class that explains it ranks first
 )
 
-# Classes §3.2 does not rank: causes in their own right, placed after the ranked
+# Classes the ranked list leaves out: causes in their own right, placed after the ranked
 # infrastructure causes and before the generic symptoms.
 _UNRANKED_AFTER = Category.NCCL_ERROR_TIMEOUT
 _UNRANKED = (

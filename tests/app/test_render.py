@@ -3,7 +3,7 @@ Kit JSON chat.postMessage would receive, as console text, and as an HTML preview
 the JSON is checked against Block Kit's limits (50 blocks a message, header 150,
 section text 3,000, fields 10 of 2,000, button text 75, value 2,000, action_id and
 block_id 255, confirm title 100 and text 300 characters: Slack's Block Kit reference
-and slack_sdk.models' validators, as reference/slack-platform.md §4.1 lists them) by
+and slack_sdk.models' validators) by
 the Slack emulator's own reading of them, not the bot's constants."""
 
 from __future__ import annotations

@@ -75,7 +75,7 @@ def test_shapes_normalise_digits_ids_hex_and_prefixes(line: str, expected: str) 
         ("user-directory-646bbbc878-lf4tq   2/3     OOMKilled   16 (5m13s ago)   57m", True),
         ("  Warning  PodGroupPending  38s  vc-controller-manager  PodGroup unschedulable", True),
         ("  Normal   Scheduled        82s  default-scheduler      Successfully assigned", False),
-        # debug chatter, errors retried by their emitter, a benign lookup (§1.26)
+        # debug chatter, errors retried by their emitter, a benign lookup (benign noise)
         ("DEBUG 06-12 19:58:31 [__init__.py:76] Exception happens when checking CUDA", False),
         ("ConnectionResetError: [Errno 104] Connection reset by peer (upload retried)", False),
         ("Failed to look up actor with name 'N4K03i_register_center'.", False),

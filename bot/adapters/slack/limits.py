@@ -19,7 +19,7 @@ from bot.core.text import ELLIPSIS
 
 Block = dict[str, Any]
 
-# -- Slack's limits (reference/slack-platform.md §4.1) ----------------------------------
+# -- Slack's limits (Block Kit's reference and slack_sdk.models' validators) ----------
 
 MAX_BLOCKS = 50
 SECTION_TEXT = 3000

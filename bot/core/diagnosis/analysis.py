@@ -53,7 +53,7 @@ class _Candidate:
 def findings_from_hits(hits: Iterable[Hit]) -> list[Finding]:
     """One finding per playbook (and per reported category), weak hits resolved. A hit
     whose `suppressed_by` cause is found too is that cause's symptom when its class is
-    one of §3.2's usual effects (a RayJob Failed wrapper, an NCCL failure, a worker
+    one of the usual effects (a RayJob Failed wrapper, an NCCL failure, a worker
     death): a playbook all of whose hits are explained so becomes a symptom finding
     (unless only weak signatures without `otherwise` matched). Otherwise the
     suppression says the evidence was misread (exit 137 of a probe kill is no OOM),
@@ -239,7 +239,7 @@ def _explaining_causes(items: list[Finding]) -> dict[int, Category]:
 
 
 def _effect_of(category: Category, primary: Category) -> Category | None:
-    """`primary`, when `category` is one of §3.2's usual effects ranked below it (a
+    """`primary`, when `category` is one of the usual effects ranked below it (a
     worker death is no effect of a clash that a live check found to be a cause)."""
     if (primary, category) in FOLLOWS:
         return None
@@ -359,8 +359,8 @@ def _awaits_holder_check(
     rule: ActionRule, item: RankedFinding, primary: Finding | None, facts: Facts
 ) -> bool:
     """A clash ranked after its worker death only for want of the live check that could
-    show its holder stale (§3.3): the action that needs that check is not withheld as a
-    symptom's until the check has answered."""
+    show its holder stale (the precedence's pair): the action that needs that check is
+    not withheld as a symptom's until the check has answered."""
     if item.role is Role.PRIMARY or "ray.holder_explicit" in facts:
         return False
     demoted = (item.finding.category, item.symptom_of) in FOLLOWS
