@@ -39,8 +39,8 @@ from bot.core.durations import parse_duration
 from bot.core.errors import PitcrewError
 from bot.core.incidents.reports import status as card_status
 from bot.core.model import Incident, Proposal
-from bot.daemon.ports import utcnow
-from bot.daemon.service import Answer, Service, console_user
+from bot.daemon.ports import Answer, utcnow
+from bot.daemon.service import Service, console_user
 
 # The daemon's commands, for the command group (`bot.app.cli_app`) to take in.
 cli = typer_app()

@@ -62,7 +62,16 @@ from bot.daemon.live_checks import LiveChecks
 from bot.daemon.metrics import Metrics
 from bot.daemon.outbox import Outbox
 from bot.daemon.pipeline import Pipeline, PipelineConfig, Workers
-from bot.daemon.ports import CallableBookmarks, Chat, Clock, Polling, Sink, Source, utcnow
+from bot.daemon.ports import (
+    CallableBookmarks,
+    Chat,
+    ChatService,
+    Clock,
+    Polling,
+    Sink,
+    Source,
+    utcnow,
+)
 from bot.daemon.runner import Runner
 from bot.daemon.service import Service
 from bot.daemon.strays import StrayRecorder
@@ -205,7 +214,7 @@ def build(
     outbox = Outbox(store, chat, clock=clock, metrics=metrics)
     queue = Taking(_queue_limits(settings), metrics)  # first: all below put items on it
     intake = Intake(store, queue, clock, metrics)
-    checks = _live_checks(settings, registry, queue)
+    checks = _live_checks(settings, registry, queue, metrics)
     workers = _workers(settings, store, outbox, checks, queue)
     pipeline = _pipeline(settings, engine, store, clock, workers, metrics)
     runner, service = _approvals(
@@ -334,13 +343,16 @@ def _assess(settings: Settings, library: Library) -> Assess:
     return adjusted(assessor(library), lambda diagnosis: tuning.tune(diagnosis, values))
 
 
-def _live_checks(settings: Settings, registry: Registry, queue: Sink) -> LiveChecks:
+def _live_checks(
+    settings: Settings, registry: Registry, queue: Sink, metrics: Metrics
+) -> LiveChecks:
     """The workers that ask the executors for live facts and answer on the queue."""
     return LiveChecks(
         live_checks.executor_checks(registry),
         queue,
         timeout=settings.pipeline.live_check_timeout.total_seconds(),
         workers=settings.pipeline.live_check_workers,
+        metrics=metrics,
     )
 
 
@@ -397,8 +409,9 @@ def _serve(daemon: Daemon, library: Library, clock: Clock) -> None:
     bind = getattr(daemon.chat, "bind", None)
     if callable(bind):
         diagnoser = Diagnoser(daemon.settings, library, daemon.queue)
+        service: ChatService = daemon.service  # the port a chat calls
         bind(
-            daemon.service,
+            service,
             http=daemon.http,
             metrics=daemon.metrics,
             diagnoser=diagnoser,

@@ -5,6 +5,20 @@ class PitcrewError(Exception):
     """Base for errors reported to the user as one line, exit status 2."""
 
 
+class TransientError(PitcrewError):
+    """The other side could not serve a request now (down, busy, rate limited): the same
+    request may succeed later, after `retry_after` seconds when it said how long."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class PermanentError(PitcrewError):
+    """The other side refused a request for good (an unknown channel, a revoked token):
+    the same request will never succeed, so it is given up rather than retried."""
+
+
 class InputError(PitcrewError):
     """An input to `pitcrew diagnose` cannot be read or understood."""
 

@@ -16,15 +16,22 @@ given the `Step` (action, parameters, preview, proposal and approver):
 `checked` is plan-then-check: the offer's live check (`bot.daemon.live_checks`), the
 approval's re-check (`bot.daemon.service`) and the runner's check before it executes
 are that one call. `Registry` maps each action of the specs to its one executor:
-dispatch by action name happens here and nowhere else. How a run ended is an
-`ActionResult`: refused, failed (the world said no) or bug (`outcome_of`).
+dispatch by action name happens here and nowhere else.
+
+What an exception met at any of the three means is decided in one place, `outcome_of`:
+refused (`ActionRefusedError`), failed (another `PitcrewError`: the world said no) or
+a bug (anything else: pitcrew's own fault), which is logged with its traceback, counted
+in `pitcrew_internal_errors_total{stage}` (`Stage`) and said as "pitcrew bug: ..."; the
+offer is then withheld, the approval refused and the run failed with those words.
 """
 
 from __future__ import annotations
 
+import logging
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from bot.core.actions.approvals import LiveCheck
@@ -32,7 +39,18 @@ from bot.core.actions.specs import ACTION_SPECS, ActionSpec
 from bot.core.actions.step import Step
 from bot.core.errors import ActionFailedError, ActionRefusedError, PitcrewError
 from bot.core.model import ActionResult
+from bot.daemon.metrics import Metrics
 from bot.daemon.ports import Executor
+
+log = logging.getLogger("pitcrew.actions")
+
+
+class Stage(StrEnum):
+    """Where at the action seam an exception was met (the `stage` label of a bug)."""
+
+    LIVE_CHECK = "live_check"  # the offer's live check
+    APPROVAL = "approval"  # the approval's re-check
+    ACTION = "action"  # the run
 
 
 class Registry:
@@ -78,7 +96,7 @@ class Checked:
 def checked(executor: Executor, step: Step) -> Checked:
     """The one live check: `plan` then `check`. A plan refused, or a world that cannot
     be read, makes every precondition of the step false with the reason. Any other
-    exception is a bug and propagates (callers log it with its traceback)."""
+    exception propagates: its caller says what it means with `outcome_of`."""
     try:
         plan = executor.plan(step)
     except ActionRefusedError as error:
@@ -94,10 +112,14 @@ def _not_now(error: Exception, preconditions: tuple[str, ...]) -> LiveCheck:
     return LiveCheck(facts=facts, reason=reason, diff=f"withheld: {reason}")
 
 
-def outcome_of(error: BaseException) -> tuple[ActionResult, str]:
-    """How an exception raised by an executor ends its action, and what to say: refused
+def outcome_of(
+    error: BaseException, stage: Stage, what: str, metrics: Metrics | None = None
+) -> tuple[ActionResult, str]:
+    """The one error policy at the action seam: how an exception met in `stage` ends
+    `what` (the live check of an offer, an approval, a run), and what to say. Refused
     (`ActionRefusedError`), failed (another `PitcrewError`: the adapters' API errors are
-    ones) or bug (anything else, with its traceback)."""
+    ones) or bug (anything else): a bug is logged with its traceback, counted in
+    `metrics` (`pitcrew_internal_errors_total{stage}`) and said as "pitcrew bug: ..."."""
     text = str(error) or type(error).__name__
     if isinstance(error, ActionRefusedError):
         return ActionResult.REFUSED, text
@@ -105,4 +127,8 @@ def outcome_of(error: BaseException) -> tuple[ActionResult, str]:
         return ActionResult.FAILED, text
     where = traceback.extract_tb(error.__traceback__)
     at = f" at {where[-1].filename}:{where[-1].lineno}" if where else ""
-    return ActionResult.BUG, f"pitcrew bug: {type(error).__name__}: {text}{at}"
+    said = f"pitcrew bug: {type(error).__name__}: {text}{at}"
+    log.error("%s: %s", what, said, exc_info=error)
+    if metrics is not None:
+        metrics.internal_errors.labels(stage=stage).inc()
+    return ActionResult.BUG, said

@@ -7,7 +7,9 @@ facts"). The core names the offers that wait on one (`bot.core.actions.facts.awa
 keyed on `ActionOffer.pending_fact`); here they are checked:
 
 - `ask` runs each offer's check and merges what they found into one `FactAnswer`,
-  naming the actions whose check failed;
+  naming the actions whose check failed (what an exception means is the action seam's
+  one policy, `bot.daemon.executor.outcome_of`: a bug is logged with its traceback,
+  counted, and withholds the offer);
 - `LiveChecks` is the daemon's: `request` returns at once, a worker (`OffThread`)
   runs `ask`, and the answer (or, past the timeout, "did not answer within N s") goes
   back on the pipeline's queue as a `LiveFacts` item for the incident's next assessment;
@@ -34,9 +36,10 @@ from bot.core.actions.facts import (
 )
 from bot.core.actions.step import Step
 from bot.core.diagnosis.analysis import Facts
-from bot.core.model import ActionOffer, Diagnosis
-from bot.daemon.executor import Registry, checked
+from bot.core.model import ActionOffer, ActionResult, Diagnosis
+from bot.daemon.executor import Registry, Stage, checked, outcome_of
 from bot.daemon.feed import LiveFacts
+from bot.daemon.metrics import Metrics
 from bot.daemon.offthread import OffThread
 from bot.daemon.ports import Executor, Sink
 
@@ -57,12 +60,15 @@ class Checked:
     notes: Mapping[tuple[str, str], str] = field(default_factory=dict)
 
 
-def ask(offers: Iterable[ActionOffer], checks: Mapping[str, Check]) -> Checked:
+def ask(
+    offers: Iterable[ActionOffer], checks: Mapping[str, Check], metrics: Metrics | None = None
+) -> Checked:
     """Each offer's check, by its action; an action without a check is not asked. A
     fact two checks disagree on is false; a check that raises names the action in the
     answer's problems (a waiting offer is then withheld with the reason, an offered one
-    stays: approval checks again); an offered action whose precondition is false now
-    is refused with the check's reason."""
+    stays: approval checks again), unless it met a pitcrew bug (`outcome_of`: logged,
+    counted in `metrics`), which withholds an offered one too; an offered action whose
+    precondition is false now is refused with the check's reason."""
     found: list[Mapping[str, bool]] = []
     problems: dict[str, str] = {}
     refused: dict[tuple[str, str], str] = {}
@@ -73,9 +79,14 @@ def ask(offers: Iterable[ActionOffer], checks: Mapping[str, Check]) -> Checked:
             continue
         try:
             found_now = check(offer)
-        except Exception as error:  # any failure of a check leaves its action as it was
-            log.warning("live check of %s failed: %s", offer.action, error)
-            problems[offer.action] = f"the live check could not tell: {error}"
+        except Exception as error:
+            what = f"the live check of {offer.action}"
+            result, text = outcome_of(error, Stage.LIVE_CHECK, what, metrics)
+            problems[offer.action] = f"the live check could not tell: {text}"
+            if result is ActionResult.BUG:
+                refused[offer_key(offer)] = problems[offer.action]
+            else:  # the world did not answer: the offer stays as it was
+                log.warning("live check of %s failed: %s", offer.action, text)
             continue
         found.append(found_now.facts)
         notes[offer_key(offer)] = found_now.diff or found_now.preview or ""
@@ -137,8 +148,11 @@ class LiveChecks:
         *,
         timeout: float = DEFAULT_TIMEOUT,
         workers: int = 2,
+        metrics: Metrics | None = None,
     ) -> None:
+        """`metrics` counts the bugs a check meets (`pitcrew_internal_errors_total`)."""
         self.timeout = timeout
+        self._metrics = metrics
         self._checks = dict(checks)
         self._work: OffThread[LiveFacts] = OffThread(
             sink.submit, name="pitcrew-live", workers=workers
@@ -152,7 +166,7 @@ class LiveChecks:
             return False
 
         def run() -> LiveFacts:
-            return LiveFacts(incident_id, ask(asked, self._checks).answer)
+            return LiveFacts(incident_id, ask(asked, self._checks, self._metrics).answer)
 
         def late(why: str) -> LiveFacts:
             log.warning("live check for incident %s: %s", incident_id, why)

@@ -5,9 +5,12 @@ in the store (with the record of what was decided), so a chat outage delays
 cards but never loses or repeats them. This worker takes the due messages
 one at a time (the store keeps an update behind the post it updates), posts,
 updates or replies, and marks each delivered with the chat's reference (a
-POST's reference is what later UPDATEs and REPLYs use). A failure leaves the
-message in the outbox for a later attempt: exponential backoff with jitter,
-or the delay the chat asked for (`ChatUnavailableError.retry_after`). While
+POST's reference is what later UPDATEs and REPLYs use). What a chat's error
+means is its class (`bot.core.errors`): a `TransientError` (the chat's
+`ChatUnavailableError`) leaves the message in the outbox for a later attempt,
+exponential backoff with jitter or the delay the chat asked for (`retry_after`);
+a `PermanentError` (`ChatRejectedError`: an unknown channel, a revoked token)
+gives it up at once (abandoned), since the same message can never pass. While
 the chat is unavailable nothing else is sent either, so messages queued
 during an outage go out in the order they were queued; a new card's back-off
 stays under `POST_CAP` seconds (a missed page costs more than a retry), and so
@@ -31,17 +34,10 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from bot.core.errors import PermanentError, PitcrewError, TransientError
 from bot.core.model import Notification, NotificationKind
 from bot.daemon.metrics import Metrics
-from bot.daemon.ports import (
-    Attempt,
-    Chat,
-    ChatRejectedError,
-    ChatUnavailableError,
-    Clock,
-    OutboxStore,
-    QueuedMessage,
-)
+from bot.daemon.ports import Attempt, Chat, Clock, OutboxStore, QueuedMessage
 
 log = logging.getLogger("pitcrew.outbox")
 
@@ -49,7 +45,7 @@ POST_CAP = 10.0  # seconds: the longest back-off before a new card's next attemp
 MAX_ATTEMPTS = 8  # attempts at a message that meets an unexpected error before giving up
 
 
-class NoCardError(Exception):
+class NoCardError(PitcrewError):
     """An update or reply for a card the chat never got; retried until the post is out."""
 
 
@@ -138,14 +134,14 @@ class Outbox:
         kind = str(notification.kind)
         try:
             ref = self._send(notification, self._attempt(message))
-        except ChatUnavailableError as error:
+        except TransientError as error:
             asked = error.retry_after
             delay = asked if asked is not None else self._delay(message)
             self._retry_later(message, f"chat unavailable: {error}", delay)
             pause = delay if asked is not None else min(delay, POST_CAP)
             self._paused_until = self._clock() + timedelta(seconds=pause)
             return False
-        except ChatRejectedError as error:
+        except PermanentError as error:
             self._store.mark_abandoned(
                 notification.id, f"refused by the chat: {error}", self._clock()
             )

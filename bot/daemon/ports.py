@@ -12,20 +12,24 @@ which `bot.daemon.executor` dispatches to); tests and benchmarks may pass anythi
 does too. A source puts what it sees into a `Sink` (the pipeline's queue); which kinds of
 source exist and how each is built is `bot.app.factories`, what they put on the queue
 `bot.daemon.feed`. The clock is a port as well: every worker asks it for `now`, so tests
-can drive time by hand. Pure: values and Protocols only.
+can drive time by hand. The other way round, a chat that takes commands and clicks
+(Slack) calls the daemon's `ChatService` (`bot.daemon.service.Service`) and explains its
+answers (`Answer`, its `Outcome`, `Status`, ...), defined here so the adapter uses the
+service's own values. Pure: values and Protocols only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
-from bot.core.actions.approvals import LiveCheck
+from bot.core.actions.approvals import ChatUser, LiveCheck
 from bot.core.actions.step import Step
 from bot.core.diagnosis.unmatched import FailureLine, UnmatchedShape
-from bot.core.errors import StaleTermError
+from bot.core.errors import PermanentError, StaleTermError, TransientError
 from bot.core.incidents.notify import Delivery
 from bot.core.model import (
     ActionResult,
@@ -321,17 +325,13 @@ class KeepingStore(IntakeStore, WriteFailure, Protocol):
 # -- the chat -----------------------------------------------------------------------
 
 
-class ChatUnavailableError(Exception):
+class ChatUnavailableError(TransientError):
     """The chat could not take a message now; the outbox keeps it and retries later.
 
     `retry_after` is the delay the chat asked for (e.g. Slack's 429 Retry-After)."""
 
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
 
-
-class ChatRejectedError(Exception):
+class ChatRejectedError(PermanentError):
     """The chat refused a message for good (unknown channel, revoked token): retrying the
     same message cannot help, so the outbox abandons it instead of blocking its queue."""
 
@@ -408,6 +408,96 @@ class Chat(Protocol):
     def healthy(self) -> bool:
         """False when the chat connection is known to be down."""
         ...
+
+
+# -- what a chat's commands and buttons call, and what they are answered --------------
+
+_NONE_UNCHECKED = KeptUnchecked(())
+
+
+class Outcome(StrEnum):
+    APPROVED = "approved"
+    NEEDS_SECOND_APPROVER = "needs_second_approver"
+    REJECTED = "rejected"
+    REFUSED = "refused"
+    ALREADY_DECIDED = "already_decided"
+    EXPIRED = "expired"
+    NOT_FOUND = "not_found"
+    OTHER_CLUSTER = "other_cluster"
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What happened to a click or command, in words for the person who sent it."""
+
+    outcome: Outcome
+    text: str
+    proposal: Proposal | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome in (Outcome.APPROVED, Outcome.NEEDS_SECOND_APPROVER, Outcome.REJECTED)
+
+
+@dataclass(frozen=True, slots=True)
+class IncidentView:
+    incident: Incident
+    proposals: tuple[Proposal, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    incidents: tuple[Incident, ...]
+    actions: tuple[LedgerEntry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    open_incidents: int
+    proposals: Mapping[str, int]
+    pending_notifications: int
+    active_silences: int
+    executors: tuple[str, ...]
+    set_aside: tuple[SetAside, ...] = ()  # evidence a bug or a budget stopped
+    dead_letters: tuple[QueuedMessage, ...] = ()  # notifications the outbox gave up on
+    unchecked: KeptUnchecked = _NONE_UNCHECKED  # cards awaiting the duplicate check
+    cluster: str = ""  # whose pitcrew this is
+    other_clusters: str = ""  # clicks for other clusters came lately: why, and the fix
+
+
+class ChatService(Protocol):
+    """The operations behind a chat's commands and buttons (`bot.daemon.service.Service`):
+    approving, rejecting, silencing, and what is open, recent, unmatched or kept."""
+
+    def approve(self, proposal_id: str, user: ChatUser, now: datetime) -> Answer: ...
+
+    def reject(
+        self, proposal_id: str, user: ChatUser, now: datetime, reason: str = ""
+    ) -> Answer: ...
+
+    def silence(
+        self,
+        matchers: Mapping[str, str],
+        duration: timedelta,
+        author: str,
+        now: datetime,
+        reason: str = "",
+        user: ChatUser | None = None,
+    ) -> Silence: ...
+
+    def unsilence(
+        self, silence_id: str, now: datetime, user: ChatUser | None = None
+    ) -> Silence | None: ...
+
+    def incidents(self, namespace: str | None = None) -> tuple[IncidentView, ...]: ...
+
+    def history(self, n: int = 10) -> History: ...
+
+    def unmatched(self, n: int = 10) -> tuple[UnmatchedShape, ...]: ...
+
+    def bundles(self, incident_id: str) -> list[tuple[str, int, datetime]]: ...
+
+    def status(self, now: datetime) -> Status: ...
 
 
 # -- sources and where they put what they see ----------------------------------------

@@ -30,7 +30,7 @@ from bot.core.actions import approvals
 from bot.core.actions.approvals import SYSTEM_ACTOR
 from bot.core.actions.step import Step, approver_of
 from bot.core.model import ActionResult, LedgerEntry, PlanStep, Proposal, ProposalState
-from bot.daemon.executor import Registry, checked, outcome_of
+from bot.daemon.executor import Registry, Stage, checked, outcome_of
 from bot.daemon.metrics import Metrics
 from bot.daemon.ports import Clock, RunnerStore
 
@@ -233,10 +233,8 @@ class Runner:
         return ActionResult.SUCCEEDED, f"{done}; {verified.detail}" if verified.detail else done
 
     def _ended(self, proposal: Proposal, error: Exception) -> tuple[ActionResult, str]:
-        result, text = outcome_of(error)
-        if result is ActionResult.BUG:
-            log.error("proposal %s (%s): %s", proposal.id, proposal.action, text, exc_info=error)
-        return result, text
+        what = f"proposal {proposal.id} ({proposal.action})"
+        return outcome_of(error, Stage.ACTION, what, self._metrics)
 
     def _count(self, action: str, result: ActionResult) -> None:
         if self._metrics is not None:

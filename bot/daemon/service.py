@@ -3,7 +3,9 @@
 Why this exists: a Slack button, a slash command and `pitcrew approve ID` must
 behave the same, so they all call this module, and its answers are values a
 chat can explain: approved, needs a second approver, refused (and why),
-already decided by someone, expired, not found.
+already decided by someone, expired, not found. Those values (`Answer`,
+`Outcome`, `Status`, ...) are the daemon's ports' (`bot.daemon.ports`), which a
+chat adapter imports, and `Service` is the `ChatService` that port describes.
 
 Approving is, in this order: the policy (state, expiry, who may approve,
 `approvals.may_approve`) -> re-validation against live state (the action's
@@ -21,9 +23,7 @@ import hashlib
 import logging
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from enum import StrEnum
 
 from bot.core.actions import approvals
 from bot.core.actions.approvals import (
@@ -39,72 +39,20 @@ from bot.core.actions.approvals import (
 )
 from bot.core.actions.step import Step
 from bot.core.diagnosis.unmatched import UnmatchedShape
-from bot.core.errors import ActionFailedError
 from bot.core.incidents import silencing
 from bot.core.incidents.notify import SILENCE_KEYS
-from bot.core.model import ActionResult, Incident, LedgerEntry, Proposal, ProposalState, Silence
+from bot.core.model import ActionResult, Proposal, ProposalState, Silence
 from bot.daemon import strays
-from bot.daemon.executor import Registry, checked
+from bot.daemon.executor import Registry, Stage, checked, outcome_of
 from bot.daemon.metrics import Metrics
-from bot.daemon.ports import KeptUnchecked, QueuedMessage, ServiceStore, SetAside
+from bot.daemon.ports import Answer, History, IncidentView, Outcome, ServiceStore, Status
 from bot.daemon.runner import no_executor
 
 log = logging.getLogger("pitcrew.service")
 
 S = ProposalState
-_NONE_UNCHECKED = KeptUnchecked(())
 # Decisions tried per click: each lost compare-and-swap means someone else decided meanwhile.
 _ATTEMPTS = 8
-
-
-class Outcome(StrEnum):
-    APPROVED = "approved"
-    NEEDS_SECOND_APPROVER = "needs_second_approver"
-    REJECTED = "rejected"
-    REFUSED = "refused"
-    ALREADY_DECIDED = "already_decided"
-    EXPIRED = "expired"
-    NOT_FOUND = "not_found"
-    OTHER_CLUSTER = "other_cluster"
-
-
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """What happened to a click or command, in words for the person who sent it."""
-
-    outcome: Outcome
-    text: str
-    proposal: Proposal | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.outcome in (Outcome.APPROVED, Outcome.NEEDS_SECOND_APPROVER, Outcome.REJECTED)
-
-
-@dataclass(frozen=True, slots=True)
-class IncidentView:
-    incident: Incident
-    proposals: tuple[Proposal, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class History:
-    incidents: tuple[Incident, ...]
-    actions: tuple[LedgerEntry, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Status:
-    open_incidents: int
-    proposals: Mapping[str, int]
-    pending_notifications: int
-    active_silences: int
-    executors: tuple[str, ...]
-    set_aside: tuple[SetAside, ...] = ()  # evidence a bug or a budget stopped
-    dead_letters: tuple[QueuedMessage, ...] = ()  # notifications the outbox gave up on
-    unchecked: KeptUnchecked = _NONE_UNCHECKED  # cards awaiting the duplicate check
-    cluster: str = ""  # whose pitcrew this is
-    other_clusters: str = ""  # clicks for other clusters came lately: why, and the fix
 
 
 def _ignore(proposal_id: str) -> None:
@@ -332,16 +280,23 @@ class Service:
             return self._refused(Outcome.REFUSED, no_executor(proposal.action), proposal)
         try:  # the very check the offer made (`bot.daemon.executor.checked`)
             found = checked(executor, Step.of_proposal(proposal))
-            if found.outcome is ActionResult.FAILED:  # the target could not be read
-                raise ActionFailedError(found.live.reason)
-            return found.live
-        except Exception as error:
-            text = f"cannot check the target's live state: {error}"
-            self._tell(
-                proposal.incident_id,
-                f"{user.id}'s approval of {proposal.action} ({proposal.id}) was refused: {text}",
-            )
-            return self._refused(Outcome.REFUSED, text, proposal)
+        except Exception as error:  # the seam's one policy: a bug is logged and counted
+            what = f"the approval of {proposal.id} ({proposal.action}) by {user.id}"
+            _, text = outcome_of(error, Stage.APPROVAL, what, self._metrics)
+            return self._unchecked(proposal, user, text)
+        if found.outcome is ActionResult.FAILED:  # the target could not be read
+            return self._unchecked(proposal, user, found.live.reason)
+        return found.live
+
+    def _unchecked(self, proposal: Proposal, user: ChatUser, why: str) -> Answer:
+        """The approval is refused: the target's live state could not be checked (`why`),
+        said to the approver and in the card's thread."""
+        text = f"cannot check the target's live state: {why}"
+        self._tell(
+            proposal.incident_id,
+            f"{user.id}'s approval of {proposal.action} ({proposal.id}) was refused: {text}",
+        )
+        return self._refused(Outcome.REFUSED, text, proposal)
 
     def _supersede(
         self, proposal: Proposal, live: LiveCheck, user: ChatUser, now: datetime, stale: str

@@ -1,11 +1,16 @@
 """One seam for actions: every action of the catalogue has one spec and one executor
 (built by the executor kind its spec names), its offer's live check, its approval's
-re-check and the runner's check before it executes are one call (`checked`), and an
-action added in a test needs one spec and one executor to run end to end."""
+re-check and the runner's check before it executes are one call (`checked`), what an
+exception met there means is one policy (`outcome_of`: a bug is logged with its
+traceback, counted by stage and said as "pitcrew bug"), and an action added in a test
+needs one spec and one executor to run end to end."""
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -27,11 +32,12 @@ from bot.core.errors import ActionRefusedError
 from bot.core.model import ActionOffer, ActionResult, ProposalState
 from bot.daemon import executor as seam
 from bot.daemon import live_checks, runner, service
-from bot.daemon.executor import Checked, Registry
-from bot.daemon.ports import Executor, Verification
+from bot.daemon.executor import Checked, Registry, Stage
+from bot.daemon.metrics import Metrics
+from bot.daemon.ports import Executor, Outcome, Verification
 from bot.daemon.runner import Runner
-from bot.daemon.service import Outcome, Service
-from tests.adapters.store.test_store import T0, incident, proposal
+from bot.daemon.service import Service
+from tests.adapters.store.test_store import T0, incident, move, proposal
 from tests.support.daemon import Clock
 from tests.support.ledger import ledger_entry
 
@@ -252,3 +258,85 @@ def test_a_new_action_needs_one_spec_and_one_executor_to_run_end_to_end(
     )
     assert refused.outcome is Outcome.REFUSED
     assert "marker ready is there already" in refused.text
+
+
+# -- one error policy: a bug met at the offer, the approval or the run ----------------------
+
+
+class Buggy(Recording):
+    """An executor with a defect of pitcrew's own: its plan reads a key that is not there."""
+
+    def plan(self, step: Step) -> str:
+        raise KeyError("limit")
+
+
+BUG = f"pitcrew bug: KeyError: 'limit' at {__file__}:{inspect.getsourcelines(Buggy.plan)[1] + 1}"
+UNCHECKED = f"cannot check the target's live state: {BUG}"
+
+
+def offered(store: Store) -> ActionOffer:
+    """The bump of `proposal("p-1")`, offered on its incident."""
+    store.upsert_incident(incident("inc-1"))
+    store.create_proposal(proposal("p-1"))
+    shown = proposal("p-1")
+    return ActionOffer(shown.action, shown.params, True, "why", "playbook", shown.preview)
+
+
+def at_the_offer(store: Store, registry: Registry, metrics: Metrics) -> list[str]:
+    offer = offered(store)
+    checks = live_checks.executor_checks(registry)
+    answer = live_checks.ask([offer], checks, metrics).answer
+    assert answer.problems == {offer.action: f"the live check could not tell: {BUG}"}
+    return list(answer.refused.values())  # offered, and withheld for it
+
+
+def at_the_approval(store: Store, registry: Registry, metrics: Metrics) -> list[str]:
+    offered(store)
+    told: list[str] = []
+    policy = ApprovalPolicy(approvers=(ApproverRule(users=("U1",)),))
+    approving = Service(store, policy, registry, metrics=metrics, tell=lambda i, t: told.append(t))
+    answer = approving.approve("p-1", ChatUser("U1"), NOW)
+    assert (answer.outcome, answer.text) == (Outcome.REFUSED, UNCHECKED)
+    assert told == [f"U1's approval of k8s.bump_memory (p-1) was refused: {UNCHECKED}"]
+    still = store.get_proposal("p-1")
+    assert still is not None
+    assert still.state is ProposalState.OFFERED
+    return [answer.text]
+
+
+def at_the_run(store: Store, registry: Registry, metrics: Metrics) -> list[str]:
+    offered(store)
+    move(store, "p-1", ProposalState.APPROVED, "U1", NOW)
+    ran = Runner(store, registry, clock=Clock(NOW), metrics=metrics).run("p-1")
+    assert ran is not None
+    assert ran.state is ProposalState.FAILED
+    assert ran.history[-1].outcome == ActionResult.BUG
+    return [ran.history[-1].reason]
+
+
+@pytest.mark.parametrize(
+    ("where", "stage", "said"),
+    [
+        (at_the_offer, Stage.LIVE_CHECK, f"the live check could not tell: {BUG}"),
+        (at_the_approval, Stage.APPROVAL, UNCHECKED),
+        (at_the_run, Stage.ACTION, BUG),
+    ],
+    ids=["offer", "approval", "run"],
+)
+def test_a_bug_at_the_seam_is_logged_counted_and_refuses_saying_pitcrew_bug(
+    where: Callable[[Store, Registry, Metrics], list[str]],
+    stage: Stage,
+    said: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.ERROR, "pitcrew.actions")
+    metrics = Metrics()
+    registry = Registry({"k8s.bump_memory": Buggy()})
+    assert where(Store(tmp_path / "pitcrew.db"), registry, metrics) == [said]
+    (logged,) = [r for r in caplog.records if r.name == "pitcrew.actions"]
+    assert logged.getMessage().endswith(f": {BUG}")
+    assert logged.exc_info is not None  # its traceback
+    assert logged.exc_info[0] is KeyError
+    exposition = metrics.exposition().decode()
+    assert f'pitcrew_internal_errors_total{{stage="{stage}"}} 1.0' in exposition

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from bot.adapters.ray.client import RayClusterConfig
+from bot.adapters.ray.client import DashboardUnreachableError, RayClusterConfig
 from bot.adapters.ray.executor_base import RayClusters
 from bot.adapters.ray.executors import build as ray_executor
 from bot.app import factories
@@ -117,11 +117,14 @@ class Queue:
 
 def test_a_failing_check_is_named_in_the_answer() -> None:
     def broken(o: ActionOffer) -> tuple[dict[str, bool], str]:
-        raise RuntimeError("connection refused")
+        raise DashboardUnreachableError("http://ray:8265/api/actors", "connection refused")
 
     checked = ask(awaiting(clash()), {"ray.kill_actor": broken})
     assert checked.answer == FactAnswer(
-        problems={"ray.kill_actor": "the live check could not tell: connection refused"}
+        problems={
+            "ray.kill_actor": "the live check could not tell: "
+            "http://ray:8265/api/actors: connection refused"
+        }
     )
 
 

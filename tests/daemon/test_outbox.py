@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from bot.adapters.slack.chat import SlackRejectedError
 from bot.adapters.store.store import Store
+from bot.core.errors import PermanentError, PitcrewError, TransientError
 from bot.core.model import Notification, NotificationKind, Report, Severity, frozen_map
 from bot.daemon.outbox import Backoff, Outbox
-from bot.daemon.ports import ChatRejectedError
+from bot.daemon.ports import ChatRejectedError, ChatUnavailableError
 from tests.adapters.store.test_store import incident
 from tests.support.daemon import T0, Clock, RecordingChat
 
@@ -150,6 +152,57 @@ def test_a_message_the_chat_refuses_for_good_is_abandoned_not_retried(store: Sto
     assert outbox.deliver_due() == 0
     assert delivered(chat) == [("post", "b: card")]
     assert store.pending_notifications() == 0
+
+
+@pytest.mark.parametrize(
+    ("error", "retry_in", "last_error"),
+    [
+        (
+            ChatUnavailableError("chat.postMessage: HTTP 503"),
+            5,  # the back-off's first step
+            "chat unavailable: chat.postMessage: HTTP 503",
+        ),
+        (
+            TransientError("a proxy on the way is restarting", retry_after=30),
+            30,  # as long as it asked
+            "chat unavailable: a proxy on the way is restarting",
+        ),
+        (
+            SlackRejectedError("chat.postMessage", "channel_not_found"),
+            None,
+            "refused by the chat: Slack refused chat.postMessage: channel_not_found",
+        ),
+        (
+            PermanentError("the workspace uninstalled the app"),
+            None,
+            "refused by the chat: the workspace uninstalled the app",
+        ),
+    ],
+    ids=["chat-unavailable", "transient", "slack-rejected", "permanent"],
+)
+def test_the_outbox_retries_a_transient_error_and_gives_up_a_permanent_one(
+    store: Store, error: PitcrewError, retry_in: int | None, last_error: str
+) -> None:
+    """The split is the error's class, whichever chat raised it: every chat error is a
+    PitcrewError, transient (retried later) or permanent (abandoned at once)."""
+
+    class Failing(RecordingChat):
+        def post(self, channel: str, report: Report) -> str:
+            raise error
+
+    clock = Clock()
+    outbox = Outbox(store, Failing(), clock=clock, backoff=Backoff(base=5, jitter=0))
+    queue(store, "inc-a", POST, "a: card")
+    assert outbox.deliver_due() == 0
+    if retry_in is None:
+        assert store.pending_notifications() == 0
+        (given_up,) = store.dead_letters()
+        assert given_up.last_error == last_error
+        return
+    waiting = store.next_due(clock.now + timedelta(hours=1))
+    assert waiting is not None
+    assert waiting.last_error == last_error
+    assert waiting.next_attempt_at == clock.now + timedelta(seconds=retry_in)
 
 
 def test_a_restart_does_not_deliver_again_what_was_delivered(tmp_path: Path) -> None:

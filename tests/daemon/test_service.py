@@ -19,9 +19,9 @@ from bot.core.incidents.reports import build_report
 from bot.core.model import ActionResult, ProposalState
 from bot.daemon.executor import Registry
 from bot.daemon.metrics import Metrics
-from bot.daemon.ports import Verification
+from bot.daemon.ports import Outcome, Verification
 from bot.daemon.runner import Runner
-from bot.daemon.service import Outcome, Service, console_user
+from bot.daemon.service import Service, console_user
 from tests.adapters.store.test_store import T0, incident, move, proposal
 from tests.support.daemon import Clock
 from tests.support.ledger import ledger_entry

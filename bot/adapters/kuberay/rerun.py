@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.adapters.kubernetes.api import RAY_JOBS, KubeApi, RbacRule
-from bot.adapters.kubernetes.base import KubeActionConfig, KubeExecutor, is_test_failure, rules_of
+from bot.adapters.kubernetes.base import KubeActionConfig, KubeExecutor, guarded, rules_of
 from bot.adapters.kubernetes.errors import (
     ConflictError,
     KubeApiError,
@@ -194,27 +194,16 @@ class RecreateRayJobExecutor(KubeExecutor):
         namespace, name = text_at(old, "metadata", "namespace"), text_at(old, "metadata", "name")
         ops = [test_op("/metadata/uid", text_at(old, "metadata", "uid"))]
         ops += annotation_ops(old, RERUN_ANNOTATION, proposal_id)
-        try:
+        with guarded(_replaced(namespace, name), f"RayJob {namespace}/{name}"):
             self.api.patch(RAY_JOBS, namespace, name, ops)
-        except KubeApiError as error:
-            if is_test_failure(error):
-                raise ActionRefusedError(
-                    f"RayJob {namespace}/{name} was replaced meanwhile; nothing was deleted"
-                ) from error
-            raise ActionFailedError(f"RayJob {namespace}/{name}: {reason_of(error)}") from error
 
     def _delete(self, old: Mapping[str, Any]) -> None:
         namespace, name = text_at(old, "metadata", "namespace"), text_at(old, "metadata", "name")
-        try:
-            self.api.delete(RAY_JOBS, namespace, name, uid=text_at(old, "metadata", "uid"))
-        except NotFoundError:
-            return  # deleted already (by a person, or an earlier attempt)
-        except KubeApiError as error:
-            if is_test_failure(error):
-                raise ActionRefusedError(
-                    f"RayJob {namespace}/{name} was replaced meanwhile; nothing was deleted"
-                ) from error
-            raise ActionFailedError(f"delete failed: {reason_of(error)}") from error
+        with guarded(_replaced(namespace, name), "delete failed"):
+            try:
+                self.api.delete(RAY_JOBS, namespace, name, uid=text_at(old, "metadata", "uid"))
+            except NotFoundError:
+                return  # deleted already (by a person, or an earlier attempt)
 
     def _create(self, rerun: Rerun) -> dict[str, Any]:
         """Create the new RayJob, waiting (a little) while the old one is being deleted."""
@@ -271,3 +260,7 @@ RBAC: tuple[RbacRule, ...] = rules_of(RERUN_EXECUTORS)
 def executors(api: KubeApi, config: KubeActionConfig | None = None) -> dict[str, KubeExecutor]:
     """The executor kind `kuberay`: one executor per KubeRay action id."""
     return {action: cls(api, config) for action, cls in RERUN_EXECUTORS.items()}
+
+
+def _replaced(namespace: str, name: str) -> str:
+    return f"RayJob {namespace}/{name} was replaced meanwhile; nothing was deleted"

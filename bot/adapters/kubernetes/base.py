@@ -10,11 +10,12 @@ reading the target (refused when it is gone), probing whether the API server hon
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -78,6 +79,33 @@ def is_test_failure(error: BaseException) -> bool:
     text = reason_of(error).lower()
     return isinstance(error, UnavailableError) and any(
         w in text for w in ("jsonpatch", "jsonpointer", "tested value")
+    )
+
+
+@contextlib.contextmanager
+def guarded(changed: str, failed: str, *, dry_run: bool = False) -> Iterator[None]:
+    """Around a write its own guard protects (a JSON patch `test`, a uid precondition):
+    a failed guard means the object changed since pitcrew read it, and the action is
+    refused with `changed` (nothing was overwritten); any other API error says `failed`
+    and the server's reason: the action failed, or, for a server-side dry-run, is
+    refused with nothing changed."""
+    try:
+        yield
+    except KubeApiError as error:
+        if is_test_failure(error):
+            raise ActionRefusedError(changed) from error
+        if dry_run:
+            why = f"{failed}: {reason_of(error)}; nothing was changed"
+            raise ActionRefusedError(why) from error
+        raise ActionFailedError(f"{failed}: {reason_of(error)}") from error
+
+
+def changed_since_read(site: Site, what: str) -> str:
+    """Why a write to `site` was refused when its guard failed (`what`: what pitcrew read)."""
+    return (
+        f"{site.describe()} changed after pitcrew read it ({what}): the patch's test "
+        "operation failed on the API server, so nothing was overwritten; "
+        "re-diagnose for a fresh proposal"
     )
 
 
@@ -239,35 +267,17 @@ class KubeExecutor(ABC):
         since it was read: refused, nothing overwritten."""
         resource = site.resource
         dry = "server-side dry-run skipped: this API server ignores dryRun"
+        changed = changed_since_read(site, what)
         if self.dry_run_honoured(site):
-            try:
+            rejected = f"{site.describe()}: the server-side dry-run rejected the change"
+            with guarded(changed, rejected, dry_run=True):
                 self.api.patch(resource, site.namespace, site.name, ops, dry_run=True)
-            except KubeApiError as error:
-                if is_test_failure(error):
-                    raise self._changed(site, what) from error
-                raise ActionRefusedError(
-                    f"{site.describe()}: the server-side dry-run rejected the change: "
-                    f"{reason_of(error)}; nothing was changed"
-                ) from error
             dry = "server-side dry-run passed"
         elif not self.config.dry_run:
             dry = "server-side dry-run off (config)"
-        try:
+        with guarded(changed, f"{site.describe()}: the API server refused the patch"):
             self.api.patch(resource, site.namespace, site.name, ops)
-        except KubeApiError as error:
-            if is_test_failure(error):
-                raise self._changed(site, what) from error
-            raise ActionFailedError(
-                f"{site.describe()}: the API server refused the patch: {reason_of(error)}"
-            ) from error
         return dry
-
-    def _changed(self, site: Site, what: str) -> ActionRefusedError:
-        return ActionRefusedError(
-            f"{site.describe()} changed after pitcrew read it ({what}): the patch's test "
-            "operation failed on the API server, so nothing was overwritten; "
-            "re-diagnose for a fresh proposal"
-        )
 
     def _record(
         self, kind: str, obj: Mapping[str, Any], proposal_id: str, approver: str, what: str

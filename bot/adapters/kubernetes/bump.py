@@ -20,7 +20,8 @@ from typing import Any
 from bot.adapters.kubernetes.api import BY_KIND, NODES, RESOURCE_QUOTAS
 from bot.adapters.kubernetes.base import (
     KubeExecutor,
-    is_test_failure,
+    changed_since_read,
+    guarded,
     log,
 )
 from bot.adapters.kubernetes.capacity import (
@@ -293,14 +294,9 @@ class BumpMemoryExecutor(KubeExecutor):
         site = plan.primary.site
         manifest = _fresh_job(site.obj, plan.primary, proposal_id)
         uid = text_at(site.obj, "metadata", "uid")
-        try:
+        changed = changed_since_read(site, "a different Job of that name")
+        with guarded(changed, f"{site.describe()}: delete failed"):
             self.api.delete(site.resource, site.namespace, site.name, uid=uid)
-        except KubeApiError as error:
-            if is_test_failure(error):
-                raise self._changed(site, "a different Job of that name") from error
-            raise ActionFailedError(
-                f"{site.describe()}: delete failed: {reason_of(error)}"
-            ) from error
         try:
             created = self._create_when_gone(site, manifest)
         except Exception as error:

@@ -27,12 +27,12 @@ from bot.adapters.kubernetes.api import PODS, KubeApi, RbacRule
 from bot.adapters.kubernetes.base import (
     KubeActionConfig,
     KubeExecutor,
-    is_test_failure,
+    guarded,
     rules_of,
 )
 from bot.adapters.kubernetes.bump import BumpMemoryExecutor
 from bot.adapters.kubernetes.cordon import CordonNodeExecutor
-from bot.adapters.kubernetes.errors import CHECK_ERRORS, KubeApiError, NotFoundError, reason_of
+from bot.adapters.kubernetes.errors import CHECK_ERRORS, NotFoundError, reason_of
 from bot.adapters.kubernetes.reschedule import RescheduleGpuPoolExecutor
 from bot.adapters.kubernetes.scale import ScaleWorkerGroupExecutor
 from bot.adapters.kubernetes.shm import AddShmExecutor
@@ -41,7 +41,7 @@ from bot.adapters.kubernetes.templates import (
 )
 from bot.core.actions.params import DeletePod
 from bot.core.actions.step import Step
-from bot.core.errors import ActionFailedError, ActionRefusedError
+from bot.core.errors import ActionRefusedError
 from bot.core.inputs.values import as_list, as_map, text_at
 
 _FAILED_REASONS = frozenset(
@@ -95,16 +95,12 @@ class DeletePodExecutor(KubeExecutor):
                 f"pod {p.namespace}/{p.name} is no longer Failed or Evicted; nothing was deleted"
             )
         self._record("Pod", pod, proposal_id, approver, preview)
-        try:
-            self.api.delete(PODS, p.namespace, p.name, uid=text_at(pod, "metadata", "uid"))
-        except NotFoundError:
-            return f"pod {p.namespace}/{p.name} is already gone"
-        except KubeApiError as error:
-            if is_test_failure(error):
-                raise ActionRefusedError(
-                    f"pod {p.namespace}/{p.name} was replaced meanwhile; nothing was deleted"
-                ) from error
-            raise ActionFailedError(f"delete failed: {reason_of(error)}") from error
+        replaced = f"pod {p.namespace}/{p.name} was replaced meanwhile; nothing was deleted"
+        with guarded(replaced, "delete failed"):
+            try:
+                self.api.delete(PODS, p.namespace, p.name, uid=text_at(pod, "metadata", "uid"))
+            except NotFoundError:
+                return f"pod {p.namespace}/{p.name} is already gone"
         return preview
 
     def verified(self, params: Mapping[str, Any]) -> bool:

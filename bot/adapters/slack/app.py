@@ -10,9 +10,9 @@ re-validation, compare-and-swap) and says why. Whoever clicked gets an
 ephemeral answer; the card itself is updated by the pipeline through the
 outbox, like every other card change.
 
-The service is reached through `SlackService`, a Protocol of just the
-operations Slack needs (what `bot.daemon.service.Service` offers), so this module
-knows no daemon internals.
+The service is reached through the daemon's port `ChatService` (what
+`bot.daemon.service.Service` offers), and its answers are the port's own values
+(`Answer` and its `Outcome`, `Status`, ...), so this module knows no daemon internals.
 
 Transports: Socket Mode (the default) uses Bolt's builtin-client handler with
 an app-level token; HTTP mode serves `/slack/events` on the daemon's HTTP
@@ -28,11 +28,11 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any, Protocol
+from datetime import timedelta
+from typing import Any
 
 from slack_bolt import Ack, App, BoltRequest, Respond
 from slack_bolt.adapter.socket_mode import SocketModeHandler
@@ -51,14 +51,10 @@ from bot.adapters.slack.commands import (
     DiagnoseTarget,
     Help,
     HistoryCommand,
-    HistoryLike,
-    IncidentLike,
     Incidents,
     SilenceCommand,
     StatusCommand,
-    StatusLike,
     UnmatchedCommand,
-    UnmatchedLike,
     Unsilence,
     Usage,
     explain_bundles,
@@ -73,9 +69,8 @@ from bot.adapters.slack.commands import (
 from bot.adapters.slack.events import Gate, Refusal, ReplayGuard, Replays
 from bot.core.actions.approvals import ApprovalPolicy, ChatUser
 from bot.core.errors import StoreError
-from bot.core.model import Silence
 from bot.daemon.metrics import Metrics
-from bot.daemon.ports import Clock, utcnow
+from bot.daemon.ports import Answer, ChatService, Clock, Outcome, utcnow
 
 log = logging.getLogger("pitcrew.slack")
 
@@ -83,54 +78,6 @@ NOT_RECORDED = ":warning: Not recorded, try again: pitcrew cannot write its stat
 
 EVENTS_PATH = "/slack/events"
 _PROPOSAL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
-
-
-# -- what Slack needs from the daemon -----------------------------------------------------
-
-
-class AnswerLike(Protocol):
-    """A decision on a click, in words (`bot.daemon.service.Answer`)."""
-
-    @property
-    def outcome(self) -> str: ...
-    @property
-    def text(self) -> str: ...
-    @property
-    def ok(self) -> bool: ...
-
-
-class SlackService(Protocol):
-    """The service operations behind the slash command and the buttons."""
-
-    def approve(self, proposal_id: str, user: ChatUser, now: datetime) -> AnswerLike: ...
-
-    def reject(
-        self, proposal_id: str, user: ChatUser, now: datetime, reason: str = ""
-    ) -> AnswerLike: ...
-
-    def silence(
-        self,
-        matchers: Mapping[str, str],
-        duration: timedelta,
-        author: str,
-        now: datetime,
-        reason: str = "",
-        user: ChatUser | None = None,
-    ) -> Silence: ...
-
-    def unsilence(
-        self, silence_id: str, now: datetime, user: ChatUser | None = None
-    ) -> Silence | None: ...
-
-    def incidents(self, namespace: str | None = None) -> Sequence[IncidentLike]: ...
-
-    def history(self, n: int = 10) -> HistoryLike: ...
-
-    def unmatched(self, n: int = 10) -> Sequence[UnmatchedLike]: ...
-
-    def bundles(self, incident_id: str) -> Sequence[tuple[str, int, datetime]]: ...
-
-    def status(self, now: datetime) -> StatusLike: ...
 
 
 Stray = Callable[[str], None]
@@ -217,13 +164,13 @@ def elsewhere(cluster: str) -> str:
     return f"Nothing changed: this is cluster {blocks.md(cluster, 100)}'s; its pitcrew answers it."
 
 
-def _answer_text(answer: AnswerLike) -> str:
+def _answer_text(answer: Answer) -> str:
     said = blocks.md(answer.text, 1500)
-    if answer.outcome == "approved":
+    if answer.outcome is Outcome.APPROVED:
         return f":white_check_mark: {said}. Follow the card for progress."
-    if answer.outcome == "needs_second_approver":
+    if answer.outcome is Outcome.NEEDS_SECOND_APPROVER:
         return f":hourglass_flowing_sand: {said}."
-    if answer.outcome == "rejected":
+    if answer.outcome is Outcome.REJECTED:
         return f":no_entry_sign: {said}."
     return f"Nothing changed: {said}."
 
@@ -246,7 +193,7 @@ class SlackApp:
         self.client = client
         self.metrics = metrics
         self.clock = clock
-        self.service: SlackService | None = None
+        self.service: ChatService | None = None
         self.diagnoser: Diagnoser | None = None
         self.bundle_writer: BundleWriter | None = None
         self.stray: Stray | None = None
@@ -277,7 +224,7 @@ class SlackApp:
 
     def bind(
         self,
-        service: SlackService,
+        service: ChatService,
         diagnoser: Diagnoser | None = None,
         replays: Replays | None = None,
         bundle_writer: BundleWriter | None = None,
@@ -499,7 +446,7 @@ class SlackApp:
         self._tell(body, respond, _answer_text(answer))
 
     def _silence_click(
-        self, service: SlackService, body: dict[str, Any], respond: Respond, value: str, user: str
+        self, service: ChatService, body: dict[str, Any], respond: Respond, value: str, user: str
     ) -> None:
         if not blocks.SILENCE_VALUE.fullmatch(value):
             self._refuse(body, respond, "malformed", "this button was not made by pitcrew")

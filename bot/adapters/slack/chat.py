@@ -40,7 +40,7 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 from slack_sdk.web import SlackResponse
 
-from bot.adapters.slack.app import Diagnoser, SlackApp, SlackConfig, SlackService, Stray
+from bot.adapters.slack.app import Diagnoser, SlackApp, SlackConfig, Stray
 from bot.adapters.slack.blocks import CardOptions, Message, card, minimal_card, text_message
 from bot.adapters.slack.bundles import BundleWriter
 from bot.adapters.slack.commands import describe_duration
@@ -48,12 +48,12 @@ from bot.adapters.slack.events import Replays
 from bot.adapters.slack.history import CardFinder, ReplyFinder, metadata, reply_metadata
 from bot.adapters.slack.history import retry_after as _retry_after
 from bot.adapters.slack.reconcile import Reconciler
-from bot.core.errors import PitcrewError
 from bot.core.model import Report
 from bot.daemon.metrics import Metrics
 from bot.daemon.ports import (
     Attempt,
     ChatRejectedError,
+    ChatService,
     ChatUnavailableError,
     Clock,
     UncheckedCard,
@@ -89,7 +89,7 @@ BLOCK_ERRORS = frozenset(
 )
 
 
-class SlackRejectedError(PitcrewError, ChatRejectedError):
+class SlackRejectedError(ChatRejectedError):
     """Slack refused a message for good (for example `channel_not_found`,
     `not_in_channel`, `invalid_auth`); retrying the same message will not help."""
 
@@ -220,7 +220,7 @@ class SlackChat:
 
     def bind(
         self,
-        service: SlackService,
+        service: ChatService,
         *,
         http: Routes | None = None,
         metrics: Metrics | None = None,

@@ -15,12 +15,14 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal, Protocol
+from typing import Literal
 
 from bot.adapters.slack.blocks import md
+from bot.core.diagnosis.unmatched import UnmatchedShape
 from bot.core.durations import format_duration, parse_duration
 from bot.core.incidents.reports import build_report
-from bot.core.model import Incident, LedgerEntry, Proposal, ProposalState
+from bot.core.model import Incident, Proposal, ProposalState
+from bot.daemon.ports import History, IncidentView, Status
 
 COMMAND = "/pitcrew"
 MAX_SILENCE = timedelta(days=30)
@@ -259,39 +261,6 @@ def parse(text: str) -> Command:
 # -- explaining the service's values ---------------------------------------------------
 
 
-class IncidentLike(Protocol):
-    @property
-    def incident(self) -> Incident: ...
-    @property
-    def proposals(self) -> Sequence[Proposal]: ...
-
-
-class HistoryLike(Protocol):
-    @property
-    def incidents(self) -> Sequence[Incident]: ...
-    @property
-    def actions(self) -> Sequence[LedgerEntry]: ...
-
-
-class StatusLike(Protocol):
-    @property
-    def open_incidents(self) -> int: ...
-    @property
-    def proposals(self) -> Mapping[str, int]: ...
-    @property
-    def pending_notifications(self) -> int: ...
-    @property
-    def active_silences(self) -> int: ...
-    @property
-    def executors(self) -> Sequence[str]: ...
-    @property
-    def set_aside(self) -> Sequence[object]: ...
-    @property
-    def dead_letters(self) -> Sequence[object]: ...
-    @property
-    def other_clusters(self) -> str: ...
-
-
 TIME = "%Y-%m-%d %H:%M"
 
 
@@ -305,7 +274,7 @@ def incident_line(incident: Incident, proposals: Sequence[Proposal] = ()) -> str
     )
 
 
-def explain_incidents(views: Sequence[IncidentLike], namespace: str | None) -> str:
+def explain_incidents(views: Sequence[IncidentView], namespace: str | None) -> str:
     where = f" in {md(namespace, 64)}" if namespace else ""
     if not views:
         return f"No open incidents{where}."
@@ -314,19 +283,6 @@ def explain_incidents(views: Sequence[IncidentLike], namespace: str | None) -> s
     if len(views) > MAX_LISTED:
         lines.append(f"… and {len(views) - MAX_LISTED} more")
     return "\n".join(lines)
-
-
-class UnmatchedLike(Protocol):
-    @property
-    def shape(self) -> str: ...
-    @property
-    def example(self) -> str: ...
-    @property
-    def count(self) -> int: ...
-    @property
-    def first_seen(self) -> datetime: ...
-    @property
-    def last_seen(self) -> datetime: ...
 
 
 def explain_bundles(incident_id: str, bundles: Sequence[tuple[str, int, datetime]]) -> str:
@@ -342,7 +298,7 @@ def explain_bundles(incident_id: str, bundles: Sequence[tuple[str, int, datetime
     return "\n".join(lines)
 
 
-def explain_unmatched(shapes: Sequence[UnmatchedLike]) -> str:
+def explain_unmatched(shapes: Sequence[UnmatchedShape]) -> str:
     """Failures no playbook matched, grouped by shape: the playbook to write next."""
     if not shapes:
         return "No unmatched failures: every failure seen matched a playbook."
@@ -353,7 +309,7 @@ def explain_unmatched(shapes: Sequence[UnmatchedLike]) -> str:
     return "\n".join(lines)
 
 
-def explain_history(history: HistoryLike) -> str:
+def explain_history(history: History) -> str:
     lines = ["*Recent incidents:*"] if history.incidents else ["No incidents yet."]
     for incident in history.incidents[:MAX_LISTED]:
         report = build_report(incident)
@@ -373,7 +329,7 @@ def explain_history(history: HistoryLike) -> str:
     return "\n".join(lines)
 
 
-def explain_status(status: StatusLike) -> str:
+def explain_status(status: Status) -> str:
     proposals = ", ".join(f"{n} {md(state, 32)}" for state, n in status.proposals.items() if n)
     executors = ", ".join(md(e, 64) for e in status.executors) or "none (diagnose and notify only)"
     return "\n".join(
@@ -388,7 +344,7 @@ def explain_status(status: StatusLike) -> str:
     )
 
 
-def _stopped(status: StatusLike) -> list[str]:
+def _stopped(status: Status) -> list[str]:
     """What a bug or a budget set aside, when anything was (`pitcrew status` lists it)."""
     lines = []
     if status.set_aside:

@@ -44,8 +44,8 @@ from bot.app.demo.screen import Card, DemoChat, ScenarioRow, Screen
 from bot.app.settings.sections import Settings
 from bot.app.settings.sources import SourceSettings
 from bot.core.model import Incident, ObjectRef, Proposal, ProposalState
-from bot.daemon.ports import utcnow
-from bot.daemon.service import Outcome, console_user
+from bot.daemon.ports import Outcome, utcnow
+from bot.daemon.service import console_user
 
 log = logging.getLogger("pitcrew.demo")
 

@@ -24,8 +24,9 @@ from bot.core.diagnosis.engine import Engine
 from bot.core.inputs import InputPart
 from bot.core.model import ActionResult, Incident, Proposal, ProposalState
 from bot.daemon.executor import Registry
+from bot.daemon.ports import Outcome
 from bot.daemon.runner import Runner
-from bot.daemon.service import Outcome, Service
+from bot.daemon.service import Service
 from tests.e2e.kubernetes.conftest import Emulator, of_workload
 from tests.e2e.kubernetes.test_kube_seed import CLUSTER, RAYJOB, seeded
 from tests.support import kube_objects as o

@@ -33,8 +33,9 @@ from bot.core.actions import approvals
 from bot.core.actions.approvals import ApprovalPolicy, ApproverRule, ChatUser
 from bot.core.model import Incident, ObjectRef, ProposalState
 from bot.daemon.executor import Registry
+from bot.daemon.ports import Outcome
 from bot.daemon.runner import Runner
-from bot.daemon.service import Outcome, Service
+from bot.daemon.service import Service
 from tests.e2e.kubernetes.conftest import Emulator, wait_for, write_daemon_config
 from tests.support.daemon import RecordingChat, engine
 
