@@ -18,6 +18,7 @@ real Ray head is in tests/e2e/conftest.py, beside the tests that use it."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,6 +40,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if E2E in item.path.parents:
             item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(autouse=True)
+def root_logging_as_it_was() -> Iterator[None]:
+    """Each test leaves the root logger's handlers and level as it found them: a command run
+    through typer's CliRunner (`pitcrew run`) sets logging up on the runner's stderr, which
+    is closed when the command returns, and every later log line would fail on it."""
+    root = logging.getLogger()
+    before, level = set(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        if type(handler) is logging.StreamHandler and handler not in before:
+            root.removeHandler(handler)  # what logging.basicConfig added (pytest's are others)
+    root.setLevel(level)
 
 
 @pytest.fixture
