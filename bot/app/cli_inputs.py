@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from bot.core.errors import PitcrewError
+from bot.core.text import for_terminal
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -70,14 +71,20 @@ ChartFile = Annotated[
 ]
 
 
+def say(text: str) -> None:
+    """A line (or lines) of the answer on standard output, safe for a terminal: what the
+    commands print quotes logs, titles and names (`bot.core.text.for_terminal`)."""
+    typer.echo(for_terminal(text))
+
+
 def fail(message: str) -> typer.Exit:
-    sys.stderr.write(f"pitcrew: {message}\n")
+    sys.stderr.write(f"pitcrew: {for_terminal(message)}\n")
     return typer.Exit(2)
 
 
 def notice(text: str) -> None:
     """Said once on standard error, the diagnosis goes on (undecodable bytes, a cut log)."""
-    sys.stderr.write(f"pitcrew: {text}\n")
+    sys.stderr.write(f"pitcrew: {for_terminal(text)}\n")
 
 
 def expand_inputs(names: list[str]) -> list[str]:

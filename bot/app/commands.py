@@ -30,7 +30,7 @@ from bot.adapters.files.playbooks import load_builtin
 from bot.adapters.http.ingest import PATH as INGEST_PATH
 from bot.adapters.http.ingest import parse_workload
 from bot.adapters.store.store import Store
-from bot.app.cli_inputs import typer_app
+from bot.app.cli_inputs import fail, notice, say, typer_app
 from bot.app.factories import build_registry, check_kinds, open_store, probe_store
 from bot.app.settings import loading
 from bot.app.settings.loading import ConfigError
@@ -73,11 +73,6 @@ UserOption = Annotated[
 TIME = "%Y-%m-%d %H:%M:%S"
 
 
-def fail(message: str) -> typer.Exit:
-    sys.stderr.write(f"pitcrew: {message}\n")
-    return typer.Exit(2)
-
-
 def load_settings(
     file: Path | None, store: Path | None = None, *, client: bool = False
 ) -> Settings:
@@ -87,7 +82,7 @@ def load_settings(
         loaded = loading.load(file, client=client)
     except ConfigError as error:
         for problem in error.problems:
-            sys.stderr.write(f"pitcrew: {problem}\n")
+            notice(str(problem))
         raise typer.Exit(2) from None
     if store is not None:
         loaded = loaded.model_copy(
@@ -133,7 +128,7 @@ def _user(name: str | None) -> str:
 
 
 def _say(answer: Answer) -> None:
-    typer.echo(f"{answer.outcome}: {answer.text}")
+    say(f"{answer.outcome}: {answer.text}")
     if not answer.ok:
         raise typer.Exit(1)
 
@@ -189,16 +184,16 @@ def config_check(
         loaded = loading.load(file)
     except ConfigError as error:
         for problem in error.problems:
-            typer.echo(problem)
+            say(problem)
         raise typer.Exit(2) from None
     problems = check_kinds(loaded)
     for problem in problems:
-        typer.echo(problem)
+        say(problem)
     store = probe_store(loaded)
-    typer.echo(f"store: {store}")
+    say(f"store: {store}")
     if problems or not store.answers:
         raise typer.Exit(2)
-    typer.echo(f"{loaded.origin}: OK")
+    say(f"{loaded.origin}: OK")
 
 
 @config_app.command("show")
@@ -259,8 +254,8 @@ def ingest_command(
         ) from None
     for note in [cut_note, *reply.get("notes", [])]:
         if note:
-            sys.stderr.write(f"pitcrew: {note}\n")
-    typer.echo(f"queued {reply.get('accepted', 0)} parts of {query['origin']}")
+            notice(str(note))
+    say(f"queued {reply.get('accepted', 0)} parts of {query['origin']}")
 
 
 # The daemon reads at most this much of one request (bot.adapters.http.server.MAX_BODY).
@@ -354,10 +349,10 @@ def incidents_command(
     with opened_service(file, store) as service:
         views = service.incidents(namespace)
     for view in views:
-        typer.echo(_incident_line(view.incident, view.proposals))
+        say(_incident_line(view.incident, view.proposals))
         for proposal in view.proposals:
-            typer.echo(_proposal_line(proposal))
-    typer.echo(f"{len(views)} open incidents")
+            say(_proposal_line(proposal))
+    say(f"{len(views)} open incidents")
 
 
 @cli.command("silence")
@@ -393,7 +388,7 @@ def silence_command(
             made = service.silence(matchers, length, who.id, utcnow(), reason, who)
         except ValueError as error:
             raise fail(str(error)) from None
-    typer.echo(f"silence {made.id} until {_time(made.ends_at)}")
+    say(f"silence {made.id} until {_time(made.ends_at)}")
 
 
 @cli.command("unsilence")
@@ -411,7 +406,7 @@ def unsilence_command(
             raise fail(str(error)) from None
     if ended is None:
         raise fail(f"no silence {silence_id}")
-    typer.echo(f"silence {silence_id} ended")
+    say(f"silence {silence_id} ended")
 
 
 @cli.command("history")
@@ -423,12 +418,12 @@ def history_command(
     """The most recent incidents and actions."""
     with opened_service(file, store) as service:
         history = service.history(n)
-    typer.echo("incidents:")
+    say("incidents:")
     for incident in history.incidents:
-        typer.echo(_incident_line(incident, ()))
-    typer.echo("actions:")
+        say(_incident_line(incident, ()))
+    say("actions:")
     for entry in history.actions:
-        typer.echo(
+        say(
             f"  {_time(entry.started_at)}  {entry.cluster or '-'}  {entry.proposal_id}  "
             f"{entry.action}  {entry.result}  by {entry.approver or '-'}  {entry.detail}"
         )
@@ -442,33 +437,31 @@ def status_command(file: ConfigOption = None, store: StoreOption = None) -> None
     with opened_store(settings) as opened:
         service = Service(opened, settings.approvals, build_registry(settings))
         found = service.status(utcnow())
-        typer.echo(f"store: {opened.describe()}: answers")
+        say(f"store: {opened.describe()}: answers")
     proposals = ", ".join(f"{k} {v}" for k, v in found.proposals.items())
     if found.cluster:
-        typer.echo(f"cluster: {found.cluster}")
+        say(f"cluster: {found.cluster}")
     if found.other_clusters:
-        typer.echo(f"slack app shared: {found.other_clusters}")
-    typer.echo(f"open incidents: {found.open_incidents}")
-    typer.echo(f"proposals: {proposals}")
-    typer.echo(f"notifications waiting: {found.pending_notifications}")
+        say(f"slack app shared: {found.other_clusters}")
+    say(f"open incidents: {found.open_incidents}")
+    say(f"proposals: {proposals}")
+    say(f"notifications waiting: {found.pending_notifications}")
     unchecked = found.unchecked
-    typer.echo(f"cards posted while Slack's history did not answer: {len(unchecked.cards)}")
+    say(f"cards posted while Slack's history did not answer: {len(unchecked.cards)}")
     for card in unchecked.cards:
-        typer.echo(f"  {card.incident_id}  {card.channel_id} {card.ts}  checked once it answers")
+        say(f"  {card.incident_id}  {card.channel_id} {card.ts}  checked once it answers")
     for problem in unchecked.unreadable:
-        typer.echo(f"  {problem}")
-    typer.echo(f"active silences: {found.active_silences}")
-    typer.echo(f"executors: {', '.join(found.executors) or 'none configured'}")
-    typer.echo(f"evidence set aside: {len(found.set_aside)}")
+        say(f"  {problem}")
+    say(f"active silences: {found.active_silences}")
+    say(f"executors: {', '.join(found.executors) or 'none configured'}")
+    say(f"evidence set aside: {len(found.set_aside)}")
     for row in found.set_aside:
         when = _time(row.at) if row.at else "?"
-        typer.echo(
-            f"  #{row.id}  {row.state}  {row.stage}  {when}  {row.size} bytes  {row.problem}"
-        )
-    typer.echo(f"notifications given up: {len(found.dead_letters)}")
+        say(f"  #{row.id}  {row.state}  {row.stage}  {when}  {row.size} bytes  {row.problem}")
+    say(f"notifications given up: {len(found.dead_letters)}")
     for letter in found.dead_letters:
         sent = letter.notification
-        typer.echo(
+        say(
             f"  {sent.kind} for {sent.incident_id}  after {letter.attempts} attempts  "
             f"{letter.last_error}"
         )
@@ -488,7 +481,7 @@ def requeue_command(
         released = service.requeue(row)
     if row is not None and not released:
         raise fail(f"no evidence #{row} is set aside")
-    typer.echo(
+    say(
         f"released {released} pieces of evidence; the daemon takes them in within seconds "
         "(or at its next start, if it is not running)"
     )
@@ -526,15 +519,15 @@ def unmatched_command(
     with opened_service(file, store) as service:
         shapes = service.unmatched(limit)
     if not shapes:
-        typer.echo("No unmatched failures: every failure seen matched a playbook.")
+        say("No unmatched failures: every failure seen matched a playbook.")
         return
-    typer.echo(f"{'count':>6}  {'first seen':<19}  {'last seen':<19}  shape / example")
+    say(f"{'count':>6}  {'first seen':<19}  {'last seen':<19}  shape / example")
     for item in shapes:
-        typer.echo(
+        say(
             f"{item.count:>6}  {_time(item.first_seen):<19}  {_time(item.last_seen):<19}  "
             f"{item.shape}"
         )
-        typer.echo(f"{'':>6}  {'':<19}  {'':<19}  e.g. {item.origin}: {item.example}")
+        say(f"{'':>6}  {'':<19}  {'':<19}  e.g. {item.origin}: {item.example}")
 
 
 @cli.command("bundle")
@@ -562,4 +555,4 @@ def bundle_command(
     target = out or Path(f"{incident}.tar.gz")
     body = merged_bundles([(b.name.removesuffix(".tar.gz"), b.body) for b in kept])
     target.write_bytes(body)
-    typer.echo(f"{target}: {len(body)} bytes ({len(kept)} bundle(s) of {incident})")
+    say(f"{target}: {len(body)} bytes ({len(kept)} bundle(s) of {incident})")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bot.adapters.console.render import plain_lines
+from bot.adapters.console.render import plain_lines, terminal_text
 from bot.adapters.files.inputs import open_input
 from bot.adapters.files.playbooks import builtin_engine
 from bot.app.cli_inputs import (
@@ -31,6 +31,7 @@ from bot.app.cli_inputs import (
     fail,
     notice,
     out,
+    say,
     typer_app,
 )
 from bot.app.diagnose_apart import diagnose_apart
@@ -153,9 +154,9 @@ def _diagnose_kube(
     else:
         show(diagnosis, f"pitcrew diagnose --kube {request.target}")
         if measured is not None:
-            out().print(f"Memory: {measured.line}", markup=False)
+            out().print(terminal_text(f"Memory: {measured.line}"))
             if measured.spark:
-                out().print(f"  {measured.spark}", markup=False)
+                out().print(terminal_text(f"  {measured.spark}"))
     if request.chart is not None:
         _save_chart(request.chart, measured)
 
@@ -171,7 +172,7 @@ def _save_chart(path: Path, measured: Measurement | None) -> None:
         path.write_bytes(render(measured.evidence))
     except OSError as error:
         raise fail(f"--chart: cannot write {path}: {error.strerror}") from None
-    err().print(f"chart: {path}")
+    err().print(terminal_text(f"chart: {path}"))
 
 
 Inputs = Annotated[
@@ -276,7 +277,7 @@ def _explain_files(inputs: list[str] | None, output: str, playbooks: list[Path] 
         return
     show(diagnosis, "pitcrew diagnose " + " ".join(inputs or ["-"]))
     for line in explanation_lines(explanation):
-        out().print(line, markup=False, highlight=False, soft_wrap=True)
+        out().print(terminal_text(line), highlight=False, soft_wrap=True)
 
 
 def _diagnose_files(inputs: list[str] | None, output: str, playbooks: list[Path] | None) -> None:
@@ -327,5 +328,5 @@ def _show_apart(several: list[tuple[list[str], Diagnosis]], output: str) -> None
             sys.stdout.write(json.dumps(shown, ensure_ascii=False) + "\n")
         else:
             if not sys.stdout.isatty():
-                sys.stdout.write(f"== {' '.join(group)}\n")
+                say(f"== {' '.join(group)}")
             show(diagnosis, "pitcrew diagnose " + " ".join(group))

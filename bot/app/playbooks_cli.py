@@ -23,7 +23,7 @@ from bot.adapters.files.playbooks import (
     load_playbook,
     playbook_files,
 )
-from bot.app.cli_inputs import PlaybookDirs, fail, typer_app
+from bot.app.cli_inputs import PlaybookDirs, fail, notice, say, typer_app
 from bot.core.errors import PitcrewError, PlaybookError
 
 if TYPE_CHECKING:
@@ -54,8 +54,8 @@ def playbooks_list(playbooks: PlaybookDirs = None) -> None:
     for loaded in library.playbooks:
         p = loaded.playbook
         actions = ",".join(a.action for a in p.actions) or "-"
-        typer.echo(f"{p.id:<34} {p.category:<32} {p.severity:<9} {actions}")
-    typer.echo(f"{len(library)} playbooks")
+        say(f"{p.id:<34} {p.category:<32} {p.severity:<9} {actions}")
+    say(f"{len(library)} playbooks")
 
 
 def _problem(path: Path) -> PlaybookError | None:
@@ -75,7 +75,8 @@ def playbooks_check(
     try:
         bad = [str(e) for e in (_problem(path) for path in playbook_files(directory)) if e]
         if bad:  # every bad file at once, not the first alone
-            sys.stderr.write("".join(f"pitcrew: {problem}\n" for problem in bad))
+            for problem in bad:
+                notice(problem)
             raise typer.Exit(2)
         library = load_library([builtin_dir(), directory])
         mine = load_library([directory])
@@ -90,9 +91,10 @@ def playbooks_check(
         if problem.startswith("diagnosis template: ")
     ]
     if problems:
-        sys.stderr.write("".join(f"pitcrew: {p}\n" for p in problems))
+        for problem in problems:
+            notice(problem)
         raise typer.Exit(2)
-    typer.echo(f"{directory}: {len(mine)} playbooks OK")
+    say(f"{directory}: {len(mine)} playbooks OK")
 
 
 @playbooks_app.command("test")
@@ -110,14 +112,14 @@ def playbooks_test(
         if result.passed:
             passed += 1
             if verbose:
-                typer.echo(f"ok   {result.playbook}: {result.name}")
+                say(f"ok   {result.playbook}: {result.name}")
             continue
         failed += 1
         where = f"{result.source}:{result.line}" if result.line else result.source
-        typer.echo(f"FAIL {result.playbook}: {result.name} ({where})")
+        say(f"FAIL {result.playbook}: {result.name} ({where})")
         for problem in result.problems:
-            typer.echo(f"     - {problem}")
-    typer.echo(f"playbook examples: {passed} passed, {failed} failed")
+            say(f"     - {problem}")
+    say(f"playbook examples: {passed} passed, {failed} failed")
     if failed:
         raise typer.Exit(1)
 
@@ -186,14 +188,15 @@ def playbooks_coverage(
         raise fail(str(error)) from None
     coverage = run(engine, entries)
     for line in report_lines(coverage, verbose):
-        typer.echo(line)
+        say(line)
     if messages:
         _inventory_coverage(engine, messages, sample)
     short = below(coverage, fail_under / 100)
     if short or coverage.unknown_signatures:
-        sys.stderr.write("".join(f"pitcrew: below --fail-under: {s}\n" for s in short))
+        for item in short:
+            notice(f"below --fail-under: {item}")
         if coverage.unknown_signatures:
-            sys.stderr.write("pitcrew: catalogue entries name signatures no playbook has\n")
+            notice("catalogue entries name signatures no playbook has")
         raise typer.Exit(1)
 
 
@@ -205,8 +208,8 @@ def _inventory_coverage(engine: Engine, messages: Sequence[InventoryEntry], samp
     picked = inventory_coverage.sampled(messages, sample)
     checked = inventory_coverage.run(engine, picked)
     for line in inventory_coverage.report_lines(picked, checked):
-        typer.echo(line)
-    typer.echo(
+        say(line)
+    say(
         f"inventory: {len(picked)} of {len(messages)} messages checked"
         f" in {time.monotonic() - started:.0f} s"
     )

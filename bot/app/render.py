@@ -5,14 +5,13 @@ could only be seen by posting it. `pitcrew render examples/seed/` diagnoses the
 inputs as `diagnose` does, makes the incident and the offers the daemon would,
 and prints the card exactly as Slack would receive it (Block Kit JSON), or as the
 console prints it; an incident id renders a card from the daemon's store.
-`--open` writes a self-contained HTML preview of the blocks and prints its path.
+`--open` writes a self-contained, inert HTML preview of the blocks
+(`bot.adapters.slack.preview`) and prints its path.
 """
 
 from __future__ import annotations
 
-import html
 import json
-import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ import typer
 
 from bot.adapters.files.inputs import open_input
 from bot.adapters.files.playbooks import builtin_engine
+from bot.adapters.slack import preview
 from bot.adapters.slack.blocks import Message, card
 from bot.app.cli_inputs import PlaybookDirs, expand_inputs, fail, typer_app
 from bot.core.actions.approvals import reconcile
@@ -92,66 +92,10 @@ def now() -> datetime:
 
 # -- the HTML preview --------------------------------------------------------------------
 
-_STYLE = """
-body{font:15px/1.46 -apple-system,'Segoe UI',Lato,sans-serif;background:#f8f8f8;margin:2em}
-.card{max-width:680px;background:#fff;border-left:4px solid #e01e5a;padding:12px 16px;
- border-radius:6px;box-shadow:0 1px 3px #0002}
-h1{font-size:18px;margin:4px 0 8px}.ctx{color:#616061;font-size:13px;margin:6px 0}
-pre{background:#f6f6f6;border:1px solid #ddd;border-radius:4px;padding:8px;
- white-space:pre-wrap;font-size:12px}code{background:#f6f6f6;color:#c01343;padding:0 3px}
-hr{border:0;border-top:1px solid #ddd;margin:12px 0}.sec{margin:8px 0;white-space:pre-wrap}
-button{border:1px solid #bbb;background:#fff;border-radius:4px;padding:4px 12px;margin-right:6px;
- font-weight:600}button.primary{background:#007a5a;color:#fff;border-color:#007a5a}
-"""
-
-
-def _mrkdwn(text: str) -> str:
-    """Slack mrkdwn as HTML: already-escaped entities kept, fences, code, bold, italic, links."""
-    safe = html.escape(html.unescape(text), quote=False)
-    parts = safe.split("```")
-    out: list[str] = []
-    for i, part in enumerate(parts):
-        if i % 2:
-            out.append(f"<pre>{part.strip(chr(10))}</pre>")
-            continue
-        part = re.sub(r"`([^`\n]+)`", r"<code>\1</code>", part)
-        part = re.sub(r"(?<![\w*])\*([^*\n]+)\*(?![\w*])", r"<b>\1</b>", part)
-        part = re.sub(r"(?<![\w_])_([^_\n]+)_(?![\w_])", r"<i>\1</i>", part)
-        part = re.sub(r"&lt;(https?://[^|&\s]+)&gt;", r'<a href="\1">\1</a>', part)
-        out.append(part)
-    return "".join(out)
-
-
-def _block_html(block: dict[str, Any]) -> str:
-    kind = block.get("type")
-    if kind == "header":
-        return f"<h1>{html.escape(block['text']['text'])}</h1>"
-    if kind == "divider":
-        return "<hr>"
-    if kind == "context":
-        texts = " ".join(_mrkdwn(e.get("text", "")) for e in block.get("elements", []))
-        return f'<div class="ctx">{texts}</div>'
-    if kind == "section":
-        text = _mrkdwn(block["text"]["text"]) if "text" in block else ""
-        fields = "".join(f"<div>{_mrkdwn(f['text'])}</div>" for f in block.get("fields", []))
-        return f'<div class="sec">{text}{fields}</div>'
-    if kind == "actions":
-        buttons = "".join(
-            f'<button class="{e.get("style", "")}">{html.escape(e["text"]["text"])}</button>'
-            for e in block.get("elements", [])
-        )
-        return f"<div>{buttons}</div>"
-    return ""
-
 
 def html_preview(message: Message) -> str:
-    """A self-contained page showing the blocks roughly as Slack lays them out."""
-    body = "\n".join(_block_html(b) for b in message.blocks)
-    title = html.escape(message.text)
-    return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
-        f"<style>{_STYLE}</style></head><body><div class='card'>\n{body}\n</div></body></html>\n"
-    )
+    """A self-contained, inert page showing the blocks roughly as Slack lays them out."""
+    return preview.page(message.text, message.blocks)
 
 
 def write_preview(message: Message, directory: Path) -> Path:

@@ -53,6 +53,7 @@ from bot.core.errors import PitcrewError, StoreError
 from bot.core.incidents.assessment import Assess, adjusted, assessor
 from bot.core.incidents.correlator import Correlator
 from bot.core.playbooks.library import Library
+from bot.core.text import for_terminal
 from bot.daemon import live_checks, strays
 from bot.daemon.budget import Budget, BudgetedClassifier, budgeted_assess
 from bot.daemon.executor import Registry
@@ -537,8 +538,18 @@ def _quietly(what: str, step: Callable[[], object]) -> None:
         log.error("could not %s: %s", what, error)
 
 
+class TerminalFormatter(logging.Formatter):
+    """Log lines safe for the terminal they are read on (`kubectl logs`): a log line
+    quoted in a message keeps its words and loses its escape sequences and controls."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return for_terminal(super().format(record))
+
+
 def setup_logging(level: int = logging.INFO) -> None:
-    logging.basicConfig(level=level, stream=sys.stderr, format=LOG_FORMAT, force=True)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(TerminalFormatter(LOG_FORMAT))
+    logging.basicConfig(level=level, handlers=[handler], force=True)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
 
 

@@ -16,6 +16,7 @@ from bot.adapters.store.store import Store
 from bot.core.actions.approvals import reconcile
 from tests.app.test_cli_diagnose import SEED, pitcrew
 from tests.e2e.slack.conftest import T0, diagnose_seed
+from tests.support.hostile import ELEMENTS, HOSTILE, parsed
 from tests.support.slack_emulator import block_kit_errors
 
 
@@ -50,6 +51,33 @@ def test_render_as_text_and_an_html_preview() -> None:
     )
     assert "<script" not in page  # self-contained and inert
     assert "http-equiv" not in page
+
+
+def test_the_preview_of_a_log_with_hostile_markup_is_inert(tmp_path: Path) -> None:
+    """Each family of hostile text on a line the card shows: the page, read by Python's
+    HTML parser, has only the preview's own elements and attributes, and the one anchor is
+    the playbook's runbook."""
+    lines = ["Traceback (most recent call last):", '  File "train.py", line 3, in <module>']
+    lines += [
+        f"torch.OutOfMemoryError: CUDA out of memory. {text.replace(chr(0), '')}"
+        for text in HOSTILE.values()
+    ]
+    log = tmp_path / "driver.log"
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = pitcrew("render", str(log), "--open")
+    assert result.returncode == 0, result.stderr
+    (shown,) = re.findall(r"^preview: (\S+)$", result.stderr.decode(), re.M)
+    text = Path(shown).read_text(encoding="utf-8")
+    page = parsed(text)
+    assert [tag for tag, _ in page.tags if tag not in ELEMENTS] == []
+    assert [(t, a) for t, attrs in page.tags for a in attrs if a not in ELEMENTS[t]] == []
+    assert [attrs["href"] for tag, attrs in page.tags if tag == "a"] == [
+        "https://pytorch.org/docs/stable/notes/cuda.html#environment-variables"
+    ]
+    assert (
+        "CUDA out of memory. &lt;https://evil.example/&quot;onmouseover=&quot;alert(1)&gt;" in text
+    )
+    assert "&lt;script&gt;alert(2)&lt;/script&gt;" in text
 
 
 def test_render_an_incident_the_store_does_not_hold(tmp_path: Path) -> None:

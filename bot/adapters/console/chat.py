@@ -1,7 +1,8 @@
 """The console chat: cards printed to a terminal (or a file), for laptops and the demo.
 
 Approvals come from `pitcrew approve ID` in another shell, which writes to the
-same store; this chat only shows.
+same store; this chat only shows. Every text is made safe for the terminal by
+`bot.adapters.console.render.terminal_text`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from bot.adapters.console.render import terminal_text
 from bot.core.model import Report, Severity
 from bot.daemon.ports import Attempt
 
@@ -32,34 +34,34 @@ def report_panel(report: Report, ref: str = "", cluster: str = "") -> Panel:
     lines: list[Text | Table] = []
     where = "  ".join(f"{k}: {v}" for k, v in report.where.items() if v)
     if where:
-        lines.append(Text(where, style="dim"))
-    lines.append(Text.assemble(("What broke: ", "bold"), report.cause or report.primary))
+        lines.append(terminal_text(where, style="dim"))
+    lines.append(terminal_text(("What broke: ", "bold"), report.cause or report.primary))
     offered = [a for a in report.actions if str(a.state) == "offered"]
     if offered:
         plan = " → ".join(s.partition(":")[0] for s in offered[0].steps)
-        lines.append(Text.assemble(("Do: ", "bold"), f"approve {plan or offered[0].action}"))
+        lines.append(terminal_text(("Do: ", "bold"), f"approve {plan or offered[0].action}"))
     elif report.actions:  # decided: what became of the card's action, not "no action fits"
         first = report.actions[0]
-        lines.append(Text.assemble(("Action: ", "bold"), f"{first.action}: {first.state}"))
+        lines.append(terminal_text(("Action: ", "bold"), f"{first.action}: {first.state}"))
     elif report.steps:
-        lines.append(Text("Do (no action pitcrew can run fits):", style="bold"))
-        lines.extend(Text(f"  {n}. {step}") for n, step in enumerate(report.steps, 1))
-    lines.extend(Text(f"Runbook: {url}", style="dim") for url in report.runbook)
+        lines.append(terminal_text("Do (no action pitcrew can run fits):", style="bold"))
+        lines.extend(terminal_text(f"  {n}. {step}") for n, step in enumerate(report.steps, 1))
+    lines.extend(terminal_text(f"Runbook: {url}", style="dim") for url in report.runbook)
     if report.sureness:
-        lines.append(Text.assemble(("How sure: ", "bold"), report.sureness))
-    lines.append(Text.assemble(("Root cause: ", "dim"), report.primary))
+        lines.append(terminal_text(("How sure: ", "bold"), report.sureness))
+    lines.append(terminal_text(("Root cause: ", "dim"), report.primary))
     for secondary in report.secondary:
-        lines.append(Text.assemble(("Also seen: ", "dim"), secondary))
+        lines.append(terminal_text(("Also seen: ", "dim"), secondary))
     for evidence in report.evidence:
-        lines.append(Text(f"  {evidence}", style="dim", no_wrap=True, overflow="ellipsis"))
+        lines.append(terminal_text(f"  {evidence}", style="dim", no_wrap=True, overflow="ellipsis"))
     for alert in report.alerts:
-        lines.append(Text.assemble(("Alert: ", "bold"), alert.text))
+        lines.append(terminal_text(("Alert: ", "bold"), alert.text))
         links = [("rule", alert.source), ("in Alertmanager", alert.alertmanager)]
         links.append(("silence it in Alertmanager", alert.silence))
-        lines.extend(Text(f"  {name}: {url}", style="dim") for name, url in links if url)
+        lines.extend(terminal_text(f"  {name}: {url}", style="dim") for name, url in links if url)
     if report.diagnosis:
-        lines.append(Text(""))
-        lines.append(Text(report.diagnosis))
+        lines.append(terminal_text(""))
+        lines.append(terminal_text(report.diagnosis))
     if report.actions:
         table = Table(show_header=True, header_style="bold", expand=True)
         table.add_column("proposal")
@@ -68,21 +70,21 @@ def report_panel(report: Report, ref: str = "", cluster: str = "") -> Panel:
         table.add_column("preview", overflow="fold")
         for action in report.actions:
             table.add_row(
-                Text(action.proposal_id),
-                Text(action.action),
-                str(action.state),
-                Text(action.preview),
+                terminal_text(action.proposal_id),
+                terminal_text(action.action),
+                terminal_text(str(action.state)),
+                terminal_text(action.preview),
             )
         lines.append(table)
     if report.memory:
-        lines.append(Text.assemble(("Memory: ", "bold"), report.memory))
+        lines.append(terminal_text(("Memory: ", "bold"), report.memory))
     for withheld in report.withheld:
-        lines.append(Text(f"not offered: {withheld}", style="dim"))
+        lines.append(terminal_text(f"not offered: {withheld}", style="dim"))
     for entry in report.history:
-        lines.append(Text(f"· {entry}", style="dim"))
-    # Text, not str: rich would read `[gpu-group]` in a title or preview as markup.
-    title = Text(f"{f'[{cluster}] ' if cluster else ''}{report.title} [{report.status}]")
-    subtitle = Text(f"card {ref}") if ref else None
+        lines.append(terminal_text(f"· {entry}", style="dim"))
+    # Text, never str: rich would read `[gpu-group]` in a title or preview as markup.
+    title = terminal_text(f"{f'[{cluster}] ' if cluster else ''}{report.title} [{report.status}]")
+    subtitle = terminal_text(f"card {ref}") if ref else None
     return Panel(
         Group(*lines), title=title, subtitle=subtitle, border_style=_BORDER[report.severity]
     )
@@ -128,13 +130,15 @@ class ConsoleChat:
     def reply(self, ref: str, text: str, attempt: Attempt | None = None) -> None:
         """A printed line cannot be lost on its way, so `attempt` changes nothing here."""
         with self._lock:
-            self._console.print(Text(f"  ↳ [{ref}] {text}", overflow="fold"))
+            self._console.print(terminal_text(f"  ↳ [{ref}] {text}", overflow="fold"))
 
     def attach(self, ref: str, path: str, text: str, attempt: Attempt | None = None) -> None:
         """The file's comment (a chart's with its sparkline) and where the file is."""
         with self._lock:
             what = _file_kind(path)
-            self._console.print(Text(f"  ↳ [{ref}] {text}\n    {what}: {path}", overflow="fold"))
+            self._console.print(
+                terminal_text(f"  ↳ [{ref}] {text}\n    {what}: {path}", overflow="fold")
+            )
 
     def healthy(self) -> bool:
         return True

@@ -1,17 +1,20 @@
 """Rendering a Diagnosis for people: a panel on a terminal (rich), and plain whole lines
 in a pipe or a pod's log, where no width is known (no cut mid-word, no id broken
-across lines)."""
+across lines). Every text goes through `bot.core.text.for_terminal` (`terminal_text`), and
+rich is handed text, never markup: a log's `[bold]` or escape sequence stays inert."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bot.core.actions.order import grouped
 from bot.core.model import ActionOffer, Diagnosis, RankedFinding, Role, Severity
+from bot.core.text import for_terminal
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
 _STYLE = {
     Severity.CRITICAL: "bold red",
@@ -21,29 +24,38 @@ _STYLE = {
 }
 
 
+def terminal_text(*parts: str | tuple[str, str], style: str = "", **options: Any) -> Text:
+    """Rich text for a terminal: each part (or `(part, style)`) through `for_terminal`,
+    never read as markup."""
+    from rich.text import Text
+
+    safe = [(for_terminal(p[0]), p[1]) if isinstance(p, tuple) else for_terminal(p) for p in parts]
+    return Text.assemble(*safe, style=style, **options)
+
+
 def print_diagnosis(diagnosis: Diagnosis, console: Console, title: str = "") -> None:
     from rich.console import Group
     from rich.panel import Panel
-    from rich.text import Text
 
     if not console.is_terminal:
         for line in plain_lines(diagnosis):
-            console.print(line, markup=False, highlight=False, soft_wrap=True)
+            console.print(terminal_text(line), highlight=False, soft_wrap=True)
         return
     primary = diagnosis.primary
+    heading = terminal_text(title or ("pitcrew diagnosis" if primary else "pitcrew"))
     if primary is None:
         verdict, *lines = diagnosis.text.split("\n") if diagnosis.unknown else [diagnosis.text]
         body = Group(
-            Text(verdict),
-            *(Text(f"  {line}", no_wrap=True, overflow="ellipsis") for line in lines),
+            terminal_text(verdict),
+            *(terminal_text(f"  {line}", no_wrap=True, overflow="ellipsis") for line in lines),
         )
         border = "yellow" if diagnosis.unknown else "green"
-        console.print(Panel(body, title=title or "pitcrew", border_style=border))
+        console.print(Panel(body, title=heading, border_style=border))
         return
     parts: list[Text | Table] = []
     for ranked in diagnosis.findings:
         finding = ranked.finding
-        head = Text.assemble(
+        head = terminal_text(
             (f"{_label(ranked)}: ", "bold" if ranked.role is Role.PRIMARY else "dim"),
             (str(finding.category), _STYLE[finding.severity]),
             f"  {finding.title}",
@@ -51,29 +63,29 @@ def print_diagnosis(diagnosis: Diagnosis, console: Console, title: str = "") -> 
         )
         parts.append(head)
         if ranked.why:
-            parts.append(Text(f"    why: {ranked.why}", style="italic"))
+            parts.append(terminal_text(f"    why: {ranked.why}", style="italic"))
         for evidence in finding.evidence:
             where = f"{evidence.origin}:{evidence.line}" if evidence.line else evidence.origin
             parts.append(
-                Text(
+                terminal_text(
                     f"    {where}  {evidence.text}", style="dim", no_wrap=True, overflow="ellipsis"
                 )
             )
-    parts.append(Text(""))
-    parts.append(Text(diagnosis.text))
+    parts.append(terminal_text(""))
+    parts.append(terminal_text(diagnosis.text))
     parts.extend(
-        Text(line, style="bold" if line.endswith(":") else "") for line in _what_to_do(diagnosis)
+        terminal_text(line, style="bold" if line.endswith(":") else "")
+        for line in _what_to_do(diagnosis)
     )
     if diagnosis.actions:
-        parts.append(Text(""))
+        parts.append(terminal_text(""))
         parts.append(_offers_table(diagnosis))
     border = _STYLE[primary.severity]
-    console.print(Panel(Group(*parts), title=title or "pitcrew diagnosis", border_style=border))
+    console.print(Panel(Group(*parts), title=heading, border_style=border))
 
 
 def _offers_table(diagnosis: Diagnosis) -> Table:
     """The offers, a plan on one row (its steps in order), then the withheld actions."""
-    from rich.markup import escape
     from rich.table import Table
 
     table = Table(show_header=True, header_style="bold", expand=True, show_lines=False)
@@ -82,21 +94,34 @@ def _offers_table(diagnosis: Diagnosis) -> Table:
     table.add_column("why / preview", overflow="fold")
     for group in grouped(diagnosis.actions):
         offer = group[0]
-        status = "[green]offered[/]" if offer.offered else "[dim]withheld[/]"
+        status = (
+            terminal_text("offered", style="green")
+            if offer.offered
+            else terminal_text("withheld", style="dim")
+        )
         if len(group) > 1:
-            status = "[green]offered as one plan[/]"
+            status = terminal_text("offered as one plan", style="green")
         details = []
         for step in group:
-            detail = escape(step.preview or step.reason)
+            detail = step.preview or step.reason
             if step.offered and step.preview:
-                detail = f"{escape(step.reason)}\n{detail}"
+                detail = f"{step.reason}\n{detail}"
             details.append(detail)
-        table.add_row("\nthen ".join(o.action for o in group), status, "\n".join(details))
+        table.add_row(
+            terminal_text("\nthen ".join(o.action for o in group)),
+            status,
+            terminal_text("\n".join(details)),
+        )
     return table
 
 
 def plain_lines(diagnosis: Diagnosis) -> list[str]:
-    """The diagnosis as whole lines of text, for a pipe or a log."""
+    """The diagnosis as whole lines of text, for a pipe or a log (each line through
+    `for_terminal`: a pipe often ends on a terminal)."""
+    return [for_terminal(line) for line in _plain_lines(diagnosis)]
+
+
+def _plain_lines(diagnosis: Diagnosis) -> list[str]:
     lines: list[str] = []
     for ranked in diagnosis.findings:
         finding = ranked.finding

@@ -88,9 +88,6 @@ _WHERE = {
     "workload": "Workload",
     "ray_job_id": "Ray job id",
 }
-# Lone surrogates (undecodable bytes smuggled through) and invisible marks that
-# bot.core.text does not already remove; zero-width joiners stay (emoji use them).
-_INVISIBLE = re.compile(r"[\ud800-\udfff\u061c\u200b\ufeff\u2028\u2029]")
 _FENCE = "```"
 _TICK = "\ue000"  # a kept backtick while the rest is made safe (private use: never shown)
 
@@ -102,7 +99,7 @@ def clean(text: str) -> str:
     """Untrusted text without controls, direction marks, lone surrogates or backticks
     (each backtick becomes a look-alike, so untrusted text can neither open nor close
     a code span or fence)."""
-    return strip_controls(_INVISIBLE.sub("", text)).replace("`", "\u02cb")
+    return strip_controls(text).replace("`", "\u02cb")
 
 
 def prose(text: str, limit: int = SECTION_TEXT) -> str:
@@ -303,8 +300,9 @@ def _decision(report: Report, first: ReportAction | None) -> str:
 
 def link(url: str, label: str = "") -> str:
     """A URL (a playbook's runbook, an alert's rule) as a Slack link, with `label` (safe
-    mrkdwn) as its text; as text when it is not plainly http(s)."""
-    if re.fullmatch(r"https?://[^\s<>|]+", url) and len(url) < MAX_URL:
+    mrkdwn) as its text; as text when it is not plainly http(s): printable ASCII but
+    `<`, `>` and `|` (no control, escape sequence or direction override in a link)."""
+    if re.fullmatch(r"https?://[!-;=?-{}~]+", url) and len(url) < MAX_URL:
         return f"<{url.replace('&', '&amp;')}{'|' + label if label else ''}>"
     return md(url, 500)
 

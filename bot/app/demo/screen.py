@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.prompt import Confirm
 from rich.table import Table
-from rich.text import Text
 
 from bot.adapters.console.chat import ConsoleChat, report_panel
+from bot.adapters.console.render import terminal_text
 from bot.core.model import Report
 from bot.daemon.ports import Attempt
 
@@ -65,8 +65,8 @@ class DemoChat(ConsoleChat):
             self._cards[ref] = Card(ref, report, posted, (old.updates + 1) if old else 1)
             self._changed.notify_all()
         if old is None or old.report.status != report.status or fresh:
-            lines = [Text(f"  ↻ card {ref}: {report.status}", style="bold")]
-            lines.extend(Text(f"      · {line}", style="dim") for line in fresh)
+            lines = [terminal_text(f"  ↻ card {ref}: {report.status}", style="bold")]
+            lines.extend(terminal_text(f"      · {line}", style="dim") for line in fresh)
             for line in lines:
                 self.console.print(line, overflow="fold")
 
@@ -128,22 +128,22 @@ class Screen:
 
     def heading(self, text: str, note: str = "") -> None:
         self.console.print()
-        self.console.rule(Text(text, style="bold"))
+        self.console.rule(terminal_text(text, style="bold"))
         if note:
-            self.console.print(Text(note, style="italic"))
+            self.console.print(terminal_text(note, style="italic"))
 
     @contextlib.contextmanager
     def step(self, text: str) -> Iterator[None]:
         """A spinner while the block runs (a plain `… text` line off a terminal)."""
         if self.live:
-            with self.console.status(Text(text), spinner="dots"):
+            with self.console.status(terminal_text(text), spinner="dots"):
                 yield
         else:
             self.say(f"… {text}")
             yield
 
     def say(self, text: str, style: str = "") -> None:
-        self.console.print(Text(text, style=style), overflow="fold")
+        self.console.print(terminal_text(text, style=style), overflow="fold")
 
     def done(self, text: str) -> None:
         self.say(f"✓ {text}", "green")
@@ -152,7 +152,9 @@ class Screen:
         self.say(f"✗ {text}", "bold red")
 
     def ask(self, question: str) -> bool:
-        return Confirm.ask(Text(question, style="bold"), console=self.console, default=True)
+        return Confirm.ask(
+            terminal_text(question, style="bold"), console=self.console, default=True
+        )
 
 
 @dataclass
@@ -176,15 +178,19 @@ def summary(console: Console, outcomes: Sequence[ScenarioRow], timings: Sequence
     table.add_column("result", width=19, overflow="fold")
     table.add_column("failure → card", width=8, justify="right", overflow="fold")
     for outcome in outcomes:
-        mark = Text("✓ ", style="green") if outcome.ok else Text("✗ ", style="bold red")
+        mark = (
+            terminal_text("✓ ", style="green")
+            if outcome.ok
+            else terminal_text("✗ ", style="bold red")
+        )
         table.add_row(
-            Text(outcome.scenario),
-            Text(outcome.cause),
-            Text(outcome.action),
-            mark + Text(outcome.result),
+            terminal_text(outcome.scenario),
+            terminal_text(outcome.cause),
+            terminal_text(outcome.action),
+            mark + terminal_text(outcome.result),
             f"{outcome.to_card:.1f} s" if outcome.to_card is not None else "-",
         )
     console.print()
     console.print(table)
     for line in timings:
-        console.print(Text(line, style="dim"))
+        console.print(terminal_text(line, style="dim"))
