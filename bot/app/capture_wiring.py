@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.app.settings.sections import Settings
+from bot.core.text import file_name
 from bot.daemon.capture import CaptureWorker
 from bot.daemon.feed import Captured
 
@@ -72,7 +73,8 @@ def capture_worker(
 
     def write(incident_id: str, name: str, body: bytes) -> str:
         directory.mkdir(parents=True, exist_ok=True)
-        path = directory / f"{incident_id}-{name}"
+        stem = file_name(name.removesuffix(".tar.gz"))
+        path = directory / f"{file_name(incident_id)}-{stem}.tar.gz"
         path.write_bytes(body)
         return str(path)
 

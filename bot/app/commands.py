@@ -537,7 +537,12 @@ def bundle_command(
     ],
     out: Annotated[
         Path | None,
-        typer.Option("--out", "-o", metavar="FILE", help="where to write; default INCIDENT.tar.gz"),
+        typer.Option(
+            "--out",
+            "-o",
+            metavar="FILE",
+            help="the file to write (a folder: INCIDENT.tar.gz in it); default INCIDENT.tar.gz",
+        ),
     ] = None,
     file: ConfigOption = None,
     store: StoreOption = None,
@@ -545,14 +550,16 @@ def bundle_command(
     """Write the evidence bundles captured for an incident (driver log, dead actors, pods'
     last logs and states, the RayJob's and RayCluster's status, events) as one tar.gz,
     one folder per KubeRay attempt, and print its size."""
-    from bot.app.bundles import merged_bundles
+    from bot.app.bundles import merged_bundles, write_new
 
     settings = load_settings(file, store, client=True)
     with opened_store(settings) as opened:
         kept = opened.bundles(incident)
     if not kept:
         raise fail(f"{incident}: no evidence bundle kept for this incident")
-    target = out or Path(f"{incident}.tar.gz")
     body = merged_bundles([(b.name.removesuffix(".tar.gz"), b.body) for b in kept])
-    target.write_bytes(body)
+    try:
+        target = write_new(out or Path("."), incident, body)
+    except PitcrewError as error:
+        raise fail(str(error)) from None
     say(f"{target}: {len(body)} bytes ({len(kept)} bundle(s) of {incident})")

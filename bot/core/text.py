@@ -11,6 +11,7 @@ override shows `exe.txt` as `txt.exe`. All three start from `strip_controls`.
 
 from __future__ import annotations
 
+import hashlib
 import html
 import re
 import unicodedata
@@ -82,3 +83,31 @@ def for_terminal(text: str) -> str:
     (but tab and newline) and bidirectional overrides removed. Rich markup is no
     concern here: what pitcrew prints with rich is text, never markup."""
     return strip_controls(text)
+
+
+_UNSAFE_IN_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+_DOTS = re.compile(r"\.{2,}")
+NAME_LIMIT = 100
+
+
+def file_name(identifier: str, limit: int = NAME_LIMIT) -> str:
+    """A file or folder name made from an identifier someone else chose (a pod's, a
+    container's, a RayCluster's name): letters, digits, `.`, `_` and `-` only, so no `/`,
+    control character or absolute path; no `..` and no leading dot; at most `limit`
+    characters. An identifier that is already such a name is its own name; one that had to
+    change ends with `~` and a digest of it, so two identifiers never make one name."""
+    if identifier and len(identifier) <= limit and _usable(identifier):
+        return identifier
+    cleaned = _DOTS.sub("_", _UNSAFE_IN_NAME.sub("_", identifier)).lstrip(".") or "_"
+    digest = hashlib.sha1(identifier.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{cleaned[: limit - len(digest) - 1]}~{digest}"
+
+
+def _usable(name: str) -> bool:
+    """Whether an identifier is already a file name as `file_name` makes them."""
+    return (
+        _UNSAFE_IN_NAME.search(name) is None
+        and ".." not in name
+        and not name.startswith(".")
+        and bool(name)
+    )

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from bot.core.model import Finding, Incident, SourceKind
+from bot.core.text import file_name
 from bot.daemon.feed import Captured
 from bot.daemon.offthread import OffThread
 
@@ -42,10 +43,11 @@ _FAILED = frozenset({"Failed", "Retrying", "ValidationFailed"})
 def bundle_name(incident: Incident) -> str:
     """One bundle at the first failure signal (`first`), one when the RayJob itself is
     failed (`failed`: the moment before KubeRay deletes its cluster), and one per KubeRay
-    attempt after that, named after the attempt's RayCluster."""
+    attempt after that, named after the attempt's RayCluster (its name cleaned: it is a
+    folder of `pitcrew bundle`'s tarball and part of a file's name)."""
     counted = [a for a in incident.attempts if a.number > 0]
     if counted:
-        return f"{max(counted, key=lambda a: a.number).cluster}.tar.gz"
+        return f"{file_name(max(counted, key=lambda a: a.number).cluster)}.tar.gz"
     if any(_failed_rayjob(r.finding) for r in incident.diagnosis.findings):
         return "failed.tar.gz"
     return "first.tar.gz"

@@ -3,6 +3,7 @@ attempt, as one tar.gz a person can read, its size printed; a clear error withou
 
 from __future__ import annotations
 
+import io
 import tarfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -55,3 +56,59 @@ def test_an_incident_without_a_bundle_says_so(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["bundle", "inc-none", "--store", str(db)])
     assert result.exit_code != 0
     assert "inc-none: no evidence bundle kept for this incident" in result.output
+
+
+def hostile_tar() -> bytes:
+    """A stored bundle as no pitcrew made it: members that climb out, an absolute path, a
+    link out of the folder, a device."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name in ("../../escaped.txt", "/etc/cron.d/pitcrew", "pods/../../../up.log", "ok.txt"):
+            info = tarfile.TarInfo(name)
+            info.size = 3
+            tar.addfile(info, io.BytesIO(b"hi\n"))
+        link = tarfile.TarInfo("link")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(link)
+        device = tarfile.TarInfo("null")
+        device.type = tarfile.CHRTYPE
+        tar.addfile(device)
+    return buffer.getvalue()
+
+
+def test_a_stored_bundle_of_hostile_members_is_written_as_plain_files_inside_folders(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "state.db"
+    with Store(db) as store:
+        store.save_bundle("inc-1", "../attempt.tar.gz", hostile_tar(), T0)
+    out = tmp_path / "out"
+    out.mkdir()
+    result = CliRunner().invoke(app, ["bundle", "inc-1", "--store", str(db), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    with tarfile.open(out / "inc-1.tar.gz") as tar:
+        assert sorted((m.name, m.type) for m in tar.getmembers()) == [
+            ("__attempt~db9b155e/escaped.txt", tarfile.REGTYPE),
+            ("__attempt~db9b155e/etc/cron.d/pitcrew", tarfile.REGTYPE),
+            ("__attempt~db9b155e/ok.txt", tarfile.REGTYPE),
+            ("__attempt~db9b155e/pods/up.log", tarfile.REGTYPE),
+        ]
+        tar.extractall(tmp_path / "extracted", filter="data")
+
+
+def test_the_file_given_is_the_only_one_written(tmp_path: Path) -> None:
+    db = tmp_path / "state.db"
+    with Store(db) as store:
+        store.save_bundle("inc-1", "first.tar.gz", packed(b"log\n"), T0)
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_text("not yours\n")
+    link = tmp_path / "out.tar.gz"
+    link.symlink_to(elsewhere)
+    result = CliRunner().invoke(app, ["bundle", "inc-1", "--store", str(db), "-o", str(link)])
+    assert (result.exit_code, result.output) == (
+        2,
+        f"pitcrew: {link} is a symbolic link (to {elsewhere}); pitcrew bundle writes only "
+        "the file it is given, not through a link: remove it or give another file\n",
+    )
+    assert elsewhere.read_text() == "not yours\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere.txt", "out.tar.gz", "state.db"]

@@ -3,11 +3,19 @@ terminal, each through its one function, fed the hostile strings of every family
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
 
-from bot.core.text import escape_html, escape_mrkdwn, for_terminal, strip_controls, truncate
+from bot.core.text import (
+    escape_html,
+    escape_mrkdwn,
+    file_name,
+    for_terminal,
+    strip_controls,
+    truncate,
+)
 from tests.support.hostile import HOSTILE, SLACK_CONTROLS, TERMINAL_CONTROLS
 
 
@@ -99,3 +107,24 @@ def test_a_line_of_unterminated_escapes_costs_its_length() -> None:
     started = time.process_time()
     assert strip_controls("\x1b]" * 200_000 + "\x1b]0;" * 200_000) == "0;" * 200_000
     assert time.process_time() - started < 5
+
+
+@pytest.mark.parametrize(
+    ("identifier", "name"),
+    [
+        ("verl-ppo-qwen-raycluster-x7k2p", "verl-ppo-qwen-raycluster-x7k2p"),
+        ("ray-worker", "ray-worker"),
+        ("../../etc/passwd", "____etc_passwd~936d7c04"),
+        ("/abs/path", "_abs_path~16a4cd88"),
+        ("a/b", "a_b~3ec69c85"),
+        ("..", "_~9d891e73"),
+        ("", "_~da39a3ee"),
+        (".hidden", "hidden~92f73832"),
+        ("title\x1b]0;owned\x07", "title_0_owned_~2e47590a"),
+        ("x" * 120, "x" * 91 + "~ceb28216"),
+    ],
+)
+def test_a_file_name_from_an_identifier(identifier: str, name: str) -> None:
+    assert file_name(identifier) == name
+    assert re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9._~-]*", name)
+    assert ".." not in name

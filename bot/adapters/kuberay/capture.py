@@ -16,9 +16,12 @@ person would look at, while the objects still exist:
   `file_limit` when it is longer, with a line saying how much was left out between;
 - `actors.json`: the dead actors of the Ray job and their death causes (State API).
 
-Each file is cut to `file_limit` bytes (a log keeps its tail); the tar.gz stops taking
-files past `total_limit` bytes and says what it left out in `README.txt`. Each part
-that cannot be read says why in `README.txt` instead: a bundle is never refused.
+Each file is cut to `file_limit` bytes (a log keeps its tail, below a first line naming
+its pod and container); the tar.gz is at most `total_limit` bytes, its own headers and
+compression counted, and `README.txt` names the files left out to keep it there. A
+member is named from the pod's and container's names cleaned (`Bundle.member`): no name
+the API returns can make a member that extracts outside its folder. Each part that
+cannot be read says why in `README.txt` instead: a bundle is never refused.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import io
 import json
 import tarfile
 import time
+import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +42,7 @@ from bot.adapters.kubernetes.errors import KubeApiError
 from bot.adapters.ray.client import RayDashboard
 from bot.core.inputs.ray_actors import ActorInfo
 from bot.core.inputs.values import as_list, as_map, text_at
+from bot.core.text import file_name, for_terminal
 
 FILE_LIMIT = 256 * 1024
 TOTAL_LIMIT = 1024 * 1024
@@ -52,31 +57,85 @@ Dashboard = Callable[[Mapping[str, Any]], RayDashboard | None]
 
 @dataclass
 class Bundle:
-    """The files collected so far, and what could not be."""
+    """The files collected so far, and what could not be.
+
+    A member's name is pitcrew's own (`driver.log`) or made by `member` from the API's
+    identifiers, each cleaned by `bot.core.text.file_name`: no `/`, `..`, control character
+    or absolute path from a pod's or a container's name reaches the archive, and two
+    identifiers never share a member."""
 
     files: dict[str, bytes] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    renamed: dict[str, str] = field(default_factory=dict)  # member -> what it was named for
 
-    def add(self, name: str, data: bytes, limit: int, tail: bool = False) -> None:
-        if len(data) > limit:
-            data = data[-limit:] if tail else data[:limit]
-        self.files[name] = data
+    def member(self, folder: str, identifiers: Iterable[str], suffix: str) -> str:
+        """`folder/<identifier>.<identifier>…<suffix>`, each identifier cleaned; when one had
+        to change, the member and the identifiers it stands for are listed in README.txt."""
+        real = tuple(identifiers)
+        name = f"{folder}/{'.'.join(file_name(i) for i in real)}{suffix}"
+        if any(file_name(i) != i for i in real):
+            self.renamed[name] = " ".join(repr(i) for i in real)
+        return name
+
+    def add(self, name: str, data: bytes, limit: int, tail: bool = False, note: str = "") -> None:
+        """`data` as member `name`, cut to `limit` bytes (its tail kept with `tail`); `note`
+        is a first line kept above what is cut (what the file is, with the real names)."""
+        head = f"# {note}\n".encode() if note else b""
+        room = max(limit - len(head), 0)
+        if len(data) > room:
+            data = data[-room:] if tail else data[:room]
+        self.files[name] = head + data
 
     def packed(self, total_limit: int, summary: str) -> bytes:
-        """A tar.gz of the files (README.txt first), stopping before `total_limit`."""
-        buffer = io.BytesIO()
-        left_out: list[str] = []
-        with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-            for name, data in sorted(self.files.items()):
-                if buffer.tell() + len(data) // 4 > total_limit:  # logs compress ~4:1
-                    left_out.append(name)
-                    continue
-                _put(tar, name, data)
-            notes = [summary, *self.problems]
-            if left_out:
-                notes.append(f"left out past the {total_limit} byte cap: {', '.join(left_out)}")
-            _put(tar, "README.txt", ("\n".join(notes) + "\n").encode())
-        return buffer.getvalue()
+        """A tar.gz of the files with README.txt, at most `total_limit` bytes whole (its
+        headers and compression included): the files that fit, by name, each taken whole
+        or left out and named in README.txt."""
+        names = sorted(self.files)
+        room = total_limit - _cost(self._readme("x" * 200, names)) - _ARCHIVE_OVERHEAD
+        kept = _fitting({n: self.files[n] for n in names}, room)
+        while True:
+            left_out = [n for n in names if n not in kept]
+            body = _tar_gz([(n, self.files[n]) for n in kept], self._readme(summary, left_out))
+            if len(body) <= total_limit or not kept:
+                return body
+            kept.pop()  # the estimate was short: the last file goes, and it is packed again
+
+    def _readme(self, summary: str, left_out: list[str]) -> bytes:
+        notes = [summary, *self.problems]
+        notes += [f"{member} is named for {real}" for member, real in sorted(self.renamed.items())]
+        if left_out:
+            notes.append(f"left out to keep the bundle under its cap: {', '.join(left_out)}")
+        return for_terminal("\n".join(notes) + "\n").encode()[:_README_LIMIT]
+
+
+_README_LIMIT = 8 * 1024
+_ARCHIVE_OVERHEAD = 64  # gzip's header and trailer, the archive's end blocks, compressed
+_MEMBER_OVERHEAD = 64  # a member's 512-byte header, compressed
+
+
+def _cost(data: bytes) -> int:
+    """What a member adds to the tar.gz, about: its data compressed alone, and its header."""
+    return len(zlib.compress(data, 9)) + _MEMBER_OVERHEAD
+
+
+def _fitting(files: Mapping[str, bytes], room: int) -> list[str]:
+    """The files that fit in `room` bytes, in order, skipping each that does not."""
+    kept: list[str] = []
+    for name, data in files.items():
+        cost = _cost(data)
+        if cost <= room:
+            kept.append(name)
+            room -= cost
+    return kept
+
+
+def _tar_gz(files: Iterable[tuple[str, bytes]], readme: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, data in files:
+            _put(tar, name, data)
+        _put(tar, "README.txt", readme)
+    return buffer.getvalue()
 
 
 def _put(tar: tarfile.TarFile, name: str, data: bytes) -> None:
@@ -155,7 +214,7 @@ class EvidenceCollector:
                 bundle.problems.append(f"pods {selector}: {error}")
         for pod in pods[:_MAX_PODS]:
             pod_name = text_at(pod, "metadata", "name")
-            bundle.add(f"pods/{pod_name}.yaml", _yaml(pod), self.file_limit)
+            bundle.add(bundle.member("pods", [pod_name], ".yaml"), _yaml(pod), self.file_limit)
             for container, previous in _logs_worth_reading(pod):
                 self._pod_log(bundle, namespace, pod_name, container, previous)
         return pods
@@ -176,7 +235,9 @@ class EvidenceCollector:
         except KubeApiError as error:
             bundle.problems.append(f"log of {pod}/{container} ({which}): {error}")
             return
-        bundle.add(f"pods/{pod}.{container}.{which}.log", data, self.file_limit, tail=True)
+        name = bundle.member("pods", [pod, container], f".{which}.log")
+        note = f"pitcrew: the {which} container's log of pod {pod!r}, container {container!r}"
+        bundle.add(name, data, self.file_limit, tail=True, note=note)
 
     def _events(self, bundle: Bundle, namespace: str, names: set[str]) -> None:
         try:

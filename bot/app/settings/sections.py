@@ -76,7 +76,8 @@ class StoreSettings(Closed):
     bundle_max_kib: int = Field(
         default=1024,
         ge=16,
-        description="an evidence bundle's compressed size cap, KiB (files past it are left out)",
+        description="an evidence bundle's size cap, KiB of the tar.gz itself, headers and "
+        "compression counted (files past it are left out, named in its README.txt)",
     )
     bundle_file_max_kib: int = Field(
         default=256,
