@@ -5,10 +5,16 @@ Why this exists: Bolt parses the body before it checks anything, so a truncated
 or non-object JSON payload raised inside it (no answer at all), a non-numeric
 `X-Slack-Request-Timestamp` gave a 500, and a request with a bad signature
 was logged with its whole body. Here each request is checked in order (UTF-8,
-signed, a numeric timestamp inside Slack's five-minute window, the signature
-right, not seen before, a JSON object where Slack puts one) and refused with
-its own 4xx and a one-line JSON error; only a signed, well-formed request
-reaches Bolt.
+signed, a numeric timestamp not over five minutes old, the signature right, the
+timestamp not over five minutes ahead, not seen before, a JSON object where Slack
+puts one) and refused with its own 4xx and a one-line JSON error; only a signed,
+well-formed request reaches Bolt.
+
+The window is Slack's: five minutes either way of this host's clock, as Slack's own
+verifier and Bolt's take it. A correctly signed request is remembered from the moment
+its signature is checked until its timestamp is five minutes old, whether it is taken
+or refused: one refused for being ahead of the window is refused again, as a replay,
+when the same bytes come back inside it.
 """
 
 from __future__ import annotations
@@ -27,8 +33,7 @@ from slack_sdk.signature import SignatureVerifier
 
 log = logging.getLogger("pitcrew.slack")
 
-SIGNATURE_WINDOW = 5 * 60  # seconds; Slack's and Bolt's window for a request's timestamp
-FUTURE_SKEW = 60  # seconds a request's timestamp may be ahead of this host's clock
+SIGNATURE_WINDOW = 5 * 60  # seconds either way; Slack's and Bolt's window for a timestamp
 
 
 class Replays(Protocol):
@@ -104,17 +109,17 @@ class Gate:
             return Refusal(400, "X-Slack-Request-Timestamp is not a number")
         now, stamped = self.now(), int(timestamp)
         if now - stamped > SIGNATURE_WINDOW:
-            return Refusal(401, "stale request: the timestamp is over five minutes off")
-        if stamped - now > FUTURE_SKEW:
-            return Refusal(401, "the timestamp is over a minute in the future")
+            return Refusal(401, "stale request: the timestamp is over five minutes old")
         expected = self.verifier.generate_signature(timestamp=timestamp, body=text)
         if expected is None or not _same(expected, signature):
             return Refusal(401, "invalid request signature")
-        try:
+        try:  # remembered taken or refused, until it is too old to be taken anyway
             first = self.replays.first_time(signature, now, stamped + SIGNATURE_WINDOW)
         except Exception as error:  # the store cannot write: nothing may be done unrecorded
             log.error("cannot remember a signed Slack request: %s", error)
             return Refusal(503, "pitcrew cannot record this request now; retry")
+        if stamped - now > SIGNATURE_WINDOW:
+            return Refusal(401, "the timestamp is over five minutes ahead")
         if not first:
             return Refusal(401, "replayed request")
         return None

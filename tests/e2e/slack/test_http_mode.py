@@ -442,7 +442,7 @@ def _json_headers(body: str, **signing: Any) -> dict[str, str]:
             "payload=%7B%7D",
             lambda: sign("payload=%7B%7D", timestamp=int(time.time()) - 600),
             401,
-            "stale request: the timestamp is over five minutes off",
+            "stale request: the timestamp is over five minutes old",
         ),
         (
             "payload=%7B%7D",
