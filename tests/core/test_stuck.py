@@ -1,5 +1,6 @@
 """When a RayJob that has not failed is stuck (bot.core.diagnosis.stuck): past which threshold,
-and what the signal says."""
+what the signal says, and how long a state has lasted: on pitcrew's clock, from when it was
+first seen, never from pitcrew's clock less another's."""
 
 from __future__ import annotations
 
@@ -7,14 +8,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.core.diagnosis.stuck import Head, Thresholds, verdict
+from bot.core.diagnosis.stuck import Head, Since, Thresholds, began, verdict
 
 NOW = datetime(2026, 11, 3, 10, 0, tzinfo=UTC)
 T = Thresholds()
-
-
-def ago(seconds: int) -> str:
-    return (NOW - timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+HOUR = timedelta(hours=1)
 
 
 def at(seconds: int) -> datetime:
@@ -22,12 +20,14 @@ def at(seconds: int) -> datetime:
 
 
 @pytest.mark.parametrize(
-    ("fields", "head", "said"),
+    ("fields", "head", "since", "said"),
     [
-        ({"job_deployment_status": "Initializing", "start_time": ago(599)}, None, None),
+        ({"job_deployment_status": "Initializing"}, None, Since(initializing=at(599)), None),
+        ({"job_deployment_status": "Initializing"}, None, Since(), None),
         (
-            {"rayjob": "j", "job_deployment_status": "Initializing", "start_time": ago(725)},
+            {"rayjob": "j", "job_deployment_status": "Initializing"},
             Head(present=True, phase="Pending"),
+            Since(initializing=at(725)),
             (
                 "RayJobStuckInitializing",
                 "RayJob j has been Initializing for 12 min 5 s; its head pod is Pending",
@@ -38,19 +38,20 @@ def at(seconds: int) -> datetime:
             {
                 "rayjob": "j",
                 "job_deployment_status": "Initializing",
-                "start_time": ago(301),
                 "pre_running_deadline_seconds": "600",
             },
-            Head(present=False, missing_since=at(301)),
+            Head(present=False, since=at(301)),
+            Since(initializing=at(301)),
             (
                 "RayJobStuckInitializing",
                 "RayJob j has been Initializing for 5 min 1 s; its head pod does not exist",
             ),
         ),
-        ({"job_deployment_status": "Running"}, Head(present=False, missing_since=at(59)), None),
+        ({"job_deployment_status": "Running"}, Head(present=False, since=at(59)), Since(), None),
         (
             {"rayjob": "j", "job_deployment_status": "Running"},
-            Head(present=False, missing_since=at(60)),
+            Head(present=False, since=at(60)),
+            Since(),
             (
                 "RayJobHeadPodMissing",
                 "RayJob j is Running but its head pod has been gone for 1 min 0 s",
@@ -59,19 +60,22 @@ def at(seconds: int) -> datetime:
         (
             {"rayjob": "j", "job_deployment_status": "Running"},
             Head(present=True, ready=False, phase="Running", since=at(90)),
+            Since(),
             (
                 "RayJobHeadNotReady",
                 "RayJob j is Running but its head pod has not been Ready for 1 min 30 s",
             ),
         ),
-        ({"job_deployment_status": "Running"}, Head(present=True, ready=True, since=at(900)), None),
         (
-            {
-                "rayjob": "j",
-                "job_deployment_status": "Running",
-                "status_check_failing_since": ago(75),
-            },
+            {"job_deployment_status": "Running"},
+            Head(present=True, ready=True, since=at(900)),
+            Since(),
+            None,
+        ),
+        (
+            {"rayjob": "j", "job_deployment_status": "Running"},
             Head(present=True, ready=True),
+            Since(dashboard_silent=at(75)),
             (
                 "RayJobDashboardNotAnswering",
                 "RayJob j is Running but its dashboard has not "
@@ -80,12 +84,54 @@ def at(seconds: int) -> datetime:
             ),
         ),
         # failed, complete or waiting RayJobs are not stuck
-        ({"job_deployment_status": "Failed", "start_time": ago(9999)}, None, None),
-        ({"job_deployment_status": "Waiting", "start_time": ago(9999)}, None, None),
+        ({"job_deployment_status": "Failed"}, None, Since(initializing=at(9999)), None),
+        ({"job_deployment_status": "Waiting"}, None, Since(initializing=at(9999)), None),
     ],
 )
 def test_stuck_verdicts(
-    fields: dict[str, str], head: Head | None, said: tuple[str, str] | None
+    fields: dict[str, str], head: Head | None, since: Since, said: tuple[str, str] | None
 ) -> None:
-    found = verdict(fields, head, NOW, T)
+    found = verdict(fields, head, NOW, T, since)
     assert (None if found is None else (found.reason, found.text)) == said
+
+
+@pytest.mark.parametrize(
+    ("stamped", "server_now", "start"),
+    [
+        # seen after pitcrew's first look: when it was first seen, whatever the server says
+        (NOW - 13 * timedelta(seconds=1) - HOUR, None, NOW),
+        (NOW + HOUR, None, NOW),
+        # at the first look: the age the server's own clock gives it, an hour off or not
+        (NOW - timedelta(minutes=12), NOW, NOW - timedelta(minutes=12)),
+        (NOW - timedelta(minutes=12) - HOUR, NOW - HOUR, NOW - timedelta(minutes=12)),
+        (NOW - timedelta(minutes=12) + HOUR, NOW + HOUR, NOW - timedelta(minutes=12)),
+        (NOW + timedelta(seconds=5), NOW, NOW),  # stamped after the server's now: not later
+        (None, NOW, NOW),
+    ],
+    ids=[
+        "server an hour behind",
+        "server an hour ahead",
+        "at the first look",
+        "at the first look, the server an hour behind",
+        "at the first look, the server an hour ahead",
+        "stamped ahead of the server",
+        "no timestamp",
+    ],
+)
+def test_a_state_began_on_pitcrews_clock(
+    stamped: datetime | None, server_now: datetime | None, start: datetime
+) -> None:
+    assert began(NOW, stamped, server_now) == start
+
+
+def test_a_13_second_old_rayjob_under_a_server_an_hour_off_is_neither_old_nor_never_stuck() -> None:
+    """Its startTime written an hour behind (or ahead of) pitcrew's clock, first seen 13 s
+    after it started: 13 s old, and stuck once the threshold has passed on pitcrew's clock."""
+    for skew in (-HOUR, HOUR):
+        first_seen = NOW - timedelta(seconds=13)
+        since = Since(initializing=began(first_seen, first_seen + skew - timedelta(seconds=13)))
+        fields = {"rayjob": "j", "job_deployment_status": "Initializing"}
+        assert verdict(fields, None, NOW, T, since) is None
+        later = verdict(fields, None, NOW + timedelta(minutes=10), T, since)
+        assert later is not None
+        assert later.text == "RayJob j has been Initializing for 10 min 13 s"

@@ -12,8 +12,13 @@ crash-looping) and the recent Warning events about them, all carrying the RayJob
 their workload. The playbooks classify the cause, which outranks "stuck" on the card.
 
 Each stuck state is reported once per RayJob attempt (`status.startTime`) and reason,
-remembered in a bounded map. A RayJob's head pod found absent is timed from the poll
-that first saw it absent.
+remembered in a bounded map. How long a state has lasted is timed on pitcrew's clock
+from the poll that first saw it (a new attempt, a new `jobStatusCheckFailureStartTime`,
+a head pod gone or its Ready condition's new `lastTransitionTime` is a new state); a
+state already so at the source's first look is dated back by the age the API server's
+own clock gives it (`KubeApi.server_time`, less the state's timestamp). Durations are
+never pitcrew's clock less a timestamp another clock wrote
+(`bot.core.diagnosis.stuck.began`).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from typing import Any
 
 from bot.adapters.kubernetes.api import EVENTS, PODS, RAY_CLUSTERS, RAY_JOBS, KubeApi
 from bot.adapters.kubernetes.errors import KubeApiError
-from bot.core.diagnosis.stuck import Head, Stuck, Thresholds, verdict
+from bot.core.diagnosis.stuck import Head, Since, Stuck, Thresholds, began, verdict
 from bot.core.inputs import InputPart
 from bot.core.inputs.events import event_signal
 from bot.core.inputs.kuberay import raycluster_parts, rayjob_parts
@@ -68,13 +73,17 @@ class StuckRayJobSource:
         self.k8s_cluster = k8s_cluster
         self.clock = clock
         self._reported: OrderedDict[tuple[str, str, str], None] = OrderedDict()
-        self._missing: dict[str, datetime] = {}
+        # each watched RayJob's states as first seen: (state, what identifies it) -> began
+        self._seen: dict[str, dict[tuple[str, str], datetime]] = {}
+        self._server_now: datetime | None = None  # the API server's clock, at the first look
+        self._first_look = True
         self._lock = threading.Lock()
         self._ok = True
         self.counters = {"polls": 0, "reported": 0, "errors": 0}
 
     def start(self) -> None:
-        return None
+        with self._lock:
+            self._first_look = True  # a new leader's first look dates what it finds
 
     def stop(self) -> None:
         return None
@@ -86,11 +95,14 @@ class StuckRayJobSource:
         """One look at every RayJob of the watched namespaces."""
         with self._lock:
             self.counters["polls"] += 1
+            self._server_now = self.api.server_time() if self._first_look else None
             try:
+                listed: set[str] = set()
                 for namespace in self.namespaces:
                     for rayjob in self.api.list_all(RAY_JOBS, namespace):
-                        self._look(rayjob)
-                self._ok = True
+                        listed.add(self._look(rayjob))
+                self._seen = {key: self._seen[key] for key in listed if key in self._seen}
+                self._ok, self._first_look = True, False
             except KubeApiError as error:
                 self._ok = False
                 self.counters["errors"] += 1
@@ -100,22 +112,56 @@ class StuckRayJobSource:
                 self.counters["errors"] += 1
                 log.exception("stuck RayJobs: the poll failed")
 
-    def _look(self, rayjob: Mapping[str, Any]) -> None:
+    def _look(self, rayjob: Mapping[str, Any]) -> str:
+        """Report the RayJob if it is stuck; returns its key ("" without one)."""
         parts = rayjob_parts(rayjob)
         signal = next((p for p in parts if isinstance(p, Signal)), None)
         if signal is None or signal.obj is None:
-            return
-        fields = signal.fields
+            return ""
+        key, fields = str(signal.obj), signal.fields
         if fields.get("job_deployment_status") not in _CANDIDATES:
-            self._missing.pop(str(signal.obj), None)
-            return
+            self._seen.pop(key, None)
+            return key
         now = self.clock()
         head_pod = self._head_pod(signal.obj.namespace, fields.get("ray_cluster", ""))
-        head = self._head(str(signal.obj), head_pod, now)
-        found = verdict(fields, head, now, self.thresholds)
-        if found is None:
-            return
-        key = (str(signal.obj), fields.get("start_time", ""), found.reason)
+        states = self._states(key, fields, head_pod, now)
+        since = Since(states.get("initializing"), states.get("dashboard"))
+        found = verdict(
+            fields, self._head(head_pod, states.get("head")), now, self.thresholds, since
+        )
+        if found is not None:
+            self._report(signal, found, head_pod)
+        return key
+
+    def _states(
+        self, key: str, fields: Mapping[str, str], head_pod: Mapping[str, Any] | None, now: datetime
+    ) -> dict[str, datetime]:
+        """When each state the RayJob is in now began (`began`); states it left are forgotten."""
+        found: dict[tuple[str, str], datetime | None] = {}  # (state, identity) -> its timestamp
+        if fields.get("job_deployment_status") == "Initializing":
+            started = fields.get("start_time", "")
+            found["initializing", started] = parse_time(started)
+        elif fields.get("status_check_failing_since"):
+            failing = fields["status_check_failing_since"]
+            found["dashboard", failing] = parse_time(failing)
+        if head_pod is None:
+            found["head", "absent"] = None
+        elif not _ready(head_pod):
+            since = text_at(_ready_condition(head_pod), "lastTransitionTime")
+            stamp = since or text_at(head_pod, "metadata", "creationTimestamp")
+            found["head", f"{text_at(head_pod, 'metadata', 'uid')} {since}"] = parse_time(stamp)
+        seen = self._seen.setdefault(key, {})
+        for state in [s for s in seen if s not in found]:
+            del seen[state]
+        for state, stamped in found.items():
+            if state not in seen:
+                seen[state] = began(now, stamped, self._server_now)
+        return {state: at for (state, _), at in seen.items()}
+
+    def _report(self, signal: Signal, found: Stuck, head_pod: Mapping[str, Any] | None) -> None:
+        """One observation for the pipeline, once per RayJob attempt and reason."""
+        assert signal.obj is not None
+        key = (str(signal.obj), signal.fields.get("start_time", ""), found.reason)
         if key in self._reported:
             return
         self._reported[key] = None
@@ -138,25 +184,15 @@ class StuckRayJobSource:
         alive = [p for p in pods if not text_at(p, "metadata", "deletionTimestamp")]
         return alive[0] if alive else None
 
-    def _head(self, key: str, pod: Mapping[str, Any] | None, now: datetime) -> Head:
+    @staticmethod
+    def _head(pod: Mapping[str, Any] | None, since: datetime | None) -> Head:
         if pod is None:
-            since = self._missing.setdefault(key, now)
-            return Head(present=False, missing_since=since)
-        self._missing.pop(key, None)
-        ready = next(
-            (
-                as_map(c)
-                for c in as_list(as_map(pod.get("status")).get("conditions"))
-                if text_at(c, "type") == "Ready"
-            ),
-            {},
-        )
+            return Head(present=False, since=since)
         return Head(
             present=True,
-            ready=text_at(ready, "status") == "True",
+            ready=_ready(pod),
             phase=text_at(pod, "status", "phase"),
-            since=parse_time(ready.get("lastTransitionTime"))
-            or parse_time(text_at(pod, "metadata", "creationTimestamp")),
+            since=since,
         )
 
     def _evidence(self, signal: Signal, head_pod: Mapping[str, Any] | None) -> list[InputPart]:
@@ -210,6 +246,15 @@ class StuckRayJobSource:
         ]
         about.sort(key=lambda e: text_at(e, "lastTimestamp") or text_at(e, "eventTime"))
         return [event_signal(e, origin="stuck RayJob: events") for e in about[-_MAX_EVENTS:]]
+
+
+def _ready_condition(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    conditions = as_list(as_map(pod.get("status")).get("conditions"))
+    return next((as_map(c) for c in conditions if text_at(c, "type") == "Ready"), {})
+
+
+def _ready(pod: Mapping[str, Any]) -> bool:
+    return text_at(_ready_condition(pod), "status") == "True"
 
 
 def _owned(signal: Signal, rayjob: Signal, k8s_cluster: str) -> Signal:

@@ -29,6 +29,8 @@ import os
 import socket
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import urllib3
@@ -314,6 +316,24 @@ class KubeApi:
         if resource_version:
             options["resource_version"] = resource_version
         return WatchStream(self._list_call(resource, namespace, options))
+
+    def server_time(self) -> datetime | None:
+        """The API server's own clock: the `Date` of its answer to `GET /version` (any
+        answer has one), or None when it does not answer or says no date."""
+        try:
+            answer: Any
+            answer, _, headers = client.VersionApi(self.api_client).get_code_with_http_info(
+                _preload_content=False, _request_timeout=self.timeout
+            )
+            answer.release_conn()  # the raw answer: its body is not wanted
+        except client.ApiException as error:
+            headers = error.headers or {}
+        except (urllib3.exceptions.HTTPError, OSError):
+            return None
+        try:
+            return parsedate_to_datetime(str(headers.get("Date") or ""))
+        except (TypeError, ValueError):
+            return None
 
     def get(self, resource: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
         """The object, or None when it does not exist."""

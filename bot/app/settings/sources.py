@@ -123,7 +123,10 @@ class RayJobStuckSettings(Closed):
     image that cannot be pulled). KubeRay itself fails a `Running` RayJob whose dashboard
     has not answered for `RAYJOB_STATUS_CHECK_TIMEOUT_SECONDS` (300 s by default, KubeRay
     1.7) and an `Initializing` one only at its `preRunningDeadlineSeconds` (no default),
-    without saying why; these defaults come well before."""
+    without saying why; these defaults come well before. How long a state has lasted is
+    counted on pitcrew's clock from the poll that first saw it (for a state already so
+    when pitcrew starts or takes over, from when the API server's own clock says it
+    began), never from pitcrew's clock less a timestamp another clock wrote."""
 
     enabled: bool | None = Field(
         default=None,

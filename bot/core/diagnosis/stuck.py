@@ -12,6 +12,13 @@ together with the head pod's and the RayCluster's own state, so the card's root 
 is why (an unschedulable head, a refused quota, an image that cannot be pulled), with
 "stuck" only the symptom.
 
+How long a state has lasted is never the difference between pitcrew's clock and a
+timestamp someone else's clock wrote (with the API server's clock an hour off, a
+13-second-old RayJob was "Initializing for 60 min"; the other way, no card came). Each
+state's start is given on pitcrew's clock (`Since`, `Head.since`): when pitcrew first
+saw it, made earlier (`began`) only for a state already so at pitcrew's first look, by
+the age the API server's own clock gives it (its `Date` less the state's timestamp).
+
 Pure: values in, values out; the clock is `now`.
 """
 
@@ -20,8 +27,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-
-from bot.core.inputs.values import parse_time
 
 # The `ray_job` signal reasons a stuck RayJob is reported with (docs/signals.md).
 STUCK_INITIALIZING = "RayJobStuckInitializing"
@@ -46,13 +51,34 @@ class Thresholds:
 
 @dataclass(frozen=True, slots=True)
 class Head:
-    """The RayJob's head pod as last seen: absent, or its readiness and since when."""
+    """The RayJob's head pod as last seen: absent, or its readiness; `since`: when it
+    became absent or not Ready, on pitcrew's clock (`began`)."""
 
     present: bool
     ready: bool = False
     phase: str = ""
-    since: datetime | None = None  # the Ready condition's lastTransitionTime
-    missing_since: datetime | None = None  # when pitcrew first found it absent
+    since: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Since:
+    """When the RayJob's own states began, on pitcrew's clock (`began`): Initializing, and
+    its dashboard failing KubeRay's status checks."""
+
+    initializing: datetime | None = None
+    dashboard_silent: datetime | None = None
+
+
+def began(
+    first_seen: datetime, stamped: datetime | None = None, server_now: datetime | None = None
+) -> datetime:
+    """When a state began, on pitcrew's clock: when pitcrew first saw it (`first_seen`),
+    or, for a state pitcrew found at its first look, earlier by the age the API server
+    gave it then (`server_now`, the server's `Date`, less `stamped`, the state's own
+    timestamp: one clock). Never pitcrew's clock less another's."""
+    if stamped is None or server_now is None:
+        return first_seen
+    return first_seen - max(server_now - stamped, timedelta(0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,13 +103,18 @@ def initializing_threshold(fields: Mapping[str, str], thresholds: Thresholds) ->
 
 
 def verdict(
-    fields: Mapping[str, str], head: Head | None, now: datetime, thresholds: Thresholds
+    fields: Mapping[str, str],
+    head: Head | None,
+    now: datetime,
+    thresholds: Thresholds,
+    since: Since = Since(),
 ) -> Stuck | None:
-    """The stuck state a RayJob (its `ray_job` signal fields) is in at `now`, if any."""
+    """The stuck state a RayJob (its `ray_job` signal fields) is in at `now`, if any; how
+    long each state has lasted is counted from `since` and `head.since` (pitcrew's clock)."""
     deployment = fields.get("job_deployment_status", "")
     name = fields.get("rayjob", "the RayJob")
     if deployment == "Initializing":
-        started = parse_time(fields.get("start_time"))
+        started = since.initializing
         limit = initializing_threshold(fields, thresholds)
         if started is None or now - started < limit:
             return None
@@ -92,7 +123,7 @@ def verdict(
         return Stuck(STUCK_INITIALIZING, started, text)
     if deployment != "Running":
         return None
-    silent = parse_time(fields.get("status_check_failing_since"))
+    silent = since.dashboard_silent
     if silent is not None and now - silent >= thresholds.dashboard:
         text = (
             f"RayJob {name} is Running but its dashboard has not answered KubeRay's job status "
@@ -100,21 +131,17 @@ def verdict(
             f"{int(KUBERAY_STATUS_CHECK_TIMEOUT.total_seconds())} s by default"
         )
         return Stuck(DASHBOARD_SILENT, silent, text)
-    if head is None:
+    if head is None or head.ready or head.since is None or now - head.since < thresholds.head:
         return None
     if not head.present:
-        gone = head.missing_since
-        if gone is None or now - gone < thresholds.head:
-            return None
-        text = f"RayJob {name} is Running but its head pod has been gone for {_ago(now, gone)}"
-        return Stuck(HEAD_POD_MISSING, gone, text)
-    if not head.ready and head.since is not None and now - head.since >= thresholds.head:
         text = (
-            f"RayJob {name} is Running but its head pod has not been Ready for "
-            f"{_ago(now, head.since)}"
+            f"RayJob {name} is Running but its head pod has been gone for {_ago(now, head.since)}"
         )
-        return Stuck(HEAD_NOT_READY, head.since, text)
-    return None
+        return Stuck(HEAD_POD_MISSING, head.since, text)
+    text = (
+        f"RayJob {name} is Running but its head pod has not been Ready for {_ago(now, head.since)}"
+    )
+    return Stuck(HEAD_NOT_READY, head.since, text)
 
 
 def _head_text(head: Head | None) -> str:

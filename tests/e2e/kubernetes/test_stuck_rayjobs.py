@@ -131,3 +131,39 @@ def test_running_with_its_head_pod_deleted_is_said_before_kuberays_timeout(
         assert len(posts) == 1
     finally:
         daemon.stop()
+
+
+@pytest.mark.parametrize("skew", [-3600, 3600], ids=["server an hour behind", "an hour ahead"])
+def test_a_new_rayjob_is_timed_on_pitcrews_clock_whatever_the_servers(
+    tmp_path: Path, kuberay: Emulator, skew: int
+) -> None:
+    """A RayJob created while pitcrew watches, its startTime written 13 s ago by a clock an
+    hour off: stuck once it has been Initializing 3 s as pitcrew saw it, said in seconds
+    (it was "Initializing for 60 min" at once, or never said, before)."""
+    chat = RecordingChat()
+    config = write_config(tmp_path, kuberay, initializing="3s")
+    daemon = wiring.build(load(config, {}), chat=chat, engine=engine())
+    daemon.start()
+    try:
+        wait_for(lambda: daemon.sources[-1].counters["polls"] >= 2, 30, "two polls")
+        started = datetime.now(UTC) + timedelta(seconds=skew - 13)
+        rayjob, cluster = rayjob_with(
+            {
+                "jobDeploymentStatus": "Initializing",
+                "jobStatus": "",
+                "startTime": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+        )
+        created = datetime.now(UTC)
+        for obj in (rayjob, cluster):
+            kuberay.create(obj)
+        found = wait_for(lambda: stuck_said(daemon), 60, "the stuck RayJob's card")
+        waited = (datetime.now(UTC) - created).total_seconds()
+        stuck = next(r for r in found.diagnosis.findings if r.finding.captures.get("stuck"))
+        said = stuck.finding.captures["stuck"]
+        assert said.startswith(f"RayJob {NAME} has been Initializing for "), said
+        seconds = int(said.split(" for ", 1)[1].split(" s", 1)[0])
+        assert 3 <= seconds <= waited + 1, said
+        assert waited < 60
+    finally:
+        daemon.stop()
