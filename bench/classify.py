@@ -9,19 +9,38 @@ signature's regex over each line in turn, on each log. The last line is:
 `log_mb_s=N naive_mb_s=N ratio=N events_per_s=N dense_mb_s=N dense_ratio=N`.
 
     .venv/bin/python bench/classify.py [--log-mb 256] [--dense-mb 64] [--naive-mb 8]
+        [--before REV]
+
+`log_cpu_mb_s` is the same scan's rate in CPU time, the figure to compare on a busy
+machine. `--before REV` runs this bench over the tree of a git revision (its `bot` and
+`playbooks`, extracted with `git archive`), then over this tree, one after the other
+with the same interpreter and flags, and prints both last lines and the ratios of their
+`log_mb_s` and `log_cpu_mb_s`: the side-by-side figure a change to the playbooks or the
+classifier is held to.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import re
+import subprocess
+import sys
+import tarfile
+import tempfile
 import time
 from collections.abc import Iterator
+from io import BytesIO
+from pathlib import Path
 
 from bot.adapters.files.playbooks import load_builtin
-from bot.core.diagnosis.classifier import Classifier
 from bot.core.model import ObjectRef, Signal, SourceKind
+
+try:
+    from bot.core.diagnosis.classifier import Classifier
+except ModuleNotFoundError:  # a tree from before the core's folders (`--before`)
+    from bot.core.classifier import Classifier  # type: ignore[import-untyped,no-redef]
 
 CHUNK = 1 << 20
 
@@ -199,6 +218,38 @@ def scan_mb_s(classifier: Classifier, data: bytes) -> tuple[float, dict[str, int
     return len(data) / 1e6 / elapsed, {h.sig.playbook_id: h.count for h in hits}
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def side_by_side(revision: str, flags: list[str]) -> None:
+    """The bench of `revision`'s tree, then this tree's, with the same flags."""
+    lines: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="pitcrew-bench-tree-") as scratch:
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", revision, "bot", "playbooks"],
+            capture_output=True,
+            check=True,
+        ).stdout
+        with tarfile.open(fileobj=BytesIO(archive)) as tar:
+            tar.extractall(scratch, filter="data")
+        for label, tree in ((f"before ({revision})", Path(scratch)), ("after (this tree)", ROOT)):
+            env = {**os.environ, "PYTHONPATH": str(tree)}
+            bench = [sys.executable, str(Path(__file__).resolve()), *flags]
+            out = subprocess.run(bench, env=env, cwd=tree, capture_output=True, check=True)
+            lines[label] = out.stdout.decode().strip().splitlines()[-1]
+            print(f"{label}: {lines[label]}")
+    ratios = []
+    for name in ("log_mb_s", "log_cpu_mb_s"):
+        before, after = (_figure(line, name) for line in lines.values())
+        ratios.append(f"{name} after/before={after / before:.2f}")
+    print(f"{' '.join(ratios)} load_average={os.getloadavg()[0]:.1f}")
+
+
+def _figure(line: str, name: str) -> float:
+    fields = dict(item.split("=", 1) for item in line.split() if "=" in item)
+    return float(fields[name])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -207,7 +258,17 @@ def main() -> None:
     parser.add_argument("--dense-mb", type=int, default=64)
     parser.add_argument("--naive-mb", type=int, default=8)
     parser.add_argument("--events", type=int, default=100_000)
+    parser.add_argument("--before", help="git revision to measure first (e.g. 4e2448c)")
     args = parser.parse_args()
+    if args.before:
+        flags = [
+            f"--log-mb={args.log_mb}",
+            f"--dense-mb={args.dense_mb}",
+            f"--naive-mb={args.naive_mb}",
+            f"--events={args.events}",
+        ]
+        side_by_side(args.before, flags)
+        return
 
     library = load_builtin()
     classifier = Classifier(library)
@@ -220,10 +281,11 @@ def main() -> None:
     copied = sum(len(bytes(c)) for c in chunks(data))
     memory_mb_s = copied / 1e6 / (time.perf_counter() - started)
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     hits = classifier.scan_log(chunks(data))
     elapsed = time.perf_counter() - started
     log_mb_s = len(data) / 1e6 / elapsed
+    log_cpu_mb_s = len(data) / 1e6 / (time.process_time() - cpu)
     found = {h.sig.playbook_id: h.count for h in hits}
     print(f"log: {len(data) / 1e6:.0f} MB in {elapsed:.2f} s -> {log_mb_s:.0f} MB/s; hits {found}")
     print(f"reading the same chunks from memory: {memory_mb_s:.0f} MB/s")
@@ -249,7 +311,7 @@ def main() -> None:
     print(
         f"log_mb_s={log_mb_s:.0f} naive_mb_s={naive:.2f} ratio={log_mb_s / naive:.0f} "
         f"events_per_s={events_per_s:.0f} dense_mb_s={dense_mb_s:.0f} "
-        f"dense_ratio={dense_mb_s / dense_naive:.0f}"
+        f"dense_ratio={dense_mb_s / dense_naive:.0f} log_cpu_mb_s={log_cpu_mb_s:.0f}"
     )
 
 
