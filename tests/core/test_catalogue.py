@@ -154,6 +154,52 @@ MESSAGE = "Failed to put object 00ff in object store.\nThe local object store is
         ),
         ("first-line", "Failed to put object 00ff in object store."),
         ("wrap-80", None),
+        (
+            "markdown-fence",
+            "The job fails with this error:\n\n```text\nFailed to put object 00ff in object"
+            " store.\nThe local object store is full.\n```\n",
+        ),
+        (
+            "quoted",
+            "> Failed to put object 00ff in object store.\n> The local object store is full.",
+        ),
+        (
+            "pipe-prefix",
+            "  | Failed to put object 00ff in object store.\n  | The local object store is full.",
+        ),
+        ("table-cell", None),
+        (
+            "indented",
+            "I see this in the logs:\n\n    Failed to put object 00ff in object store.\n"
+            "    The local object store is full.",
+        ),
+        (
+            "backticks",
+            "The pod logs show\n`Failed to put object 00ff in object store.\nThe local object"
+            " store is full.`\nevery few minutes.",
+        ),
+        (
+            "journal",
+            "Nov 03 10:14:20 gke-ml-a100-pool-8f2c-vq4n kubelet[1234]: Failed to put object 00ff in"
+            " object store.\nNov 03 10:14:20 gke-ml-a100-pool-8f2c-vq4n kubelet[1234]: The local"
+            " object store is full.",
+        ),
+        (
+            "cri-log",
+            "2025-11-03T10:14:20.123456789Z stderr F Failed to put object 00ff in object store.\n"
+            "2025-11-03T10:14:20.123456789Z stderr F The local object store is full.",
+        ),
+        (
+            "operator-json",
+            '{"level": "error", "ts": "2025-11-03T10:14:20.123Z", "logger":'
+            ' "controllers.RayCluster", "msg": "Reconciler error", "error": "Failed to put object'
+            ' 00ff in object store.\\nThe local object store is full."}',
+        ),
+        (
+            "windows-crlf",
+            "[2025-01-01 12:00:00,123 E 4721 4790] store.cc:123: Failed to put object 00ff in"
+            " object store.\r\nThe local object store is full.\r\n",
+        ),
     ],
 )
 def test_each_log_carrier_wraps_the_message_as_a_user_meets_it(

@@ -3,11 +3,11 @@
 People paste the lines that matter and drop the header: rows of `kubectl get
 events` / `kubectl events` (`4m11s  Warning  Evicted  pod/egg-1  The node was
 low on resource: memory.`, with a leading NAMESPACE column under `-A`, and
-names a reporter redacted as `pod/egg-<id here>`) and rows
+names a reporter redacted as `pod/egg-<id here>`), rows
 of a describe's Events section (`Warning  Unhealthy  27m (x476 over 72m)
-kubelet  Readiness probe failed:`). Consecutive rows of one of these shapes are
-one block; each row becomes the Event the API would have returned, so event
-signatures (reasons, counts) apply to them as to a full table.
+kubelet  Readiness probe failed:`) and kubectl ≤ 1.13's tab-separated rows.
+Consecutive rows of one of these shapes are one block; each row becomes the Event
+the API would have returned, so event signatures (reasons, counts) apply to them as to a full table.
 """
 
 from __future__ import annotations
@@ -33,10 +33,18 @@ _DESCRIBE_ROW = re.compile(
     r"(?:\s+\(x(?P<count>\d+) over [^)]*\))?\s+(?P<source>[a-z][-a-z0-9]*(?:, [-\w.]+)?)"
     r"\s+(?P<message>\S.*)$"
 )
+# kubectl ≤ 1.13's tab-separated rows: FIRSTSEEN LASTSEEN COUNT NAME KIND SUBOBJECT TYPE
+# REASON SOURCE (`{component host}`) MESSAGE. A row cut before its COUNT stays log text.
+_TAB_ROW = re.compile(
+    r"^[^\t\n]+\t[^\t\n]+\t(?P<count>\d+)\t(?P<name>[^\t\n]+)\t(?P<tab_kind>[A-Z][A-Za-z]+)\t[^\t\n]*\t"
+    rf"(?P<type>Normal|Warning)\t+(?P<reason>{_REASON})\t+"
+    r"(?P<source_braced>\{[^}\t\n]*\})\t+(?P<message>[^\t\n]+)$"
+)
 ROWS_START = (
     rf"(?:[a-z0-9][-a-z0-9]*[ \t]+)?{_AGE}[ \t]+(?:Normal|Warning)[ \t]+{_REASON}[ \t]+"
     r"[a-z][a-z.]*/"
     rf"|[ \t]+(?:Normal|Warning)[ \t]+{_REASON}[ \t]+{_AGE}[ \t]"
+    r"|[^\t\n]+\t[^\t\n]+\t\d+\t"
 )
 
 
@@ -56,10 +64,13 @@ def event_rows_block(text: str, start: int, origin: str) -> Block | Miss:
 
 
 def _event(row: str) -> dict[str, Any] | None:
-    match = _GET_ROW.match(row) or _DESCRIBE_ROW.match(row)
+    match = _GET_ROW.match(row) or _DESCRIBE_ROW.match(row) or _TAB_ROW.match(row)
     if match is None:
         return None
     cells = match.groupdict()
+    if cells.get("source_braced"):
+        cells["source"] = cells["source_braced"].strip("{}").split(" ")[0]
+        cells["kind"] = cells["tab_kind"].lower()
     namespace = cells.get("namespace") or ""
     kind = cells.get("kind")
     involved = {"namespace": namespace}

@@ -29,6 +29,7 @@ from bot.core.inputs.describe import DESCRIBE_START, describe_block
 from bot.core.inputs.documents import JSON_START, YAML_START, json_block, yaml_block
 from bot.core.inputs.event_rows import ROWS_START, event_rows_block
 from bot.core.inputs.events_table import HEADER_START, events_table_block
+from bot.core.inputs.pasted import without_wrappers
 from bot.core.inputs.rayjob import LOGGED_STATUS_START, STATUS_START, job_status_block
 from bot.core.inputs.raylist import LIST_START, TABLE_HEADER_START, ray_list_block
 
@@ -72,7 +73,9 @@ _STREAMS = (
 
 
 def split_text(text: str, origin: str) -> Iterator[InputPart]:
-    """The structured parts of `text`, in order, then its log text (if any is left)."""
+    """The structured parts of `text`, in order, then its log text (if any is left); each
+    line is read without what an issue, a chat or a log collector wrapped around it."""
+    text = without_wrappers(text)
     blocks: list[tuple[int, int]] = []
     parts: list[InputPart] = []
     for start, block in _blocks(text, origin):

@@ -168,6 +168,66 @@ def first_line(entry: Carried, message: str) -> str | None:
     return lines[0] if len(lines) > 1 else None
 
 
+def markdown_fence(entry: Carried, message: str) -> str:
+    """Issue markdown: a sentence, then the message in a fenced code block."""
+    return f"The job fails with this error:\n\n```text\n{message}\n```\n"
+
+
+def quoted(entry: Carried, message: str) -> str:
+    """A reply quoting the message: every line behind `> `."""
+    return _each("> ", message)
+
+
+def pipe_prefixed(entry: Carried, message: str) -> str:
+    """The `  | ` prefix a log viewer or a chat quote puts before every line."""
+    return _each("  | ", message)
+
+
+def table_cell(entry: Carried, message: str) -> str | None:
+    """A one-line message in a markdown table's cell."""
+    if "\n" in message:
+        return None
+    return f"| pod | error |\n|---|---|\n| train-grpo-worker-gpu-7xk2p | {message} |"
+
+
+def indented(entry: Carried, message: str) -> str:
+    """A markdown code block by indentation, after a sentence."""
+    return "I see this in the logs:\n\n" + _each("    ", message)
+
+
+def backticks(entry: Carried, message: str) -> str:
+    """The message on its own line in backticks, as issue prose quotes it."""
+    return f"The pod logs show\n`{message}`\nevery few minutes."
+
+
+def journal(entry: Carried, message: str) -> str:
+    """journalctl/syslog: `Mon DD hh:mm:ss host unit[pid]: ` before every line."""
+    unit = {"kubelet": "kubelet", "containerd": "containerd"}.get(entry.emitter, "raylet")
+    return _each(f"Nov 03 10:14:20 gke-ml-a100-pool-8f2c-vq4n {unit}[1234]: ", message)
+
+
+def cri_log(entry: Carried, message: str) -> str:
+    """The kubelet's CRI log format (the node's /var/log/pods files): `<RFC 3339> stderr F `."""
+    return _each("2025-11-03T10:14:20.123456789Z stderr F ", message)
+
+
+def operator_json(entry: Carried, message: str) -> str:
+    """A zap JSON log line of an operator (KubeRay's), the message as its error."""
+    record = {
+        "level": "error",
+        "ts": "2025-11-03T10:14:20.123Z",
+        "logger": "controllers.RayCluster",
+        "msg": "Reconciler error",
+        "error": message,
+    }
+    return json.dumps(record, ensure_ascii=False)
+
+
+def windows_lines(entry: Carried, message: str) -> str:
+    """A raylet log read on Windows: glog's prefix and CRLF line ends."""
+    return glog(entry, message).replace("\n", "\r\n") + "\r\n"
+
+
 def _involved(entry: Carried) -> tuple[str, str]:
     kind = entry.object or "Pod"
     names = {"Pod": "train-grpo-worker-gpu-7xk2p", "Node": "gke-ml-a100-pool-8f2c-vq4n"}
@@ -214,6 +274,18 @@ def get_events_wide(entry: Carried, message: str) -> str:
         "   FIRST SEEN   COUNT   NAME\n"
         f"ml          3m12s       Warning   {entry.reason}   {kind.lower()}/{name}"
         f"               {_source(entry)}   {one_line}   9m   4   {name}.17f2a8c1d2e3b4a5"
+    )
+
+
+def get_events_old(entry: Carried, message: str) -> str:
+    """A `kubectl get events` row of kubectl ≤ 1.13 (FIRSTSEEN … SOURCE MESSAGE), tabs
+    where a reply's paste kept them and a header-less row, as issues quote it."""
+    kind, name = _involved(entry)
+    one_line = message.replace("\n", " ")
+    return (
+        f"2016-05-23 17:14:02 -0700 PDT\t2016-05-23 17:14:12 -0700 PDT\t3\t{name}\t{kind}"
+        f"\tspec.containers{{ray-worker}}\tWarning\t{entry.reason}\t{{{_source(entry)} "
+        f"gke-ml-a100-pool-8f2c-vq4n}}\t{one_line}"
     )
 
 
@@ -295,10 +367,21 @@ CARRIERS: tuple[Carrier, ...] = (
     Carrier("wrap-80", "log", wrapped(80)),
     Carrier("wrap-120", "log", wrapped(120)),
     Carrier("first-line", "log", first_line),
+    Carrier("markdown-fence", "log", markdown_fence),
+    Carrier("quoted", "log", quoted),
+    Carrier("pipe-prefix", "log", pipe_prefixed),
+    Carrier("table-cell", "log", table_cell),
+    Carrier("indented", "log", indented),
+    Carrier("backticks", "log", backticks),
+    Carrier("journal", "log", journal),
+    Carrier("cri-log", "log", cri_log),
+    Carrier("operator-json", "log", operator_json),
+    Carrier("windows-crlf", "log", windows_lines),
     Carrier("describe-events", "event", describe_events),
     Carrier("get-events", "event", get_events),
     Carrier("get-events-wide", "event", get_events_wide),
     Carrier("event-json", "event", event_json),
+    Carrier("get-events-old", "event", get_events_old),
     Carrier("status-yaml", "status", status_yaml),
     Carrier("status-json", "status", status_json),
 )

@@ -1,7 +1,8 @@
 """kubectl's printers, one shape each, as their source prints them: `kubectl get pods`
 (plain, `-o wide`, `-A`, `--show-kind`, `-o custom-columns`), `kubectl get all`'s kind/name rows, `kubectl get
 events` and `kubectl events`, `kubectl describe` of a Pod (Last State) and a Node
-(Conditions), and status fragments in YAML and JSON. Each must reach its class.
+(Conditions), and status fragments in YAML and JSON; kubectl 1.13's tab-separated events,
+rows indented or quoted as an issue quotes them. Each must reach its class.
 
 Column sets: pkg/printers/internalversion/printers.go (podColumnDefinitions, the wide
 columns IP, NODE, NOMINATED NODE, READINESS GATES; RESTARTS as "N (age ago)" since 1.22),
@@ -151,6 +152,31 @@ SHAPES = [
         "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image \\"rayproject/ray:2.99.0-gpu\\""}}
         """,
         "image_pull_backoff",
+    ),
+    (
+        "get events, kubectl 1.13 and before (tabs, source in braces)",
+        "2016-05-23 17:14:02 -0700 PDT\t2016-05-23 17:24:12 -0700 PDT\t41\tweb-1\tPod\t"
+        "spec.containers{web}\tWarning\tUnhealthy\t{kubelet gke-pool-441034bf-vddb}\t"
+        "Liveness probe failed: Get http://10.112.2.4:80/health: read tcp: use of closed network connection\n",
+        "probe_failure",
+    ),
+    (
+        "get pods -A with kinds, indented as an issue quotes the rows",
+        """\
+              ml     pod/train-grpo-head-x2k9p     1/1   Running     0                57m
+              ml     pod/train-grpo-worker-7xk2p   2/3   OOMKilled   16 (5m13s ago)   57m
+        """,
+        "pod_oom_killed",
+    ),
+    (
+        "a reply quoting describe Events",
+        """\
+        > Events:
+        >   Type     Reason       Age   From     Message
+        >   ----     ------       ----  ----     -------
+        >   Warning  FailedMount  2m    kubelet  MountVolume.SetUp failed for volume "ckpt" : mount failed: exit status 32
+        """,
+        "volume_mount_failure",
     ),
 ]
 
