@@ -13,7 +13,7 @@ import ast
 
 import pytest
 
-from tests.test_structure import BOT, modules
+from tests.support.tree import BOT, modules
 
 
 def _private(name: str) -> bool:

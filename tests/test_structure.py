@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-BOT = Path(__file__).resolve().parents[1] / "bot"
+from tests.support.tree import BOT, modules
+
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 60
 MAX_PARAMETERS = 8
@@ -26,10 +26,6 @@ CLI_DECORATORS = frozenset({"command", "callback"})
 SCENES = {
     "bot/app/demo/runner.py": {"Demo.stale_actor", "Demo.missing_dependency", "Demo.seed"},
 }
-
-
-def modules() -> list[Path]:
-    return sorted(BOT.rglob("*.py"))
 
 
 def functions(tree: ast.AST, prefix: str = "") -> Iterator[tuple[str, int, int]]:

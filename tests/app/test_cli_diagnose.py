@@ -10,19 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.classify import realistic_log
-
-ROOT = Path(__file__).resolve().parents[2]
-SEED = ROOT / "examples" / "seed"
-
-
-def pitcrew(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "bot", *args],
-        input=stdin,
-        capture_output=True,
-        cwd=ROOT,
-        timeout=120,
-    )
+from tests.support.cli import ROOT, SEED, pitcrew
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ from bot.adapters.http.server import MAX_BODY, HealthServer, Probes
 from bot.app.commands import INGEST_BODY_LIMIT, log_tail
 from bot.daemon.feed import Observation
 from bot.daemon.metrics import Metrics
-from tests.app.test_cli_diagnose import SEED, pitcrew
+from tests.support.cli import SEED, pitcrew
 
 OOM_LINE = b"container ray-worker last terminated: OOMKilled (exit code 137)\n"
 # A log cut mid-character (`kubectl logs --limit-bytes`), then the failure.

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from bot.adapters.store.store import Store
 from bot.core.actions.approvals import reconcile
-from tests.app.test_cli_diagnose import SEED, pitcrew
 from tests.e2e.slack.conftest import T0, diagnose_seed
+from tests.support.cli import SEED, pitcrew
 from tests.support.hostile import ELEMENTS, HOSTILE, parsed
 from tests.support.slack_emulator import block_kit_errors
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from bot.adapters.store.store import Store
 from bot.app.cli_app import app as cli_app
-from tests.adapters.store.test_unchecked_cards import A, B, at
+from tests.support.unchecked_cards import A, B, at
 
 
 def status(db: Path) -> str:

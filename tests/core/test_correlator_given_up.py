@@ -18,8 +18,8 @@ from bot.core.diagnosis.analysis import Facts
 from bot.core.incidents.assessment import rank_only
 from bot.core.incidents.correlator import Change, Correlator
 from bot.core.model import Diagnosis, Finding
-from tests.core.test_incidents import at, oom
-from tests.core.test_owners import OWNER, driver_log, oom_of_the_rayjob
+from tests.support.incidents import at, oom
+from tests.support.owners import OWNER, driver_log, oom_of_the_rayjob
 
 Step = Callable[[Correlator], object]
 

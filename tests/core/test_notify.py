@@ -40,7 +40,7 @@ from bot.core.model import (
     SourceKind,
     frozen_map,
 )
-from tests.core.test_incidents import CLUSTER, NS, T0, at, clash, oom
+from tests.support.incidents import CLUSTER, NS, T0, at, clash, oom
 
 CONFIG = NotifyConfig()  # group_wait 30 s, group_interval 1 min, repeat_interval 4 h
 POST, UPDATE, REPLY = NotificationKind.POST, NotificationKind.UPDATE, NotificationKind.REPLY

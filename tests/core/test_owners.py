@@ -27,23 +27,24 @@ from bot.core.incidents.workloads import SUBMISSION_KIND
 from bot.core.inputs.kuberay import rayjob_parts
 from bot.core.inputs.reader import read_stream
 from bot.core.model import (
-    Finding,
     IncidentState,
     ObjectRef,
     ProposalState,
 )
 from bot.core.model import frozen_map as fm
 from bot.daemon.feed import Context, Observation, observe
-from tests.support import findings
 from tests.support.daemon import DESCRIBE, SEED, Clock, RecordingChat, rig, seed
+from tests.support.owners import (
+    NS,
+    OWNER,
+    RAYCLUSTER,
+    RAYJOB,
+    SUBMISSION,
+    driver_log,
+    oom_of_the_rayjob,
+)
 
 T0 = datetime(2026, 12, 1, 22, 0, tzinfo=UTC)
-NS = "ml-train"
-SUBMISSION = (
-    "raysubmit_Qk8vXw2mT3nLp9Rb"  # the seed driver log's own Ray job (its last lines name it)
-)
-RAYJOB = ObjectRef("RayJob", "verl-ppo-qwen", NS)
-RAYCLUSTER = "verl-ppo-qwen-raycluster-x7k2p"
 HOME = f"kmock/{NS}/RayJob/verl-ppo-qwen"
 STRAY = f"//{SUBMISSION_KIND}/{SUBMISSION}"
 ADOPTED = (
@@ -72,22 +73,6 @@ RUNNING = {
     "jobId": SUBMISSION,
     "rayClusterName": RAYCLUSTER,
 }
-OWNER = Owner(SUBMISSION, RAYJOB, "kmock", RAYCLUSTER)
-
-
-def driver_log(**fields: str) -> Finding:
-    """A finding of a driver log posted with `workload=RayJobSubmission/<id>` (and no
-    cluster or namespace): all it names is the submission."""
-    return findings.clash(fields, workload=ObjectRef(SUBMISSION_KIND, SUBMISSION))
-
-
-def oom_of_the_rayjob() -> Finding:
-    """A worker pod of the RayJob OOMKilled, as the Kubernetes watch reports it (the
-    owner resolved to the RayJob, the cluster from `sources.kubernetes.cluster`)."""
-    pod = ObjectRef("Pod", f"{RAYCLUSTER}-gpu-group-worker-2xk9c", NS)
-    return findings.oom_killed(
-        pod, RAYJOB, {"cluster": "kmock", "namespace": NS, "ray_cluster": RAYCLUSTER}
-    )
 
 
 # -- where the mapping comes from ----------------------------------------------------

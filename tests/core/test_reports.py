@@ -45,16 +45,7 @@ from bot.core.model import (
     SourceKind,
     frozen_map,
 )
-from tests.core.test_incidents import (
-    CLASH_PLAYBOOK,
-    CLUSTER,
-    NS,
-    OOM_PLAYBOOK,
-    T0,
-    at,
-    clash,
-    oom,
-)
+from tests.support.incidents import CLASH_PLAYBOOK, CLUSTER, NS, OOM_PLAYBOOK, T0, at, clash, oom
 from tests.support.playbooks import write_library
 
 PREVIEW = (

@@ -16,7 +16,7 @@ from bot.adapters.store.store import Store
 from bot.app.cli_app import app
 from bot.core.diagnosis import unmatched
 from bot.core.diagnosis.unmatched import failure_lines, shape
-from tests.app.test_cli_diagnose import pitcrew
+from tests.support.cli import pitcrew
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 11, 3, 10, 0, tzinfo=UTC)

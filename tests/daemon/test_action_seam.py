@@ -37,9 +37,9 @@ from bot.daemon.metrics import Metrics
 from bot.daemon.ports import Executor, Outcome, Verification
 from bot.daemon.runner import Runner
 from bot.daemon.service import Service
-from tests.adapters.store.test_store import T0, incident, move, proposal
 from tests.support.daemon import Clock
 from tests.support.ledger import ledger_entry
+from tests.support.records import T0, incident, move, proposal
 
 NOW = T0 + timedelta(minutes=5)
 

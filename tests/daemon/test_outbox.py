@@ -14,17 +14,14 @@ import pytest
 from bot.adapters.slack.chat import SlackRejectedError
 from bot.adapters.store.store import Store
 from bot.core.errors import PermanentError, PitcrewError, TransientError
-from bot.core.model import Notification, NotificationKind, Report, Severity, frozen_map
+from bot.core.model import Notification, NotificationKind, Report
 from bot.daemon.outbox import Backoff, Outbox
 from bot.daemon.ports import ChatRejectedError, ChatUnavailableError
-from tests.adapters.store.test_store import incident
 from tests.support.daemon import T0, Clock, RecordingChat
+from tests.support.records import incident
+from tests.support.reports import card
 
 POST, UPDATE, REPLY = NotificationKind.POST, NotificationKind.UPDATE, NotificationKind.REPLY
-
-
-def card(title: str) -> Report:
-    return Report(title, Severity.ERROR, "open", frozen_map({}), "pod_oom_killed", (), (), "")
 
 
 @pytest.fixture

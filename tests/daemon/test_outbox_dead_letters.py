@@ -19,9 +19,9 @@ from bot.core.model import Notification, NotificationKind, Report
 from bot.daemon.metrics import Metrics
 from bot.daemon.outbox import POST_CAP, Backoff, Outbox
 from bot.daemon.ports import ChatUnavailableError
-from tests.adapters.store.test_store import incident
-from tests.daemon.test_outbox import card
 from tests.support.daemon import T0, Clock, RecordingChat, config
+from tests.support.records import incident
+from tests.support.reports import card
 
 POST, UPDATE = NotificationKind.POST, NotificationKind.UPDATE
 

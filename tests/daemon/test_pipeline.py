@@ -34,7 +34,6 @@ from bot.core.model import (
 from bot.daemon.executor import Registry
 from bot.daemon.feed import Context, Healthy, Observation, Refresh, observe
 from bot.daemon.runner import Runner
-from tests.adapters.store.test_store import move
 from tests.support.daemon import (
     DESCRIBE,
     DRIVER_LOG,
@@ -48,6 +47,7 @@ from tests.support.daemon import (
     seed,
 )
 from tests.support.ledger import ledger_entry
+from tests.support.records import move
 
 S = ProposalState
 

@@ -22,9 +22,9 @@ from bot.daemon.metrics import Metrics
 from bot.daemon.ports import Outcome, Verification
 from bot.daemon.runner import Runner
 from bot.daemon.service import Service, console_user
-from tests.adapters.store.test_store import T0, incident, move, proposal
 from tests.support.daemon import Clock
 from tests.support.ledger import ledger_entry
+from tests.support.records import T0, incident, move, proposal
 
 S = ProposalState
 NOW = T0 + timedelta(minutes=5)

@@ -15,28 +15,16 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 import pytest
 
 from bot.adapters.http.ingest import route as ingest_route
 from bot.adapters.http.server import HealthServer, Limits, Probes
-from bot.daemon.feed import Observation
 from bot.daemon.metrics import Metrics
+from tests.support.http_edge import Accepted, raw, status_and_error
 
 LIMITS = Limits(head_timeout=0.5, body_timeout=0.5, keep_alive=1.0)
 LOG = b"Traceback (most recent call last):\nModuleNotFoundError: No module named 'vllm'\n"
-
-
-@dataclass
-class Accepted:
-    """What the edge handed on (the intake behind it is tested in test_intake.py)."""
-
-    items: list[Observation] = field(default_factory=list)
-
-    def accept(self, observation: Observation) -> str | None:
-        self.items.append(observation)
-        return None
 
 
 def serve(**options: object) -> HealthServer:
@@ -58,39 +46,6 @@ def server() -> Iterator[HealthServer]:
     running = serve()
     yield running
     running.stop()
-
-
-def raw(port: int, request: bytes, *, wait: float = 5.0) -> bytes:
-    """Send `request` as is; everything the server answers until it closes or `wait`."""
-    with socket.create_connection(("127.0.0.1", port), timeout=wait) as sock:
-        sock.sendall(request)
-        received = b""
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            try:
-                chunk = sock.recv(65536)
-            except (TimeoutError, ConnectionResetError):
-                break
-            if not chunk:
-                break
-            received += chunk
-            if b"\r\n\r\n" in received and _complete(received):
-                break
-        return received
-
-
-def _complete(reply: bytes) -> bool:
-    head, _, body = reply.partition(b"\r\n\r\n")
-    for line in head.split(b"\r\n"):
-        if line.lower().startswith(b"content-length:"):
-            return len(body) >= int(line.split(b":")[1])
-    return False
-
-
-def status_and_error(reply: bytes) -> tuple[int, str]:
-    head, _, body = reply.partition(b"\r\n\r\n")
-    status = int(head.split(b" ", 2)[1])
-    return status, json.loads(body)["error"]
 
 
 def post_head(length: str | None, *, chunked: bool = False) -> bytes:

@@ -14,7 +14,7 @@ import pytest
 from bot.adapters.http.ingest import route as ingest_route
 from bot.adapters.http.server import HealthServer, Limits, Probes
 from bot.daemon.metrics import Metrics
-from tests.adapters.http.test_http_edge import Accepted, raw, status_and_error
+from tests.support.http_edge import Accepted, raw, status_and_error
 
 LIMITS = Limits(
     head_timeout=20,

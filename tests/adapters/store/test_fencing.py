@@ -14,7 +14,7 @@ from bot.adapters.store.store import Store
 from bot.core.actions import approvals
 from bot.core.errors import StaleTermError
 from bot.core.model import ProposalState
-from tests.adapters.store.test_store import T0, click, incident, ledger, note, proposal
+from tests.support.records import T0, click, incident, ledger, note, proposal
 
 
 @pytest.fixture

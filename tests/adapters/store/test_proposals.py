@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from bot.adapters.store.store import Store
 from bot.core.model import ActionResult
-from tests.adapters.store.test_store import T0, incident, ledger, proposal
 from tests.support.ledger import ledger_entry
+from tests.support.records import T0, incident, ledger, proposal
 
 
 def test_a_proposal_and_its_action_carry_the_cluster_of_the_pitcrew_that_stored_them(

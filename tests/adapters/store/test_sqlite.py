@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from bot.adapters.store.proposals import Approval
 from bot.adapters.store.schema import SCHEMA_VERSION
 from bot.adapters.store.sqlite import migrate
 from bot.adapters.store.store import Store
@@ -18,17 +19,7 @@ from bot.core.actions import approvals
 from bot.core.codec import dumps, encode_time
 from bot.core.errors import StoreError
 from bot.core.model import NotificationKind
-from tests.adapters.store.test_store import (
-    T0,
-    TABLES,
-    Approval,
-    click,
-    drain,
-    incident,
-    minutes,
-    note,
-    proposal,
-)
+from tests.support.records import T0, TABLES, click, drain, incident, minutes, note, proposal
 
 
 @pytest.fixture

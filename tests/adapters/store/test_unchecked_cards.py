@@ -5,24 +5,15 @@ while the others are still handed out."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
 from bot.adapters.store.store import Store
 from bot.daemon.ports import KeptUnchecked, UncheckedCard
-from tests.adapters.store.test_store import incident, minutes
+from tests.support.records import incident, minutes
 from tests.support.stores import execute
-
-T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-A = UncheckedCard("C0PITCREW", "1772366400.000100", "inc-a", T0)
-A_LATER = UncheckedCard("C0PITCREW", "1772366460.000200", "inc-a", T0)
-B = UncheckedCard("C0PITCREW", "1772366410.000300", "inc-b", None)
-B_ELSEWHERE = UncheckedCard("C0OTHER00", "1772366420.000400", "inc-b", T0)
-
-
-def at(seconds: float) -> datetime:
-    return T0 + timedelta(seconds=seconds)
+from tests.support.unchecked_cards import A_LATER, B_ELSEWHERE, A, B, at
 
 
 @pytest.mark.parametrize(

@@ -8,16 +8,12 @@ workload, and the fields playbooks and actions read.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import pytest
 
-from bot.core.inputs import InputPart, LogText
-from bot.core.inputs.segment import split_text
+from bot.core.inputs import LogText
 from bot.core.model import Signal, SourceKind
-
-DATA = Path(__file__).resolve().parents[2] / "data" / "inputs"
+from tests.support.inputs import fixture, logs_of, only, parts_of, signals_of, summary
 
 WORKER = "rayjob-verl-raycluster-x7k2p-gpu-group-worker-9zq4f"
 PENDING_WORKER = "rayjob-verl-raycluster-x7k2p-gpu-group-worker-5kd9w"
@@ -25,52 +21,6 @@ VERL_CLUSTER = "ml-train/raycluster/rayjob-verl-raycluster-x7k2p"
 RLHF_WORKER = "openrlhf-ppo-raycluster-m2d8k-actor-worker-h7x2c"
 RLHF_HEAD = "openrlhf-ppo-raycluster-m2d8k-head-8f2lq"
 RLHF_CLUSTER = "rlhf/raycluster/openrlhf-ppo-raycluster-m2d8k"
-
-
-# -- helpers (also used by the other test_inputs_* modules) ---------------------------
-
-
-def parts_of(text: str, origin: str = "paste") -> list[InputPart]:
-    return list(split_text(text, origin))
-
-
-def fixture(name: str) -> str:
-    return (DATA / name).read_text(encoding="utf-8")
-
-
-def signals_of(parts: list[InputPart]) -> list[Signal]:
-    return [part for part in parts if isinstance(part, Signal)]
-
-
-def logs_of(parts: list[InputPart], source: SourceKind | None = None) -> list[str]:
-    """The text of each LogText part (optionally of one source only)."""
-    return [
-        b"".join(part.chunks).decode("utf-8")
-        for part in parts
-        if isinstance(part, LogText) and (source is None or part.source is source)
-    ]
-
-
-def summary(signal: Signal) -> tuple[str, str, str, str | None]:
-    """(source, reason, object, workload): how the tables below name a signal."""
-    workload = str(signal.workload) if signal.workload else None
-    return (str(signal.source), signal.reason, str(signal.obj), workload)
-
-
-def only(signals: list[Signal], **where: Any) -> Signal:
-    """The one signal whose attributes (or fields, for keys not on Signal) match."""
-    found = [s for s in signals if all(_value(s, key) == want for key, want in where.items())]
-    assert len(found) == 1, f"{len(found)} signals match {where}: {[summary(s) for s in found]}"
-    return found[0]
-
-
-def _value(signal: Signal, key: str) -> Any:
-    if key in ("source", "reason", "text"):
-        return str(getattr(signal, key))
-    if key in ("obj", "workload"):
-        ref = getattr(signal, key)
-        return str(ref) if ref else None
-    return signal.fields.get(key)
 
 
 # -- which signals each fixture gives -------------------------------------------------

@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 import yaml
 
-from tests.core.inputs.test_inputs import DATA
+from tests.support.inputs import DATA
 from tests.support.kuberay_crds import crd_validator
 
 

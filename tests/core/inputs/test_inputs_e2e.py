@@ -19,7 +19,7 @@ import pytest
 from bot.adapters.files.playbooks import builtin_engine
 from bot.core.diagnosis.engine import Engine
 from bot.core.model import Diagnosis
-from tests.core.inputs.test_inputs import DATA, fixture
+from tests.support.inputs import DATA, fixture
 
 ROOT = Path(__file__).resolve().parents[3]
 

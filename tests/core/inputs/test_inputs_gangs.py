@@ -10,8 +10,8 @@ import textwrap
 import pytest
 
 from bot.core.model import Signal
-from tests.core.inputs.test_inputs import logs_of, parts_of, signals_of, summary
 from tests.support.daemon import engine
+from tests.support.inputs import logs_of, parts_of, signals_of, summary
 
 VOLCANO_MESSAGE = (
     "4/4 tasks in gang unschedulable: pod group is not ready, 4 Pending, 4 minAvailable; "

@@ -17,7 +17,7 @@ import pytest
 from bot.adapters.files.playbooks import builtin_engine
 from bot.core.diagnosis.engine import Engine
 from bot.core.model import Signal, SourceKind
-from tests.core.inputs.test_inputs import fixture, logs_of, parts_of, signals_of
+from tests.support.inputs import fixture, logs_of, parts_of, signals_of
 
 WORKER_DIED = "0b7fa4c5ef1a2b3c4d5e6f7a02000000"
 NODE_DIED = "1c8e5d6f7a8b9c0d1e2f3a4b02000000"

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from bot.core.model import SourceKind
-from tests.core.inputs.test_inputs import logs_of, parts_of, signals_of
+from tests.support.inputs import logs_of, parts_of, signals_of
 
 # kubectl get raycluster -o yaml, cut at `status:` (conditions as KubeRay ≥1.5 writes
 # them, https://github.com/ray-project/kuberay/pull/4196)

@@ -14,7 +14,7 @@ import pytest
 
 from bot.core.inputs import LogText
 from bot.core.model import SourceKind
-from tests.core.inputs.test_inputs import fixture, logs_of, parts_of, signals_of, summary
+from tests.support.inputs import fixture, logs_of, parts_of, signals_of, summary
 
 
 @pytest.mark.parametrize(

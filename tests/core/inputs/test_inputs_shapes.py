@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from bot.core.model import SourceKind
-from tests.core.inputs.test_inputs import fixture, logs_of, only, parts_of, signals_of, summary
+from tests.support.inputs import fixture, logs_of, only, parts_of, signals_of, summary
 
 # -- nodes ------------------------------------------------------------------------------
 

@@ -21,8 +21,8 @@ import yaml
 from bot.adapters.kuberay.capture import EvidenceCollector
 from bot.adapters.store.store import Store
 from bot.app.demo import seed
-from tests.app.test_cli_diagnose import pitcrew
 from tests.e2e.kubernetes.conftest import Emulator
+from tests.support.cli import pitcrew
 from tests.support.faults import Measured
 
 pytestmark = pytest.mark.kube

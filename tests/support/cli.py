@@ -1,0 +1,21 @@
+"""`pitcrew` run as a user runs it (`python -m bot` in a process of its own, from the
+checkout), and the seed case its specs diagnose."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SEED = ROOT / "examples" / "seed"
+
+
+def pitcrew(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "bot", *args],
+        input=stdin,
+        capture_output=True,
+        cwd=ROOT,
+        timeout=120,
+    )
