@@ -32,6 +32,8 @@ from bot.core.inputs.values import as_text
 DESCRIBE_START = (
     r"Name:[ \t][^\n]*\n(?:Namespace|Roles|Labels|Annotations|Kind|API Version|Priority"
     r"|Status|CreationTimestamp):"
+    # a node's resources pasted alone: Capacity, then its resource lines
+    r"|Capacity:[ \t]*\n[ \t]+[\w./-]+:"
 )
 
 # Column-0 keys of `kubectl describe` for pods, nodes, jobs and custom resources.
@@ -117,7 +119,8 @@ def _block_lines(text: str, start: int) -> list[Line]:
     second = next(reader, None)
     if first is None or second is None:
         return []
-    if _top_key(second.text, strict=True, keys=_RESUME_KEYS) is None:
+    resources = first.text.startswith("Capacity:") and second.indented
+    if not resources and _top_key(second.text, strict=True, keys=_RESUME_KEYS) is None:
         return []
     lines = [first, second]
     pending: list[Line] = []
@@ -196,7 +199,7 @@ def _kind(top: Mapping[str, Section]) -> str:
         return canonical_kind(top["Kind"].value)
     if "Containers" in top or len(_POD_KEYS & top.keys()) >= 2:
         return "Pod"
-    if "Roles" in top or "Taints" in top or "System Info" in top:
+    if "Roles" in top or "Taints" in top or "System Info" in top or "Allocatable" in top:
         return "Node"
     return ""
 
@@ -347,8 +350,23 @@ def _node(top: Mapping[str, Section], metadata: dict[str, Any]) -> dict[str, Any
         "kind": "Node",
         "metadata": metadata,
         "spec": {"taints": taints},
-        "status": {"conditions": _table(top.get("Conditions"))},
+        "status": {
+            "conditions": _table(top.get("Conditions")),
+            "capacity": _resources(top.get("Capacity")),
+            "allocatable": _resources(top.get("Allocatable")),
+        },
     }
+
+
+def _resources(section: Section | None) -> dict[str, str]:
+    """`  nvidia.com/gpu:  8` lines -> {"nvidia.com/gpu": "8"} (a comment after the value,
+    as people mark a line, is left out)."""
+    found: dict[str, str] = {}
+    for line in section.body if section else []:
+        key, colon, value = line.strip().partition(":")
+        if colon and key and value.split():
+            found[key] = value.split()[0]
+    return found
 
 
 def _taint(entry: str) -> dict[str, str] | None:

@@ -1,4 +1,6 @@
-"""A Node -> `node_status` signals: one for a Ready condition that is not True, one per taint."""
+"""A Node -> `node_status` signals: one for a Ready condition that is not True, one per
+taint, one per GPU resource with fewer devices allocatable than the node has (the device
+plugin reported some unhealthy, and the kubelet took them out of Allocatable)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,35 @@ def node_signals(node: Mapping[str, Any], origin: str = "") -> list[Signal]:
     ref = ObjectRef("Node", name)
     signals = list(_not_ready(ref, as_map(node.get("status")), origin))
     signals.extend(_taints(ref, as_map(node.get("spec")), origin))
+    signals.extend(_gpus_not_allocatable(ref, as_map(node.get("status")), origin))
     return signals
+
+
+def _gpus_not_allocatable(
+    ref: ObjectRef, status: Mapping[str, Any], origin: str
+) -> Iterator[Signal]:
+    capacity = as_map(status.get("capacity"))
+    allocatable = as_map(status.get("allocatable"))
+    for resource in sorted(capacity):
+        if not str(resource).endswith("/gpu") or resource not in allocatable:
+            continue
+        have, usable = text_at(capacity, resource), text_at(allocatable, resource)
+        if not (have.isdigit() and usable.isdigit()) or int(usable) >= int(have):
+            continue
+        fields = {
+            "node": ref.name,
+            "gpu_resource": str(resource),
+            "gpu_capacity": have,
+            "gpu_allocatable": usable,
+        }
+        yield Signal(
+            source=SourceKind.NODE_STATUS,
+            text=f"node {ref.name or '(unnamed)'}: {resource} {usable} of {have} allocatable",
+            reason="GPUsNotAllocatable",
+            fields=compact(fields),
+            obj=ref,
+            origin=origin,
+        )
 
 
 def _not_ready(ref: ObjectRef, status: Mapping[str, Any], origin: str) -> Iterator[Signal]:

@@ -58,7 +58,7 @@ _DETECTORS: dict[str, Detector] = {
 _STREAMS = (
     re.compile(rf"^(?=[ \t{{\[])(?P<json>{JSON_START})", re.MULTILINE),
     re.compile(
-        r"^(?=[-akNLSJ\x1b=])(?:"
+        r"^(?=[-akNLSJC\x1b=])(?:"
         rf"(?P<ray_list>{LIST_START})|(?P<yaml>{YAML_START})|(?P<describe>{DESCRIBE_START})"
         rf"|(?P<events>{HEADER_START})|(?P<ray_status>{STATUS_START}))",
         re.MULTILINE,

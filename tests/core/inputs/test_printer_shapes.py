@@ -178,6 +178,28 @@ SHAPES = [
         """,
         "volume_mount_failure",
     ),
+    (
+        "describe node, a GPU fewer allocatable than its capacity",
+        """\
+        Name:               gke-ml-a100-pool-8f2c-vq4n
+        Roles:              <none>
+        Capacity:
+          cpu:                128
+          nvidia.com/gpu:     8
+        Allocatable:
+          cpu:                127900m
+          nvidia.com/gpu:     7
+        System Info:
+          Kernel Version:     5.15.0-1049-gke
+        """,
+        "gpu_unavailable",
+    ),
+    (
+        "a Node as JSON, a GPU fewer allocatable",
+        '{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-node-7"}, '
+        '"status": {"capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "6"}}}\n',
+        "gpu_unavailable",
+    ),
 ]
 
 
