@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKSPACE = ROOT.parent
 SCANNED = ("bot", "tests", "docs")
 SKIPPED_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache"}
-# A path that starts at the workspace: not the tail of a longer path (`/home/x/work/`).
+# A path that starts at the workspace, not the tail of a longer path (a home directory).
 OWN_PATH = re.compile(rf"(?<![\w.~/-]){re.escape(str(WORKSPACE))}/")
 OUTSIDE_DOCS = re.compile(r"\b(?:DESIGN|TAXONOMY)\.md\b")
 
