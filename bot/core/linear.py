@@ -53,6 +53,13 @@ class Linear(Generic[AnyStr_]):
     def groupindex(self) -> dict[str, int]:
         return dict(self._compiled.groupindex)
 
+    @property
+    def program_size(self) -> int:
+        """RE2's program for it, in instructions: what one byte of input can cost when
+        RE2 has to leave its DFA for its NFA (a 500-fold repeat is a 500-instruction
+        program, and a 1 MB line then takes seconds)."""
+        return int(self._compiled.programsize)
+
     def search(
         self, text: AnyStr_, pos: int = 0, endpos: int | None = None
     ) -> Found[AnyStr_] | None:

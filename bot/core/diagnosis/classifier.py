@@ -15,6 +15,13 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from bot.core.diagnosis.confirm import (
+    MIN_WINDOW,
+    confirm,
+    confirm_window,
+    line_window,
+    nth_line_start,
+)
 from bot.core.diagnosis.prefilter import AnyOf, PatternCache, Prefilter
 from bot.core.diagnosis.signatures import CompiledSignature, compile_signature, scans_logs
 from bot.core.linear import Found
@@ -25,7 +32,6 @@ from bot.core.normalize import (
     unwrap,
     without_colour,
     without_dedup,
-    without_prefixes,
     without_spans,
 )
 from bot.core.playbooks.library import Library
@@ -120,7 +126,10 @@ class Classifier:
                 hits.append(self._hit(sig, signal, {}, signal.text, signal.line))
         if not signal.text:
             return hits
-        for sig in self._prefilter.candidates(signal.text.encode()):
+        data = signal.text.encode()
+        if len(data) > MIN_WINDOW:
+            return hits + self._classify_long(signal, data)
+        for sig in self._prefilter.candidates(data):
             if not sig.applies_to(signal.source) or not sig.structured_match(signal):
                 continue
             assert sig.text_regex is not None
@@ -131,6 +140,35 @@ class Classifier:
             if self._benign(sig, evidence):
                 continue
             captures = {k: v for k, v in match.groupdict().items() if v is not None}
+            hits.append(self._hit(sig, signal, captures, evidence, signal.line))
+        return hits
+
+    def _classify_long(self, signal: Signal, data: bytes) -> list[Hit]:
+        """A signal whose text is longer than a window: each candidate confirmed around
+        where Hyperscan saw it end (`bot.core.diagnosis.confirm`), as a log line is."""
+        hits: list[Hit] = []
+        candidates, _ = self._prefilter.line_candidates(data)
+        for sig, end in candidates:
+            if not sig.applies_to(signal.source) or not sig.structured_match(signal):
+                continue
+            if end == -1:
+                region = (0, len(data))
+            else:
+                spans = sig.spans_lines
+                region = _region_before(data, end, 0) if spans else _line_bounds(data, end - 1, end)
+            found = next(confirm(sig, data, region, end, sig.id in self._prefilter.exact), None)
+            if found is None:
+                continue
+            start, stop, match = found
+            first, last = line_window(data, start, stop, confirm_window(sig))
+            evidence = data[first:last].decode("utf-8", "replace").rstrip("\r")
+            if self._benign(sig, evidence):
+                continue
+            captures = {
+                k: v.decode("utf-8", "replace")
+                for k, v in match.groupdict().items()
+                if v is not None
+            }
             hits.append(self._hit(sig, signal, captures, evidence, signal.line))
         return hits
 
@@ -191,11 +229,11 @@ class Classifier:
             if not sig.applies_to(source) or sig.id in state.hits:
                 continue
             region = (0, len(text)) if end == -1 else _region_before(text, end, 0)
-            for start, stop, match in _confirm(sig, text, region):
+            for start, stop, match in confirm(sig, text, region, end):
                 first, last = lines.at(start), lines.at(max(stop - 1, start))
                 upto = firsts[last + 1] if last + 1 < len(firsts) else len(original)
                 shown = "\n".join(original[firsts[first] : upto]).rstrip("\r")
-                bounds = _line_bounds(text, start, stop)
+                bounds = line_window(text, start, stop, confirm_window(sig))
                 evidence = text[bounds[0] : bounds[1]].decode("utf-8", "replace")
                 self._record(sig, match, evidence, shown, firsts[first] + 1, template, state)
                 break
@@ -230,7 +268,8 @@ class Classifier:
             if hit is not None and full and sig.id in exact:
                 if end > max(fresh, done_until.get(sig.id, -1)):
                     done_until[sig.id] = end
-                    self._count(sig, hit, _bytes_line_around(scan, end - 1, end))
+                    first, last = line_window(scan, end - 1, end, confirm_window(sig))
+                    self._count(sig, hit, scan[first:last].decode("utf-8", "replace"))
                 continue
             if end == -1:
                 region = (0, len(scan))
@@ -238,11 +277,11 @@ class Classifier:
                 region = _line_bounds(scan, end - 1, end)
             else:
                 region = _region_before(scan, end, done_until.get(sig.id, 0))
-            for start, stop, match in _confirm(sig, scan, region):
+            for start, stop, match in confirm(sig, scan, region, end, sig.id in exact):
                 if stop <= max(fresh, done_until.get(sig.id, -1)):
                     continue
                 done_until[sig.id] = stop
-                first, last = _line_bounds(scan, start, stop)
+                first, last = line_window(scan, start, stop, confirm_window(sig))
                 evidence = scan[first:last].decode("utf-8", "replace").rstrip("\r")
                 if full and hit is not None:  # confirmed; nothing more to keep but the count
                     self._count(sig, hit, evidence)
@@ -284,41 +323,6 @@ class Classifier:
             existing.add(_clip(shown), line, captures, times)
 
 
-def _confirm(
-    sig: CompiledSignature, scan: bytes, region: tuple[int, int]
-) -> Iterator[tuple[int, int, Found[bytes]]]:
-    """(start, end, match) of the signature's matches in `scan[region]`, found by RE2
-    (`bot.core.linear`: no backtracking, so no line can stall the scan). A signature
-    anchored at line starts is run over the region's lines without their prefixes;
-    its start and end are then those of the lines it matched in `scan`."""
-    assert sig.bytes_regex is not None
-    if not sig.anchored:
-        for match in sig.bytes_regex.finditer(scan, *region):
-            yield match.start(), match.end(), match
-        return
-    begin, stop = region
-    original = scan[begin:stop]
-    plain = without_prefixes(original)
-    if plain is original:
-        for match in sig.bytes_regex.finditer(scan, *region):
-            yield match.start(), match.end(), match
-        return
-    for match in sig.bytes_regex.finditer(plain):
-        first = plain.count(b"\n", 0, match.start())
-        last = plain.count(b"\n", 0, max(match.end() - 1, match.start()))
-        start = _nth_line_start(original, first)
-        end = _nth_line_start(original, last)
-        line_end = original.find(b"\n", end)
-        yield begin + start, begin + (len(original) if line_end == -1 else line_end), match
-
-
-def _nth_line_start(data: bytes, n: int) -> int:
-    offset = 0
-    for _ in range(n):
-        offset = data.index(b"\n", offset) + 1
-    return offset
-
-
 class _View:
     """A window as scanned (colour codes removed, when it had any) and as the user wrote it."""
 
@@ -340,7 +344,7 @@ class _View:
         """The offset in `scan` of the line that starts at `offset` in the window."""
         if self.scan is self.window or offset <= 0:
             return offset
-        return _nth_line_start(self.scan, self.window.count(b"\n", 0, offset))
+        return nth_line_start(self.scan, self.window.count(b"\n", 0, offset))
 
     def original_lines(self, start: int, end: int, scanned: str) -> str:
         """The user's text of the lines `scan[start:end]` (`scanned`, when unchanged)."""
@@ -448,11 +452,6 @@ def _line_bounds(data: bytes, start: int, end: int) -> tuple[int, int]:
     line_start = data.rfind(b"\n", 0, start) + 1
     line_end = data.find(b"\n", max(end - 1, start))
     return line_start, len(data) if line_end == -1 else line_end
-
-
-def _bytes_line_around(data: bytes, start: int, end: int) -> str:
-    first, last = _line_bounds(data, start, end)
-    return data[first:last].decode("utf-8", "replace").rstrip("\r")
 
 
 def _line_around(text: str, start: int, end: int) -> str:
