@@ -6,6 +6,8 @@ Why a module of its own: `bot.app.cli_app` imports it when a `playbooks` command
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
     from bot.core.diagnosis.engine import Engine
     from bot.core.quality.examples import ExampleResult
     from bot.core.quality.inventory import InventoryEntry
+    from bot.core.quality.inventory_coverage import Checked
 
 
 # `pitcrew playbooks ...`, for the command group (`bot.app.cli_app`) to take in.
@@ -142,6 +145,12 @@ InventoryDirs = Annotated[
         "--inventory", "-i", metavar="DIR", help="inventory directory (default: the built-in one)"
     ),
 ]
+Jobs = Annotated[
+    int,
+    typer.Option(
+        metavar="N", min=0, help="check the inventory in N processes (0, the default: one a core)"
+    ),
+]
 Sample = Annotated[
     int,
     typer.Option(
@@ -163,6 +172,7 @@ def playbooks_coverage(
     ] = False,
     inventory: InventoryDirs = None,
     sample: Sample = 100,
+    jobs: Jobs = 0,
 ) -> None:
     """Classify every catalogue entry in every carrier; print per class, per carrier and in
     total the entries, texts and share recognized, and list every miss. Then the message
@@ -190,7 +200,7 @@ def playbooks_coverage(
     for line in report_lines(coverage, verbose):
         say(line)
     if messages:
-        _inventory_coverage(engine, messages, sample)
+        _inventory_coverage(engine, messages, sample, jobs or os.cpu_count() or 1)
     short = below(coverage, fail_under / 100)
     if short or coverage.unknown_signatures:
         for item in short:
@@ -200,19 +210,50 @@ def playbooks_coverage(
         raise typer.Exit(1)
 
 
-def _inventory_coverage(engine: Engine, messages: Sequence[InventoryEntry], sample: int) -> None:
+def _inventory_coverage(
+    engine: Engine, messages: Sequence[InventoryEntry], sample: int, jobs: int
+) -> None:
     """The inventory's part of `pitcrew playbooks coverage`, with how long it took."""
     from bot.core.quality import inventory_coverage
 
     started = time.monotonic()
     picked = inventory_coverage.sampled(messages, sample)
-    checked = inventory_coverage.run(engine, picked)
+    checked = _pooled(engine, picked, jobs)
     for line in inventory_coverage.report_lines(picked, checked):
         say(line)
     say(
         f"inventory: {len(picked)} of {len(messages)} messages checked"
-        f" in {time.monotonic() - started:.0f} s"
+        f" in {time.monotonic() - started:.0f} s ({jobs} process{'es' if jobs > 1 else ''})"
     )
+
+
+_POOL_ENGINE: list[Engine] = []
+"""The engine a forked worker of `_pooled` diagnoses with (built once, before the fork)."""
+
+
+def _pooled_chunk(chunk: Sequence[InventoryEntry]) -> tuple[Checked, ...]:
+    from bot.core.quality import inventory_coverage
+
+    return inventory_coverage.run(_POOL_ENGINE[0], chunk)
+
+
+def _pooled(engine: Engine, picked: Sequence[InventoryEntry], jobs: int) -> tuple[Checked, ...]:
+    """The inventory's texts checked in `jobs` forked processes sharing the parent's
+    engine (the first entry is checked here, so the inventory's matcher is built before
+    the fork), in the entries' order."""
+    from bot.core.quality import inventory_coverage
+
+    first = inventory_coverage.run(engine, picked[:1])
+    rest = picked[1:]
+    if jobs <= 1 or len(rest) < 2 * jobs:
+        return first + inventory_coverage.run(engine, rest)
+    _POOL_ENGINE[:] = [engine]
+    chunks = [rest[i :: jobs * 8] for i in range(jobs * 8)]
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        results = pool.map(_pooled_chunk, chunks)
+    order = {e.key: n for n, e in enumerate(picked)}
+    checked = sorted((c for r in results for c in r), key=lambda c: order[c.entry.key])
+    return first + tuple(checked)
 
 
 @playbooks_app.command("schema")

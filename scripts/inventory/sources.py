@@ -16,7 +16,8 @@ from pathlib import Path
 import cfamily
 import golang
 import pysrc
-from common import Found
+import raycpp
+from common import Found, literals
 
 MIRROR = Path(os.environ.get("INVENTORY_MIRROR", "/work/.mirror"))
 SRC = Path(os.environ.get("INVENTORY_SRC", "/work/inv-src"))
@@ -240,10 +241,17 @@ def linux() -> tuple[list[str], Iterator[Found]]:
     return ["6.1.176"], found()
 
 
+# Kubernetes is too large to bring here whole: 1.20.2 is Debian's source package, 1.23.13
+# and 1.28.7 the first commits of two public copies of the release's source tree.
+K8S_READS: tuple[tuple[str, str, str], ...] = (
+    ("1.20.2", "deb/k8s-1.20", ""),
+    ("1.23.13", "cvetkovic+kubernetes_v1.23.13", "e822cdbb0f4394ba6449654ddef9be8ae9563372"),
+    ("1.28.7", "chengsir22+kubernetes-1.28.7", "9258ab62ed50ee9f1715cbb078b1e760e823bfcb"),
+)
+
+
 def kubernetes() -> tuple[list[str], Iterator[Found]]:
-    """Kubernetes 1.20.2 (Debian's source package): kubelet, scheduler, controllers."""
-    root = SRC / "deb/k8s-1.20"
-    version = "1.20.2"
+    """Kubernetes 1.20.2, 1.23.13 and 1.28.7: kubelet, scheduler, controllers."""
     areas = (
         ("pkg/kubelet/eviction/", "eviction_manager"),
         ("pkg/kubelet/cm/devicemanager/", "device_manager"),
@@ -271,12 +279,16 @@ def kubernetes() -> tuple[list[str], Iterator[Found]]:
         return _go_file(p) and any(p.startswith(prefix) for prefix, _ in areas) and "/apis/" not in p
 
     def found() -> Iterator[Found]:
-        files = list(dir_files(root, keep))
-        yield from go_found(files, version, emitter, frozenset({"event", "log", "error"}))
-        yield from scheduler_reasons(files, version)
-        yield from eviction_messages(files, version)
+        for version, where, commit in K8S_READS:
+            if commit:
+                files = list(git_files(MIRROR / where / "repo", commit, keep))
+            else:
+                files = list(dir_files(SRC / where, keep))
+            yield from go_found(files, version, emitter, frozenset({"event", "log", "error"}))
+            yield from scheduler_reasons(files, version)
+            yield from eviction_messages(files, version)
 
-    return [version], found()
+    return [version for version, _, _ in K8S_READS], found()
 
 
 def scheduler_reasons(files: list[tuple[str, str]], version: str) -> Iterator[Found]:
@@ -370,9 +382,10 @@ def ray_python() -> tuple[list[str], Iterator[Found]]:
 
 
 def ray_checks() -> tuple[list[str], Iterator[Found]]:
-    """`RAY_CHECK` conditions as the release binaries print them (`Check failed: cond`):
-    Ray's C++ source is read from the release's own raylet, GCS server and core worker
-    library, since the repository is too large to bring here."""
+    """`RAY_CHECK` conditions as the release binaries print them (`Check failed: cond`),
+    read from the release's own raylet, GCS server and core worker library (every check
+    of the release, where the source read is near it); a check the source streams text
+    after is `ray-cpp`'s, with its text."""
     binaries = (
         ("ray/core/src/ray/raylet/raylet", "raylet"),
         ("ray/core/src/ray/gcs/gcs_server", "gcs_server"),
@@ -381,6 +394,7 @@ def ray_checks() -> tuple[list[str], Iterator[Found]]:
     check = re.compile(r"Check failed: (.+?) ?$")
 
     def found() -> Iterator[Found]:
+        streamed = _ray_streamed_conditions()
         for version in RAY_ORDER:
             base = SRC / f"wheels/ray-{version}/x"
             if not base.exists():
@@ -396,7 +410,7 @@ def ray_checks() -> tuple[list[str], Iterator[Found]]:
                     if not match or "Debug check" in line:
                         continue
                     cond = match.group(1).strip()
-                    if cond in seen or not re.search(r"[A-Za-z_]{3}", cond):
+                    if cond in seen or not re.search(r"[A-Za-z_]{3}", cond) or "".join(cond.split()) in streamed[version]:
                         continue
                     seen.add(cond)
                     template = "Check failed: " + cond.replace("{", "{{").replace("}", "}}")
@@ -438,3 +452,84 @@ def vllm() -> tuple[list[str], Iterator[Found]]:
                     yield item
 
     return VLLM_ORDER, found()
+
+
+# Ray's C++ source: the ray repository is too large to bring here whole; two public
+# copies of it are: a full-history copy of its master branch to 2025-02-11 (with the
+# ray-1.13.0 and ray-2.0.1 tags) and a snapshot of the 2.53.0 release.
+_RAY_FULL = "jcoffi+cluster-anywhere"
+_RAY_253 = "drawing1201+ray-net-sense"
+RAY_CPP_READS: tuple[tuple[str, str, str, bool], ...] = (
+    # (release, repository, tag or commit, checked against the release's binaries)
+    ("1.13.0", _RAY_FULL, "ray-1.13.0", False),
+    ("2.0.1", _RAY_FULL, "ray-2.0.1", False),
+    ("2.9.3", _RAY_FULL, "5a7071e5b021b62d6ec8e2e300d4ab89cc0dfdef", True),  # master, 2023-11-19
+    ("2.24.0", _RAY_FULL, "baffe070eb64f9dc36797e9cab59214da9a3b811", True),  # master, 2024-05-27
+    ("2.40.0", _RAY_FULL, "b5934e54c446fd4f5c28cf9b848c402f9a044357", True),  # master, 2024-11-18
+    ("2.50.0", _RAY_253, "6f12bda", True),  # the 2.53.0 snapshot
+    ("2.60.0", _RAY_253, "6f12bda", True),
+)
+
+
+def _ray_cpp_keep(p: str) -> bool:
+    if not p.startswith("src/ray/") or not p.endswith((".cc", ".h")):
+        return False
+    return "/test" not in p and "_test" not in p and "/thirdparty/" not in p and "/java/" not in p and "mock" not in p
+
+
+def ray_cpp_emitter(p: str) -> str:
+    table = (
+        ("src/ray/object_manager/plasma/", "plasma_store"), ("src/ray/object_manager/", "object_manager"),
+        ("src/ray/raylet/scheduling/", "raylet-scheduler"), ("src/ray/raylet/", "raylet"),
+        ("src/ray/gcs/", "gcs_server"), ("src/ray/core_worker/", "core_worker"), ("src/ray/rpc/", "ray-rpc"),
+        ("src/ray/pubsub/", "ray-pubsub"), ("src/ray/common/", "ray-common"), ("src/ray/util/", "ray-util"),
+    )
+    return next((name for prefix, name in table if p.startswith(prefix)), "ray-cpp")
+
+
+def _binary_text(version: str) -> str:
+    """The printable strings of a release's raylet, GCS server and core worker library."""
+    base = SRC / f"wheels/ray-{version}/x"
+    out: list[str] = []
+    for rel in ("ray/core/src/ray/raylet/raylet", "ray/core/src/ray/gcs/gcs_server", "ray/_raylet.so"):
+        if (base / rel).exists():
+            out.append(subprocess.run(["strings", "-n", "6", str(base / rel)], capture_output=True, text=True).stdout)
+    return "\n".join(out)
+
+
+def in_binary(template: str, strings: str) -> bool:
+    """The wording's longest literal part is in the release's binaries (a message the
+    source read near the release has, that the release itself prints)."""
+    parts = sorted((p.strip() for p in literals(template)), key=len, reverse=True)
+    longest = parts[0] if parts else ""
+    if len(longest) < 6:
+        return True
+    return longest[:200] in strings
+
+
+def _ray_streamed_conditions() -> dict[str, set[str]]:
+    """Per release, the checks the source streams text after (`ray-cpp` holds them)."""
+    found: dict[str, set[str]] = {}
+    for version, slug, rev, _ in RAY_CPP_READS:
+        conditions = found.setdefault(version, set())
+        for _, text in git_files(MIRROR / slug / "repo", rev, _ray_cpp_keep):
+            conditions |= raycpp.streamed_conditions(text)
+    return found
+
+
+def ray_cpp() -> tuple[list[str], Iterator[Found]]:
+    """RAY_LOG at ERROR/WARNING/FATAL and checks' streamed text, read from source at each
+    release (or the master commit before its branch), kept for a release read near it
+    only where its binaries print the text."""
+
+    def found() -> Iterator[Found]:
+        for version, slug, rev, checked in RAY_CPP_READS:
+            repo = MIRROR / slug / "repo"
+            strings = _binary_text(version) if checked else ""
+            for path, text in git_files(repo, rev, _ray_cpp_keep):
+                for level, template in raycpp.ray_calls(text):
+                    if checked and not in_binary(template, strings):
+                        continue
+                    yield Found(ray_cpp_emitter(path), level, "log", path, template, version)
+
+    return RAY_ORDER, found()

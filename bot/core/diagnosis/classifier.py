@@ -89,6 +89,17 @@ class Classifier:
                 compiled.append(compile_signature(len(compiled), loaded, signature))
         self.signatures = compiled
         self._noise = AnyOf([n.regex for n in library.noise], cache)
+        self._unless_sigs = [s for s in compiled if s.unless and not s.signature.weak]
+        self._any_unless = AnyOf(
+            sorted(
+                {
+                    f"(?i){u}" if s.signature.ignore_case else u
+                    for s in self._unless_sigs
+                    for u in (*s.signature.unless, *s.loaded.playbook.unless)
+                }
+            ),
+            cache,
+        )
         regex_sigs = [s for s in compiled if s.has_regex]
         self._prefilter = Prefilter(regex_sigs, single_match=True, cache=cache)
         self.log_signatures = [s for s in regex_sigs if scans_logs(s)]
@@ -108,12 +119,13 @@ class Classifier:
         text, _ = without_dedup(text)
         if self._noise.search(text):
             return True
+        if not self._any_unless.search(text):  # one scan for the usual line no unless takes
+            return False
         return any(
             any(p.search(text) for p in s.unless)
             and s.text_regex is not None
             and s.text_regex.search(text) is not None
-            for s in self.signatures
-            if s.unless and not s.signature.weak
+            for s in self._unless_sigs
         )
 
     # -- structured signals -------------------------------------------------

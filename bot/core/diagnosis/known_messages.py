@@ -7,7 +7,7 @@ knows what printed it and where to look, and a line the inventory calls benign a
 level (`none`) is not raised as a failure at all. A message is recognized by its
 literal parts (the text between its `{name}` placeholders) found in order in the line;
 a line cut by a terminal's wrap still counts when it holds a long enough run of them.
-Candidates come from one word of each wording (its longest), so a line costs a few
+Candidates come from one word of each wording (its rarest), so a line costs a few
 dictionary look-ups, and nothing is built until the first line is asked about. Pure.
 """
 
@@ -63,13 +63,21 @@ class KnownMessages:
     _index: dict[str, list[tuple[int, int]]] | None = field(default=None, repr=False)
 
     def _built(self) -> dict[str, list[tuple[int, int]]]:
+        """Each wording under its rarest word across the inventory (the longest among
+        equally rare ones), so that a line's words call up a few candidates each."""
         if self._index is None:
+            words_of = [[_inner_words(parts) for parts in m.wordings] for m in self.messages]
+            count: dict[str, int] = {}
+            for wordings in words_of:
+                for words in wordings:
+                    for word in set(words):
+                        count[word] = count.get(word, 0) + 1
             index: dict[str, list[tuple[int, int]]] = {}
-            for m, message in enumerate(self.messages):
-                for w, parts in enumerate(message.wordings):
-                    words = [word for part in parts for word in _WORD.findall(part)]
+            for m, wordings in enumerate(words_of):
+                for w, words in enumerate(wordings):
                     if words:
-                        index.setdefault(max(words, key=len), []).append((m, w))
+                        key = min(words, key=lambda word: (count[word], -len(word)))
+                        index.setdefault(key, []).append((m, w))
             self._index = index
         return self._index
 
@@ -90,6 +98,23 @@ class KnownMessages:
                 if score and (best is None or score > best.score):
                     best = Recognized(message, score, score == sum(len(p) for p in parts))
         return best
+
+
+def _inner_words(parts: Sequence[str]) -> list[str]:
+    """A wording's words but those that may run into a placeholder's value (the first of
+    a part after one, the last of a part before one): a line holds each of these whole.
+    All of its words when that leaves none."""
+    inner: list[str] = []
+    every: list[str] = []
+    for i, part in enumerate(parts):
+        words = _WORD.findall(part)
+        every.extend(words)
+        if i > 0 and words and part.startswith(words[0]):
+            words = words[1:]
+        if i < len(parts) - 1 and words and part.endswith(words[-1]):
+            words = words[:-1]
+        inner.extend(words)
+    return inner or every
 
 
 def found(parts: Sequence[str], text: str) -> int:

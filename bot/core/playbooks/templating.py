@@ -61,9 +61,13 @@ def environment() -> ImmutableSandboxedEnvironment:
     return env
 
 
+@lru_cache(maxsize=4096)
 def compile_template(source: str, code: str | None = None) -> Template:
     """Raises jinja2.TemplateSyntaxError with a line number on bad syntax. `code`: what
-    `template_code` made of `source` before (with this jinja), if known."""
+    `template_code` made of `source` before (with this jinja), if known. A template is
+    compiled once per process (a diagnosis renders the same few for every finding, and
+    compiling took most of a one-line diagnosis's time); a Template renders safely
+    from several threads."""
     env = environment()
     if code is None:
         return env.from_string(source)
