@@ -31,6 +31,9 @@ class Found:
     version: str
     reason: str = ""
     exception: str = ""
+    said: str = ""
+    """What the message says of the failure, when not all of its text (a failed check's
+    streamed text without its condition): the verdict reads this."""
 
 
 @dataclass
@@ -41,6 +44,7 @@ class Message:
     source: str
     reason: str
     exception: str
+    said: str = ""
     wordings: dict[str, list[str]] = field(default_factory=dict)
     """template -> the releases that print it, in release order."""
 
@@ -146,7 +150,7 @@ def merge(found: Iterable[Found], order: Sequence[str]) -> list[Message]:
         if exact is None:
             exact = _similar(messages, item)
         if exact is None:
-            exact = Message(item.emitter, item.level, item.kind, item.source, item.reason, item.exception)
+            exact = Message(item.emitter, item.level, item.kind, item.source, item.reason, item.exception, item.said)
             messages.append(exact)
         versions = exact.wordings.setdefault(item.template, [])
         if item.version not in versions:

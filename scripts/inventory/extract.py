@@ -39,6 +39,7 @@ OUTPUTS: dict[str, tuple[str, str, list[Callable[[], tuple[list[str], Iterator[F
     "slurm": ("slurm", "SchedMD/slurm at the newest patch of each release from 20.11: error/fatal/info lines about OOM and memory limits in the cgroup, task and accounting plugins and slurmstepd", [sources.slurm]),
     "linux": ("linux", "Linux 6.1.176 (Debian's source package linux): mm/oom_kill.c in full, and the OOM and memory lines of mm/memcontrol.c and mm/page_alloc.c", [sources.linux]),
     "pytorch": ("pytorch", "PyTorch C++ (torch/csrc/distributed/c10d, c10/cuda, ATen/cuda, torch/csrc/cuda) from Debian's source packages pytorch 1.13.1 and 2.6.0: TORCH_CHECK/TORCH_WARN/C10_THROW_ERROR/LOG(ERROR|WARNING|FATAL) and c10::str error messages; PyTorch Python (torch/cuda, torch/distributed) from the 1.10.2, 2.1.2, 2.5.1 and 2.9.1 wheels: raises and logger errors/warnings", [sources.pytorch]),
+    "cuda-runtime": ("pytorch", "The CUDA runtime's error strings (cudaGetErrorString) as PyTorch's C10_CUDA_CHECK prints them (`CUDA error: <string>`, c10/cuda/CUDAException.cpp): the string table of libcudart from the nvidia-cuda-runtime-cu11 11.8.89 and nvidia-cuda-runtime-cu12 12.8.90 packages", [sources.cuda_runtime]),
     "vllm": ("vllm", "vLLM's Python from the 0.4.3, 0.6.6.post1, 0.8.5, 0.10.2, 0.20.0 and 0.34.0 wheels (models left out): raises and logger errors/warnings in config, engine, executor, worker, platforms, distributed, KV cache and scheduler code, and elsewhere those that speak of GPUs, memory, Ray, devices or parallelism", [sources.vllm]),
     "ray-python": ("ray", "Ray's Python from the 1.13.0, 2.0.1, 2.9.3, 2.24.0, 2.40.0, 2.50.0 and 2.60.0 wheels: core (ray/_private, actor, exceptions, worker), job submission and job manager, autoscaler, runtime_env, dashboard, train, serve, llm, util/collective, state; raises and logger errors/warnings", [sources.ray_python]),
     "ray-cpp": ("ray", "Ray's C++ (src/ray: raylet, scheduling, GCS server, core worker, object manager and plasma, rpc, pubsub, common, util) read from source: RAY_LOG/RAY_EVENT at ERROR, WARNING and FATAL and the text a failed RAY_CHECK streams (`Check failed: <cond> <text>`). The ray repository is too large to bring here; two public copies of it were read: jcoffi/cluster-anywhere (ray-project/ray's master to 2025-02-11) at the ray-1.13.0 and ray-2.0.1 tags and at the master commits before the 2.9, 2.24 and 2.40 branches (2023-11-19, 2024-05-27, 2024-11-18), and drawing1201/ray-net-sense's 2.53.0 snapshot (for 2.50.0 and 2.60.0); a message read at a master commit or the snapshot is kept for a release only where that release's raylet, gcs_server and _raylet.so hold its longest literal part", [sources.ray_cpp]),
@@ -80,7 +81,11 @@ def link(template: str, index: list[tuple[str, str, str]]) -> tuple[str, str] | 
     for key, category, text in index:
         theirs = [p.strip() for p in text.split("\x00") if len(p.strip()) >= 4]
         flat = text.replace("\x00", " ")
-        if _in_order(mine, flat) or (sum(len(p) for p in theirs) >= 20 and _in_order(theirs, " ".join(mine))):
+        # a wording inside a catalogue message must be most of it, not a wrapper's prefix
+        # (`failed to create shim task: {error}` is not the OOM kill it may carry)
+        if _in_order(mine, flat) and 5 * sum(len(p) for p in mine) >= 3 * sum(len(p) for p in theirs):
+            return key, category
+        if sum(len(p) for p in theirs) >= 20 and _in_order(theirs, " ".join(mine)):
             return key, category
     return None
 
@@ -128,7 +133,7 @@ def _entry(project: str, message: Message, order: Sequence[str], index: list[tup
         entry["verdict"] = linked[1]
         entry["catalogue"] = linked[0]
     else:
-        text = " ".join(literal_text(t) for t in message.wordings)
+        text = message.said or " ".join(literal_text(t) for t in message.wordings)
         entry["verdict"] = verdict(project, message.level, f"{message.exception}: {text}" if message.exception else text, message.reason)
     counts[str(entry["verdict"])] += 1
     counts["wordings"] += len(wordings)
@@ -136,12 +141,44 @@ def _entry(project: str, message: Message, order: Sequence[str], index: list[tup
     return entry
 
 
+def reverdict(path: Path) -> None:
+    """A written file's verdicts and links given again by today's rules (after a rule's
+    fix, without reading the sources again); a failed check's verdict, read from its
+    streamed text alone, is kept."""
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    index = catalogue_index()
+    counts: Counter[str] = Counter()
+    out = [lines[0]]
+    for raw in lines[1:]:
+        entry = json.loads(raw)
+        templates = [w["template"] for w in entry["wordings"]]
+        if not templates[0].startswith("Check failed:"):
+            entry.pop("catalogue", None)
+            linked = next((hit for t in templates if (hit := link(t, index))), None)
+            if linked:
+                entry["verdict"], entry["catalogue"] = linked[1], linked[0]
+            else:
+                text = " ".join(literal_text(t) for t in templates)
+                said = f"{entry['exception']}: {text}" if entry.get("exception") else text
+                entry["verdict"] = verdict(header["project"], entry["level"], said, entry.get("reason", ""))
+        counts[entry["verdict"]] += 1
+        out.append(json.dumps(entry, ensure_ascii=False))
+    path.write_text("\n".join(out) + "\n")
+    print(f"{path.stem}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), flush=True)
+
+
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("outputs", nargs="*", default=list(OUTPUTS))
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[2] / "playbooks" / "inventory")
+    parser.add_argument("--reverdict", action="store_true", help="give the files' entries their verdicts and links again (no source read)")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.reverdict:
+        for name in args.outputs:
+            reverdict(args.out / f"{name}.jsonl")
+        return 0
     for name in args.outputs:
         document, counts = build(name)
         entries = document.pop("entries")

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 
 from cfamily import statement_end
-from common import clean, escape, name_of, printf_template
+from common import clean, escape, literal_text, name_of, printf_template
 from lexer import _skip_string, call_args, literal, pieces
 
 _LOG = re.compile(r"(?<![\w])RAY_(?:LOG|EVENT)(?:_EVERY_MS|_EVERY_N|_EVERY_N_OR_DEBUG|_ONCE_PER_PROCESS|_EVERY_MS_OR)?\s*\(\s*(ERROR|WARNING|FATAL)\b")
@@ -143,9 +143,11 @@ def _has_words(template: str) -> bool:
     return bool(re.search(r"[A-Za-z]{3}", re.sub(r"\{[a-z_0-9]+\}", "", template)))
 
 
-def ray_calls(source: str) -> Iterator[tuple[str, str]]:
-    """(level, template) of every RAY_LOG at ERROR/WARNING/FATAL and every failed check
-    with streamed text in one C++ file."""
+def ray_calls(source: str) -> Iterator[tuple[str, str, str]]:
+    """(level, template, what it says) of every RAY_LOG at ERROR/WARNING/FATAL and every
+    failed check with streamed text in one C++ file; what a check says is its streamed
+    text (its condition is code: `runtime_env_agent_client_` says nothing of a runtime
+    env that failed), "" for a log (all of its text)."""
     text = strip_comments(source)
     for match in _LOG.finditer(text):
         open_paren = text.index("(", match.start())
@@ -157,7 +159,7 @@ def ray_calls(source: str) -> Iterator[tuple[str, str]]:
             continue
         template = clean(_joined(streamed[0], text[: match.start()], 0))
         if _has_words(template):
-            yield _LEVEL[match.group(1)], template
+            yield _LEVEL[match.group(1)], template, ""
     for match in _CHECK.finditer(text):
         after = _after_call(text, match.end() - 1)
         if after is None:
@@ -173,7 +175,7 @@ def ray_calls(source: str) -> Iterator[tuple[str, str]]:
             condition = escape(" ".join(args[0].split()))
         else:
             condition = "{condition}"
-        yield "fatal", f"Check failed: {condition} {tail}"
+        yield "fatal", f"Check failed: {condition} {tail}", literal_text(tail)
 
 
 def streamed_conditions(source: str) -> set[str]:

@@ -414,7 +414,7 @@ def ray_checks() -> tuple[list[str], Iterator[Found]]:
                         continue
                     seen.add(cond)
                     template = "Check failed: " + cond.replace("{", "{{").replace("}", "}}")
-                    yield Found(who, "fatal", "log", f"binary:{rel}", template, version)
+                    yield Found(who, "fatal", "log", f"binary:{rel}", template, version, said="Check failed")
 
     return RAY_ORDER, found()
 
@@ -527,9 +527,33 @@ def ray_cpp() -> tuple[list[str], Iterator[Found]]:
             repo = MIRROR / slug / "repo"
             strings = _binary_text(version) if checked else ""
             for path, text in git_files(repo, rev, _ray_cpp_keep):
-                for level, template in raycpp.ray_calls(text):
+                for level, template, said in raycpp.ray_calls(text):
                     if checked and not in_binary(template, strings):
                         continue
-                    yield Found(ray_cpp_emitter(path), level, "log", path, template, version)
+                    yield Found(ray_cpp_emitter(path), level, "log", path, template, version, said=said)
 
     return RAY_ORDER, found()
+
+
+CUDART = (("11.8.89", "nvidia_cuda_runtime_cu11-11.8.89", "libcudart.so.11.0"), ("12.8.90", "nvidia_cuda_runtime_cu12-12.8.90", "libcudart.so.12"))
+
+
+def cuda_runtime() -> tuple[list[str], Iterator[Found]]:
+    """The CUDA runtime's error strings (`cudaGetErrorString`) as PyTorch prints them
+    (`CUDA error: <string>`, c10/cuda/CUDAException.cpp): the table of the runtime
+    library the nvidia-cuda-runtime-cu11 and -cu12 packages ship, from `no error` to
+    `startup failure in cuda runtime`, the names (`cudaError…`) between them left out."""
+
+    def found() -> Iterator[Found]:
+        for version, folder, name in CUDART:
+            path = SRC / "cudart" / folder / "nvidia/cuda_runtime/lib" / name
+            out = subprocess.run(["strings", "-n", "6", str(path)], capture_output=True, text=True, check=True).stdout.splitlines()
+            start = out.index("no error")
+            end = out.index("startup failure in cuda runtime", start)
+            for text in out[start + 1 : end + 1]:
+                if text.startswith("cudaError") or " " not in text:
+                    continue
+                template = "CUDA error: " + text.replace("{", "{{").replace("}", "}}")
+                yield Found("torch.cuda", "error", "log", "libcudart.so (cudaGetErrorString)", template, version)
+
+    return [v for v, _, _ in CUDART], found()

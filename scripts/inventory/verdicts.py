@@ -50,10 +50,14 @@ RULES: tuple[Rule, ...] = (
     _r("nccl_error_timeout", r"fail|error|timeout|timed out|abort|unable|could not|cannot|closed|refused|reset|unreachable|mismatch", ("nccl",)),
     # 1.12 /dev/shm
     _r("shm_too_small", r"/dev/shm|shared memory segment|posix_fallocate"),
-    # 1.24 GPU hardware fault
-    _r("gpu_fault", r"\bXid\b|uncorrectable ECC|illegal memory access|unspecified launch failure|GPU has fallen off the bus|Unrecoverable.*GPU|GPU is lost|device-side assert"),
+    # 1.25 a CUDA device-side assert: a kernel the job launched asserted on its own data
+    _r("application_error", r"device-side assert triggered"),
+    # 1.24 GPU hardware fault (the CUDA runtime's kernel exceptions, ECC and NVLink errors)
+    _r("gpu_fault", r"\bXid\b|uncorrectable ECC|illegal memory access|unspecified launch failure|GPU has fallen off the bus|Unrecoverable.*GPU|GPU is lost|uncorrectable NVLink error|peer GPU memory over nvlink or a hardware error|CUDA error: (an illegal instruction was encountered|hardware stack error|misaligned address|invalid program counter)$"),
     # 1.30 GPU asked for and not usable
-    _r("gpu_unavailable", r"no CUDA-capable device|CUDA driver version is insufficient|Found no NVIDIA driver|NVIDIA driver on your system is too old|nvidia-container-cli|driver/library version mismatch|cudaGetDeviceCount|CUDA_VISIBLE_DEVICES.*(empty|not set|invalid)|no GPUs? (?:are |is )?(?:available|found|detected)|failed to (allocate|get) (?:requested )?devices?|unhealthy devices?|device plugin|requested number of devices unavailable|UnexpectedAdmissionError|GPU.*not (found|available|visible)|number of (?:available )?GPUs|Torch not compiled with CUDA enabled|NVML|nvml", reasons=("UnexpectedAdmissionError",)),
+    _r("gpu_unavailable", r"no CUDA-capable device|CUDA driver version is insufficient|CUDA error: (initialization error|invalid device ordinal|CUDA driver is a stub library|CUDA-capable device\(s\) is/are busy or unavailable|system has unsupported display driver / cuda driver combination|forward compatibility was attempted on non supported HW|system not yet initialized|API call is not supported in the installed CUDA driver)$|Found no NVIDIA driver|NVIDIA driver on your system is too old|nvidia-container-cli|driver/library version mismatch|cudaGetDeviceCount|CUDA_VISIBLE_DEVICES.*(empty|not set|invalid)|no GPUs? (?:are |is )?(?:available|found|detected)|failed to (allocate|get) (?:requested )?devices?|unhealthy devices?|requested number of devices unavailable|UnexpectedAdmissionError|GPUs? .{0,30}not (found|available|visible)|(larger than|exceeds) the (total )?number of available GPUs|Torch not compiled with CUDA enabled|(Failed to|could not|unable to) (initiali[sz]e|load) NVML|NVML.{0,40}(error|failed|Driver Not Loaded)", reasons=("UnexpectedAdmissionError",)),
+    # the kubelet's device manager and the device plugins themselves
+    _r("gpu_unavailable", r"device plugin", ("kubernetes", "nvidia")),
     # 1.8 the Kubernetes scheduler's insufficiency
     _r("failed_scheduling_insufficient", r"nodes are available|Insufficient \w|didn't match (Pod's )?node (affinity|selector)|untolerated taint|didn't tolerate|No preemption victims|pod didn't trigger scale-up|didn't have free ports|Too many pods", ("kubernetes",), ("FailedScheduling", "NotTriggerScaleUp")),
     # 1.29 storage
@@ -67,15 +71,18 @@ RULES: tuple[Rule, ...] = (
     # 1.14 node pressure eviction
     _r("pod_eviction", r"The node was low on resource|node had condition|exceeds (its|the) (request|total limit)|ephemeral local storage usage exceeds|Usage of EmptyDir volume|evict", ("kubernetes",), ("Evicted", "EvictionThresholdMet")),
     # 1.13 node loss
-    _r("node_lost_preemption", r"marked dead because the detector|node has died|node .* (is )?dead|NodeDiedError|preempted|imminent node shutdown|node is shutting down|NodeShutdown|Node .* not ready|NodeNotReady|missing too many heartbeats|TaintManagerEviction|Deleting pod .* from node"),
+    _r("node_lost_preemption", r"marked dead because the detector|node has died|node .* (is )?dead|NodeDiedError|(node|instance|VM|spot).{0,40}preempted|preempted.{0,40}(node|instance|VM)\b|imminent node shutdown|node is shutting down|NodeShutdown|Node .* not ready|NodeNotReady|missing too many heartbeats|TaintManagerEviction|Deleting pod .* from node"),
     # 1.16 probes
     _r("probe_failure", r"(Readiness|Liveness|Startup) probe (failed|errored)|failed (liveness|startup) probe", (), ("Unhealthy",)),
     # 1.15 restarts
     _r("crash_loop_backoff", r"Back-off restarting failed container|CrashLoopBackOff"),
     # 1.31 batch queues
-    _r("queue_admission_pending", r"\bKueue\b|ClusterQueue|LocalQueue|PodGroup|minAvailable|Volcano|queue .* (closed|overused)|not admitted"),
-    # 1.10 packages and runtime_env
-    _r("dependency_runtime_env", r"runtime.?env|No module named|ModuleNotFoundError|undefined symbol|Failed to set ?up runtime|pip install|conda|working_dir|py_modules|CondaValueError|import .* failed", ("ray", "vllm", "pytorch")),
+    _r("queue_admission_pending", r"\bKueue\b|ClusterQueue|LocalQueue|PodGroup|minAvailable|Volcano|queue .* (closed|overused)|not admitted", ("kubernetes", "kuberay")),
+    # 1.17 before 1.10: an infeasible task's message names its runtime env too
+    _r("ray_resources_infeasible", r"infeasible|No available node types can fulfill|cannot be scheduled right now|is pending and cannot currently be scheduled", ("ray",)),
+    # 1.10 packages and runtime_env: a module or symbol missing, a runtime env that could
+    # not be set up or created (not every message that names the runtime env agent)
+    _r("dependency_runtime_env", r"No module named|ModuleNotFoundError|undefined symbol|Failed to set ?up runtime ?env|(create|creating|setup|set up|install|installing)( the)? runtime ?env(ironment)?( \S+)? (failed|error)|(Failed|unable|couldn't|could not|Fails?) to (create|set ?up|install|get or create|create or get) (a |the )?runtime ?env|RuntimeEnvSetupError|runtime_env .* (failed|error)|pip install .* failed|installing the runtime_env|CondaValueError|import .* failed|associated runtime env failed", ("ray", "vllm", "pytorch")),
     # 1.20 versions
     _r("ray_version_mismatch", r"Version mismatch|version mismatch|minor versions differ|was started with .*Ray", ("ray",)),
     # 1.19 ports

@@ -60,6 +60,11 @@ def test_shapes_normalise_digits_ids_hex_and_prefixes(line: str, expected: str) 
         ("F0207 11:16:26.652703 51019 direct_task_transport.cc:154] Lost connection", True),
         ("[2025-07-22 15:32:09,880 C 742 742] task_manager.cc:1068: Check failed: it != end", True),
         ('I0623 15:42:16.744070 1748 nodeshutdown_manager_linux.go:316] "Shutdown manager"', False),
+        # logrus' and zap's error level, whatever the message says
+        ('time="2025-12-06T12:00:00Z" level=error msg="cannot resize a deleted process"', True),
+        ('time="2025-12-06T12:00:00Z" level=warning msg="cannot resize a deleted process"', False),
+        ('{"level":"error","ts":"2025-12-06T12:00:00Z","msg":"RayCluster not ready"}', True),
+        ('{"level":"info","ts":"2025-12-06T12:00:00Z","msg":"reconciling RayCluster"}', False),
         # the kernel's and Slurm's OOM killer
         ("[12345.678] Memory cgroup out of memory: Killed process 4242 (raylet)", True),
         ("slurmstepd: error: Detected 1 oom_kill event in StepId=42.0", True),

@@ -13,13 +13,19 @@ from typing import Any
 
 from bot.core.diagnosis.analysis import Facts, diagnose
 from bot.core.diagnosis.classifier import Classifier, Hit
-from bot.core.diagnosis.known_messages import KnownMessages, name_lines
+from bot.core.diagnosis.known_messages import KnownMessages, name_lines, system_raise
 from bot.core.diagnosis.prefilter import PatternCache
 from bot.core.diagnosis.unmatched import UNKNOWN, FailureLine, part_lines
 from bot.core.inputs import InputPart, LogText
 from bot.core.inputs.reader import read_stream
 from bot.core.model import Diagnosis, Signal
 from bot.core.playbooks.library import Library
+from bot.core.taxonomy import CATCH_ALL
+
+_EXCEPTION_LINES = frozenset({"user-exception", "final-exception"})
+"""The catch-all's evidence that is an exception line alone."""
+_YIELDING = _EXCEPTION_LINES | {"jobs-api-application-error", "entrypoint-exit-code"}
+"""The catch-all's evidence that gives way to a known raise (the wrappers of any exit)."""
 
 
 class Engine:
@@ -36,7 +42,7 @@ class Engine:
         inventory, asked for the first time a failure-looking line matched nothing."""
         self.library = library
         self.classifier = Classifier(library, cache)
-        self._known = known
+        self._known_source = known
         self._known_messages: KnownMessages | None = None
 
     def hits(self, parts: Iterable[InputPart]) -> list[Hit]:
@@ -63,9 +69,36 @@ class Engine:
     ) -> Diagnosis:
         """The verdict on `parts` whose `hits` are known (`--explain` shows them too)."""
         found = diagnose(hits, self.library, facts)
-        if found.findings:
+        if found.findings and not self._left_to_inventory(found, hits):
             return found
+        if found.findings:
+            found = diagnose([], self.library, facts)
         return unknown_failure(found, self.unknown_lines(parts))
+
+    def _known(self) -> KnownMessages | None:
+        if self._known_messages is None and self._known_source is not None:
+            self._known_messages = self._known_source()
+        return self._known_messages
+
+    def _left_to_inventory(self, found: Diagnosis, hits: list[Hit]) -> bool:
+        """The catch-all yields to the inventory (TAXONOMY "Known but unclassified"):
+        when application_error stands only on an exception line and the wrappers around
+        it (the Jobs API's words, the entrypoint's exit code), and that exception is an
+        emitting system's own raise no class explains (vLLM's `ValueError: The prompt
+        cannot be empty`), pitcrew does not know the failure and names the raise (a
+        RayJob's failure that only wraps it goes with the catch-all). Ray's word that
+        the job's own task or actor raised it keeps the catch-all."""
+        if any(CATCH_ALL not in (r.finding.category, r.symptom_of) for r in found.findings):
+            return False
+        catch = [h for h in hits if h.sig.loaded.playbook.category is CATCH_ALL]
+        names = {h.sig.signature.name for h in catch}
+        if not names <= _YIELDING or not names & _EXCEPTION_LINES:
+            return False
+        known = self._known()
+        lines = [
+            t for h in catch if h.sig.signature.name in _EXCEPTION_LINES for t, _ in h.evidence
+        ]
+        return known is not None and any(system_raise(known, line) for line in lines)
 
     def unknown_lines(self, parts: Iterable[InputPart]) -> list[FailureLine]:
         """The failure-looking lines of `parts` (a line only a weak signature matched, the
@@ -73,11 +106,8 @@ class Engine:
         `unless` knows to be benign; each line the message inventory knows is named, and
         one whole of a message it calls benign is left out."""
         unknown = [line for line in part_lines(parts) if not self.classifier.known_line(line.text)]
-        if unknown and self._known is not None:
-            if self._known_messages is None:
-                self._known_messages = self._known()
-            unknown = name_lines(self._known_messages, unknown)
-        return unknown
+        known = self._known() if unknown else None
+        return name_lines(known, unknown) if known is not None else unknown
 
     def categories(self, parts: Iterable[InputPart]) -> set[str]:
         """The classes the evidence shows on its own (a symptom kept beside its cause is

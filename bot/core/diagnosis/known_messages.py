@@ -22,6 +22,8 @@ from bot.core.diagnosis.unmatched import FailureLine
 
 BENIGN = "none"
 """The inventory's verdict for a message benign at its level."""
+UNCLASSIFIED = "unclassified"
+"""The inventory's verdict for a failure no class explains."""
 MIN_PARTIAL = 24
 """A line holding only some of a message's parts (cut by a wrap) must hold this many of
 its literal characters, and half of them."""
@@ -136,6 +138,22 @@ def found(parts: Sequence[str], text: str) -> int:
             return total
         best = max(best, run)
     return best if best >= MIN_PARTIAL and 2 * best >= total else 0
+
+
+MIN_RAISE = 20
+"""An exception line is an emitting system's own raise when the inventory's unclassified
+message holds this many of its characters, and half of the text after `Name: `."""
+
+
+def system_raise(known: KnownMessages, line: str) -> Recognized | None:
+    """The unclassified inventory message an exception line (`Name: text`) is whole, when
+    the message is most of the line's text: a vLLM or Ray raise no class explains, which
+    the catch-all leaves to the unknown answer (TAXONOMY "Known but unclassified")."""
+    hit = known.recognize(line)
+    if hit is None or not hit.whole or hit.message.verdict != UNCLASSIFIED:
+        return None
+    said = line.split(": ", 1)[-1].strip()
+    return hit if hit.score >= MIN_RAISE and 2 * hit.score >= len(said) else None
 
 
 def known_messages(messages: Iterable[KnownMessage]) -> KnownMessages:

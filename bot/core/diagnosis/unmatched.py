@@ -25,7 +25,8 @@ LINE_LIMIT = 300
 
 # What the emitting systems print at error level, whatever the system: a Python traceback
 # and its exception, a log level (ERROR, FATAL, glog/klog `E`/`F` lines, Ray's spdlog
-# `[… E pid tid]`), a failed `RAY_CHECK`/`CHECK`, the kernel's and Slurm's OOM killer,
+# `[… E pid tid]`, logrus' `level=error` and zap's JSON `"level":"error"`), a failed
+# `RAY_CHECK`/`CHECK`, the kernel's and Slurm's OOM killer,
 # lowercase runtime errors (`error:`, `failed to`), a non-zero exit code, a Kubernetes
 # container or pod state that is not healthy, a Warning Event as a table row prints it.
 _FAILURE = re.compile(
@@ -36,6 +37,7 @@ _FAILURE = re.compile(
     r"|^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Exit)\b(?:\(\w+\))?:"
     r"|(?:^|[\s`'\"(>|])(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)(?:\(\w+\))?: \S"
     r"|^\s*[EF]\d{4} \d\d:\d\d:\d\d"
+    r"|\blevel=(?:error|fatal|panic)\b|\"level\":\s*\"(?:error|fatal|panic|dpanic)\""
     r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+ [EFC] \d+ \d+\]"
     r"|\bCheck failed\b|\*\*\* (?:Check failure|SIG[A-Z]+ |Aborted at)"
     r"|\bOut of memory: Kill|\bMemory cgroup out of memory|\binvoked oom-killer\b"
@@ -56,7 +58,7 @@ _FAILURE = re.compile(
 # flood of 1 MiB logs is read in a fraction of the time).
 _MAYBE = re.compile(
     r"Traceback|ERROR|FATAL|CRITICAL|Error|Failed|FAILED|Killed|Segmentation fault"
-    r"|core dumped|panic:|[eE]xit|Exception|^\s*[EF]\d|\] |Check fail|\*\*\* "
+    r"|core dumped|panic|[eE]xit|Exception|^\s*[EF]\d|\] |Check fail|\*\*\* "
     r"|[Oo]ut of memory|oom|OOM|error|fatal|failed|BackOff|Evicted|Exceeded"
     r"|Unexpected|Shutdown|Warning|not found|Evict|waiting to start|Unhandled|Err|OUT_OF|Invalid"
     r"|CannotRun"

@@ -1,5 +1,5 @@
 """`pitcrew playbooks coverage`, the inventory's part: every wording of every message the
-emitting systems print, in every carrier its kind reaches a user through, must get the
+emitting systems print, in every carrier its emitter reaches a user through, must get the
 answer its verdict asks for.
 
 Why this exists: the inventory (`bot.core.quality.inventory`) says what each message is
@@ -7,9 +7,10 @@ evidence of; this holds pitcrew to it. A class verdict must classify to that cla
 be a finding beside a class that precedes it (docs/failure-classes.md, "Precedence"),
 as the catalogue's coverage accepts; `none` must stay quiet (no finding, no unknown failure); an
 `unclassified` message must be answered "pitcrew does not know this failure" naming the
-entry. Pure: entries and an engine in, a report out. A deterministic sample (every
-entry whose key's hash falls in the sample) is an option for a quick look; the full run
-is the default.
+entry (at warning level or below it may also stay quiet). Each entry is carried the way
+its emitter prints it (`bot.core.quality.emitter_carriers`). Pure: entries and an engine
+in, a report out. A deterministic sample (every entry whose key's hash falls in the
+sample) is an option for a quick look; the full run is the default.
 """
 
 from __future__ import annotations
@@ -21,10 +22,16 @@ from io import BytesIO
 
 from bot.core.diagnosis.engine import Engine
 from bot.core.inputs.reader import read_stream
-from bot.core.quality.carriers import Carrier, carriers_for
+from bot.core.quality.carriers import Carrier
 from bot.core.quality.catalogue import fill_text
 from bot.core.quality.coverage import rank
+from bot.core.quality.emitter_carriers import carriers_of
 from bot.core.quality.inventory import NONE, UNCLASSIFIED, InventoryEntry
+
+QUIET_LEVELS = frozenset({"warning", "info", "info-with-error"})
+"""Levels below error: a message known but unclassified at one of them may be answered
+"No failure found" (healthy logs are full of warnings, and the failure-looking detector
+leaves warning-level lines alone); named as the entry when pitcrew does raise it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +78,8 @@ def answer_of(engine: Engine, entry: InventoryEntry, text: str) -> tuple[bool, s
     if entry.verdict == NONE:
         return answered == NONE, answered, named
     if entry.verdict == UNCLASSIFIED:
-        return answered == "unknown" and named, answered, named
+        quiet = answered == NONE and entry.level in QUIET_LEVELS
+        return (answered == "unknown" and named) or quiet, answered, named
     found = {str(c) for c in diagnosis.categories}
     ok = answered == entry.verdict or (
         entry.verdict in found and rank(answered) <= rank(entry.verdict)
@@ -99,8 +107,9 @@ def sampled(entries: Iterable[InventoryEntry], percent: int) -> list[InventoryEn
 def run(engine: Engine, entries: Iterable[InventoryEntry]) -> tuple[Checked, ...]:
     checked: list[Checked] = []
     for entry in entries:
+        carriers = carriers_of(entry)
         for wording in range(len(entry.wordings)):
-            for carrier in carriers_for(entry.kind):
+            for carrier in carriers:
                 outcome = check(engine, entry, wording, carrier)
                 if outcome is not None:
                     checked.append(outcome)
