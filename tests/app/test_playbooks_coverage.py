@@ -123,3 +123,41 @@ def test_an_entry_naming_a_signature_no_playbook_has_fails_the_command(tmp_path:
     assert "entries naming a signature no playbook has (1):" in result.stdout
     assert "  ray.yaml#store-full: object-store-full/gone" in result.stdout
     assert result.returncode == 1
+
+
+INVENTORY = "\n".join(
+    [
+        '{"project": "kubernetes", "read": "the test", "releases": ["1.28.7"]}',
+        *(
+            f'{{"id": "kubelet-broke-{n}", "emitter": "kubelet", "level": "error", "kind": "log",'
+            f' "source": "pkg/kubelet/kubelet.go", "versions": "1.28.7", "wordings": [{{"template":'
+            f' "volume {{volume}} of pod {{pod}} broke in way number {n}", "versions": "1.28.7"}}],'
+            f' "verdict": "unclassified"}}'
+            for n in range(12)
+        ),
+    ]
+)
+
+
+@pytest.mark.slow
+def test_the_inventory_checked_in_processes_reports_as_in_one(tmp_path: Path) -> None:
+    (tmp_path / "catalogue").mkdir()
+    (tmp_path / "catalogue" / "ray.yaml").write_text(CATALOGUE)
+    (tmp_path / "inventory").mkdir()
+    (tmp_path / "inventory" / "kubernetes.jsonl").write_text(INVENTORY + "\n")
+    reports = []
+    for jobs in ("1", "2"):
+        result = pitcrew(
+            "playbooks", "coverage", "--catalogue", str(tmp_path / "catalogue"),
+            "--inventory", str(tmp_path / "inventory"), "--jobs", jobs,
+        )  # fmt: skip
+        lines = result.stdout.splitlines()
+        start = lines.index(
+            "inventory      messages wordings  class  none unclass.  verdict   texts recognized"
+        )
+        reports.append(lines[start:-1])
+        assert lines[-1].endswith(f"({jobs} process{'es' if jobs == '2' else ''})")
+    assert reports[0] == reports[1]
+    assert reports[0][1] == (
+        "kubernetes           12       12      0     0       12     0.0%      36      66.7%"
+    )
