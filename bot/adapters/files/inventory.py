@@ -11,10 +11,12 @@ matched, so a `pitcrew diagnose` that finds something, or nothing at all, never 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bot.adapters.files import cache
 from bot.adapters.files.playbooks import builtin_dir
 from bot.core.diagnosis.known_messages import KnownMessages, known_messages, read_known
 from bot.core.errors import PlaybookError
@@ -61,10 +63,26 @@ def builtin_known_messages() -> KnownMessages:
 
 
 def inventory_known_messages(directories: list[Path]) -> KnownMessages:
-    """The inventory of `directories` as the matcher needs it; empty when it cannot be
-    read (the unknown answer then names no entry, as before the inventory)."""
+    """The inventory of `directories` as the matcher needs it, indexed; empty when it cannot
+    be read (the unknown answer then names no entry, as before the inventory). Kept in the
+    user's cache under a hash of the files and the code: reading and indexing 20,000
+    messages costs a third of a second, reading them back a tenth of that."""
     try:
         paths = [path for directory in directories for path in inventory_files(directory)]
-        return known_messages(m for path in paths for m in read_known(_read(path), str(path)))
+        texts = [(path, _read(path)) for path in paths]
     except PlaybookError:
         return known_messages(())
+    entry = cache.entry("known", _key(texts), ".pickle")
+    found = cache.read_value(entry, KnownMessages)
+    if found is None:
+        found = known_messages(m for path, text in texts for m in read_known(text, str(path)))
+        found.indexed()
+        cache.write_value(entry, found)
+    return found
+
+
+def _key(texts: list[tuple[Path, str]]) -> str:
+    digest = hashlib.sha256(cache.code_fingerprint())
+    for path, text in texts:
+        digest.update(f"{path}\x00{len(text)}\x00".encode() + text.encode())
+    return digest.hexdigest()[:32]
