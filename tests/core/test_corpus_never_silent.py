@@ -37,16 +37,14 @@ NO_FAILURE_IN_THE_TEXT: dict[str, str] = {
 }
 """Rows labelled with a failure whose text shows none that pitcrew can name: each says
 why. They answer "No failure found"; any other row that holds a failure must not."""
-NOT_YET_READ: dict[str, str] = {
-    "B-034": "batch 2, silent at first sight (main fd083eb): a launcher's timeout (ambiguous)",
-    "B-066": "batch 2, silent at first sight (main fd083eb): Ray's memory-monitor kill cut "
-    "after its first words",
-}
+NOT_YET_READ: dict[str, str] = {}
 """First-seen rows that answered "No failure found" when their batch was scored, until
 their misses are read (for their kind) and this list is emptied."""
 STILL_ALARMED = frozenset({"d2-044"})
-"""Healthy rows still given a class: d2-044 (ambiguous), a raylet SIGKILLed after `ray
-stop`'s own output, which a line-by-line signature cannot tell from an OOM kill."""
+"""Healthy rows still answered with a failure: d2-044 (ambiguous), a raylet SIGKILLed by
+`ray stop` after its grace period. No class is given (the playbook reads ray stop's own
+words before it), but the line is Ray's error-level "Raylet is terminated", which
+pitcrew names as a message it knows and does not classify."""
 
 
 def _corpora() -> list[Path]:
