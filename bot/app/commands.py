@@ -39,7 +39,7 @@ from bot.core.durations import parse_duration
 from bot.core.errors import PitcrewError
 from bot.core.incidents.reports import status as card_status
 from bot.core.model import Incident, Proposal
-from bot.daemon.ports import Answer, utcnow
+from bot.daemon.ports import Answer, EvidenceFetch, utcnow
 from bot.daemon.service import Service, console_user
 
 # The daemon's commands, for the command group (`bot.app.cli_app`) to take in.
@@ -415,7 +415,7 @@ def history_command(
     file: ConfigOption = None,
     store: StoreOption = None,
 ) -> None:
-    """The most recent incidents and actions."""
+    """The most recent incidents, actions and asks for evidence (allowed or refused)."""
     with opened_service(file, store) as service:
         history = service.history(n)
     say("incidents:")
@@ -426,6 +426,12 @@ def history_command(
         say(
             f"  {_time(entry.started_at)}  {entry.cluster or '-'}  {entry.proposal_id}  "
             f"{entry.action}  {entry.result}  by {entry.approver or '-'}  {entry.detail}"
+        )
+    say("evidence asked for:")
+    for fetch in history.fetches:
+        say(
+            f"  {_time(fetch.at)}  {fetch.incident_id}  by {fetch.user}  {fetch.via}  "
+            f"{fetch.outcome}  {fetch.detail}".rstrip()
         )
 
 
@@ -449,7 +455,8 @@ def status_command(file: ConfigOption = None, store: StoreOption = None) -> None
     unchecked = found.unchecked
     say(f"cards posted while Slack's history did not answer: {len(unchecked.cards)}")
     for card in unchecked.cards:
-        say(f"  {card.incident_id}  {card.channel_id} {card.ts}  checked once it answers")
+        which = card.ts or "(a post that went unanswered)"
+        say(f"  {card.incident_id}  {card.channel_id} {which}  checked once it answers")
     for problem in unchecked.unreadable:
         say(f"  {problem}")
     say(f"active silences: {found.active_silences}")
@@ -458,7 +465,16 @@ def status_command(file: ConfigOption = None, store: StoreOption = None) -> None
     for row in found.set_aside:
         when = _time(row.at) if row.at else "?"
         say(f"  #{row.id}  {row.state}  {row.stage}  {when}  {row.size} bytes  {row.problem}")
-    say(f"notifications given up: {len(found.dead_letters)}")
+    say(f"notifications waiting for a person: {len(found.held)}")
+    for message in found.held:
+        sent = message.notification
+        say(f"  {sent.kind} for {sent.incident_id} to {sent.channel}  {message.held}")
+    shown = (
+        f" (the newest {len(found.dead_letters)})"
+        if found.given_up > len(found.dead_letters)
+        else ""
+    )
+    say(f"notifications given up: {found.given_up}{shown}")
     for letter in found.dead_letters:
         sent = letter.notification
         say(
@@ -544,22 +560,28 @@ def bundle_command(
             help="the file to write (a folder: INCIDENT.tar.gz in it); default INCIDENT.tar.gz",
         ),
     ] = None,
+    user: UserOption = None,
     file: ConfigOption = None,
     store: StoreOption = None,
 ) -> None:
     """Write the evidence bundles captured for an incident (driver log, dead actors, pods'
     last logs and states, the RayJob's and RayCluster's status, events) as one tar.gz,
-    one folder per KubeRay attempt, and print its size."""
+    one folder per KubeRay attempt, and print its size. It is audited (pitcrew history)
+    as console:USER; approvals.evidence answers the chat's /pitcrew bundle, not this:
+    who can read the store here can read the evidence."""
     from bot.app.bundles import merged_bundles, write_new
 
     settings = load_settings(file, store, client=True)
     with opened_store(settings) as opened:
         kept = opened.bundles(incident)
-    if not kept:
-        raise fail(f"{incident}: no evidence bundle kept for this incident")
-    body = merged_bundles([(b.name.removesuffix(".tar.gz"), b.body) for b in kept])
-    try:
-        target = write_new(out or Path("."), incident, body)
-    except PitcrewError as error:
-        raise fail(str(error)) from None
+        if not kept:
+            raise fail(f"{incident}: no evidence bundle kept for this incident")
+        body = merged_bundles([(b.name.removesuffix(".tar.gz"), b.body) for b in kept])
+        try:
+            target = write_new(out or Path("."), incident, body)
+        except PitcrewError as error:
+            raise fail(str(error)) from None
+        who = console_user(_user(user)).id
+        fetched = EvidenceFetch(incident, who, "console", "written", str(target), utcnow())
+        Service(opened, settings.approvals, build_registry(settings)).audit_fetch(fetched)
     say(f"{target}: {len(body)} bytes ({len(kept)} bundle(s) of {incident})")

@@ -47,6 +47,10 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        fetches = "Evidence asked for, by outcome (allowed, refused, written)"
+        self.evidence_fetches = Counter(
+            "pitcrew_evidence_fetches", fetches, ["outcome"], registry=r
+        )
         self.source_up = Gauge(
             "pitcrew_source_up", "1 when a source is healthy", ["source"], registry=r
         )

@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from bot.core.actions import approvals
+from bot.core.actions import approvals, policy
 from bot.core.diagnosis.analysis import findings_from_hits
 from bot.core.diagnosis.unmatched import part_lines
 from bot.core.errors import PitcrewError
@@ -122,7 +122,7 @@ class PipelineConfig:
 
     notify: NotifyConfig = field(default_factory=NotifyConfig)
     propose: bool = True
-    proposal_ttl: timedelta = approvals.DEFAULT_TTL
+    proposal_ttl: timedelta = policy.DEFAULT_TTL
     live_hold: timedelta = timedelta(seconds=30)
 
 

@@ -26,7 +26,8 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
-from bot.core.actions.approvals import ChatUser, LiveCheck
+from bot.core.actions.approvals import LiveCheck
+from bot.core.actions.policy import ChatUser
 from bot.core.actions.step import Step
 from bot.core.diagnosis.unmatched import FailureLine, UnmatchedShape
 from bot.core.errors import PermanentError, StaleTermError, TransientError
@@ -123,6 +124,9 @@ class QueuedMessage(Protocol):
     @property
     def last_error(self) -> str: ...
 
+    @property
+    def held(self) -> str: ...
+
 
 class ProposalStore(Protocol):
     """Proposals and the compare-and-swap that moves them once."""
@@ -204,7 +208,9 @@ class OutboxStore(Protocol):
 
     def mark_delivered(self, message_id: int, chat_ref: str, at: datetime) -> bool: ...
 
-    def mark_failed(self, message_id: int, error: str, next_attempt_at: datetime) -> bool: ...
+    def mark_failed(
+        self, message_id: int, error: str, next_attempt_at: datetime, held: str = ""
+    ) -> bool: ...
 
     def mark_abandoned(self, message_id: int, error: str, at: datetime) -> bool: ...
 
@@ -247,6 +253,14 @@ class ServiceStore(ProposalStore, Protocol):
     def pending_notifications(self) -> int: ...
 
     def dead_letters(self, limit: int = 20) -> Sequence[QueuedMessage]: ...
+
+    def dead_letter_count(self) -> int: ...
+
+    def held_notifications(self) -> Sequence[QueuedMessage]: ...  # waiting for a person
+
+    def record_fetch(self, fetch: EvidenceFetch) -> None: ...
+
+    def recent_fetches(self, limit: int = 10) -> tuple[EvidenceFetch, ...]: ...
 
     def unchecked_cards(self) -> KeptUnchecked:
         """Cards posted while Slack's history did not answer, not yet checked."""
@@ -355,7 +369,8 @@ class Attempt:
 class UncheckedCard:
     """A card posted while the channel's history did not answer, so without the look for
     an earlier card of its incident: until it is checked, the channel may hold two.
-    `ts` is the card the chat keeps; `since` (the incident's opening) bounds the look."""
+    `ts` is the card the chat keeps ("" for a post that went unanswered: one may be in
+    the channel, which one is kept is not known yet); `since` bounds the look."""
 
     channel_id: str
     ts: str
@@ -446,9 +461,22 @@ class IncidentView:
 
 
 @dataclass(frozen=True, slots=True)
+class EvidenceFetch:
+    """One ask for an incident's evidence, audited: who, how, `allowed` or `refused`, why."""
+
+    incident_id: str
+    user: str
+    via: str
+    outcome: str
+    detail: str
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class History:
     incidents: tuple[Incident, ...]
     actions: tuple[LedgerEntry, ...]
+    fetches: tuple[EvidenceFetch, ...] = ()  # evidence asked for, newest first
 
 
 @dataclass(frozen=True, slots=True)
@@ -459,7 +487,9 @@ class Status:
     active_silences: int
     executors: tuple[str, ...]
     set_aside: tuple[SetAside, ...] = ()  # evidence a bug or a budget stopped
-    dead_letters: tuple[QueuedMessage, ...] = ()  # notifications the outbox gave up on
+    dead_letters: tuple[QueuedMessage, ...] = ()  # the newest the outbox gave up on
+    given_up: int = 0  # every notification the outbox gave up on
+    held: tuple[QueuedMessage, ...] = ()  # notifications waiting for a person to act
     unchecked: KeptUnchecked = _NONE_UNCHECKED  # cards awaiting the duplicate check
     cluster: str = ""  # whose pitcrew this is
     other_clusters: str = ""  # clicks for other clusters came lately: why, and the fix
@@ -496,6 +526,10 @@ class ChatService(Protocol):
     def unmatched(self, n: int = 10) -> tuple[UnmatchedShape, ...]: ...
 
     def bundles(self, incident_id: str) -> list[tuple[str, int, datetime]]: ...
+
+    def may_fetch(self, incident_id: str, user: ChatUser, now: datetime, via: str) -> str:
+        """Why `user` may not have the incident's evidence ("" when they may); audited."""
+        ...
 
     def status(self, now: datetime) -> Status: ...
 

@@ -8,7 +8,7 @@ already decided by someone, expired, not found. Those values (`Answer`,
 chat adapter imports, and `Service` is the `ChatService` that port describes.
 
 Approving is, in this order: the policy (state, expiry, who may approve,
-`approvals.may_approve`) -> re-validation against live state (the action's
+`policy.may_approve`) -> re-validation against live state (the action's
 executor gathers fresh facts and a fresh preview; `approvals.revalidate`) ->
 the store's compare-and-swap of the core's decision (`record_decision`: the
 version it was made from, the moves `LEGAL` lists; recorded once however many
@@ -25,11 +25,9 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
-from bot.core.actions import approvals
+from bot.core.actions import approvals, policy
 from bot.core.actions.approvals import (
-    ApprovalPolicy,
     Approved,
-    ChatUser,
     Decision,
     LiveCheck,
     NeedsSecondApprover,
@@ -37,15 +35,24 @@ from bot.core.actions.approvals import (
     Rejected,
     StaleProposalError,
 )
+from bot.core.actions.policy import ApprovalPolicy, ChatUser
 from bot.core.actions.step import Step
 from bot.core.diagnosis.unmatched import UnmatchedShape
-from bot.core.incidents import silencing
+from bot.core.incidents import evidence_access, silencing
 from bot.core.incidents.notify import SILENCE_KEYS
 from bot.core.model import ActionResult, Proposal, ProposalState, Silence
 from bot.daemon import strays
 from bot.daemon.executor import Registry, Stage, checked, outcome_of
 from bot.daemon.metrics import Metrics
-from bot.daemon.ports import Answer, History, IncidentView, Outcome, ServiceStore, Status
+from bot.daemon.ports import (
+    Answer,
+    EvidenceFetch,
+    History,
+    IncidentView,
+    Outcome,
+    ServiceStore,
+    Status,
+)
 from bot.daemon.runner import no_executor
 
 log = logging.getLogger("pitcrew.service")
@@ -224,11 +231,41 @@ class Service:
         )
 
     def history(self, n: int = 10) -> History:
-        return History(self._store.recent_incidents(n), self._store.recent_actions(n))
+        return History(
+            self._store.recent_incidents(n),
+            self._store.recent_actions(n),
+            self._store.recent_fetches(n),
+        )
 
     def bundles(self, incident_id: str) -> list[tuple[str, int, datetime]]:
         """The evidence bundles kept for an incident: (name, bytes, captured at)."""
         return self._store.bundle_sizes(incident_id)
+
+    def may_fetch(self, incident_id: str, user: ChatUser, now: datetime, via: str) -> str:
+        """Why `user` may not have the incident's evidence, or "" when they may
+        (`evidence_access.may_fetch`); either way the ask is audited (`audit_fetch`)."""
+        incident = self._store.incident(incident_id)
+        if incident is None:
+            refusal = f"no incident {incident_id}"
+        else:
+            workload = str(incident.workload) if incident.workload else ""
+            refusal = evidence_access.may_fetch(
+                self._policy, user, incident_id, incident.namespace, workload
+            )
+        outcome = "refused" if refusal else "allowed"
+        self.audit_fetch(EvidenceFetch(incident_id, user.id, via, outcome, refusal, now))
+        return refusal
+
+    def audit_fetch(self, fetch: EvidenceFetch) -> None:
+        """An ask for evidence logged, counted (`pitcrew_evidence_fetches_total{outcome}`)
+        and kept in the store (`pitcrew history`)."""
+        self._store.record_fetch(fetch)
+        self._metrics.evidence_fetches.labels(outcome=fetch.outcome).inc()
+        level = logging.WARNING if fetch.outcome == "refused" else logging.INFO
+        said = f"{fetch.outcome}: {fetch.detail}" if fetch.detail else fetch.outcome
+        log.log(
+            level, "evidence of %s, %s by %s: %s", fetch.incident_id, fetch.via, fetch.user, said
+        )
 
     def unmatched(self, n: int = 10) -> tuple[UnmatchedShape, ...]:
         """Failure shapes no playbook matched, most frequent first."""
@@ -246,6 +283,8 @@ class Service:
             executors=self._registry.actions(),
             set_aside=self._store.set_aside_rows(),
             dead_letters=tuple(self._store.dead_letters()),
+            given_up=self._store.dead_letter_count(),
+            held=tuple(self._store.held_notifications()),
             unchecked=self._store.unchecked_cards(),
             cluster=self._cluster,
             other_clusters=strays.problem(self._store.bookmark(strays.KEY), self._cluster, now),
@@ -271,7 +310,7 @@ class Service:
         """Fresh facts from the action's executor, asked only when nothing else refuses."""
         if proposal.state is not S.OFFERED or now >= proposal.expires_at:
             return LiveCheck()  # approvals.approve refuses on state or expiry first
-        if approvals.may_approve(
+        if policy.may_approve(
             self._policy, user, proposal.namespace, proposal.action, proposal.workload
         ):
             return LiveCheck()  # ... and on authority

@@ -17,20 +17,15 @@ from pydantic import ValidationError
 from bot.core.actions.approvals import (
     INTERRUPTED,
     LEGAL,
-    ApprovalPolicy,
     Approved,
-    ApproverRule,
-    ChatUser,
     IllegalTransitionError,
     LiveCheck,
     NeedsSecondApprover,
     Refused,
     Rejected,
-    Scope,
     approve,
     expire_due,
     finish,
-    may_approve,
     proposal_id,
     propose,
     reconcile,
@@ -41,6 +36,7 @@ from bot.core.actions.approvals import (
     supersede,
     transition,
 )
+from bot.core.actions.policy import ApprovalPolicy, ApproverRule, ChatUser, Scope, may_approve
 from bot.core.incidents.silencing import may_silence
 from bot.core.model import (
     ActionOffer,

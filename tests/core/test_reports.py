@@ -14,19 +14,8 @@ from types import MappingProxyType
 import pytest
 
 from bot.adapters.files.playbooks import load_library
-from bot.core.actions.approvals import (
-    ApprovalPolicy,
-    ApproverRule,
-    ChatUser,
-    LiveCheck,
-    Scope,
-    approve,
-    finish,
-    reconcile,
-    recover,
-    reject,
-    start,
-)
+from bot.core.actions.approvals import LiveCheck, approve, finish, reconcile, recover, reject, start
+from bot.core.actions.policy import ApprovalPolicy, ApproverRule, ChatUser, Scope
 from bot.core.actions.specs import ACTION_SPECS
 from bot.core.incidents.assessment import assessor
 from bot.core.incidents.correlator import CorrelationConfig, Correlator

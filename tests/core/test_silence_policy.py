@@ -11,7 +11,8 @@ from types import MappingProxyType
 
 import pytest
 
-from bot.core.actions.approvals import ApprovalPolicy, ApproverRule, ChatUser, propose, reconcile
+from bot.core.actions.approvals import propose, reconcile
+from bot.core.actions.policy import ApprovalPolicy, ApproverRule, ChatUser
 from bot.core.incidents.silencing import Muted, may_silence, may_unsilence, muted
 from bot.core.model import ActionOffer, Diagnosis, Incident, ObjectRef, Proposal, Silence
 

@@ -24,8 +24,9 @@ from bot.adapters.ray.executor_base import RayClusters
 from bot.adapters.ray.executors import build as ray_build
 from bot.adapters.store.store import Store
 from bot.app.factories import EXECUTOR_KINDS
-from bot.core.actions.approvals import ApprovalPolicy, ApproverRule, ChatUser, LiveCheck
+from bot.core.actions.approvals import LiveCheck
 from bot.core.actions.params import ActionParams
+from bot.core.actions.policy import ApprovalPolicy, ApproverRule, ChatUser
 from bot.core.actions.specs import ACTION_SPECS, FACTS, ActionSpec
 from bot.core.actions.step import Step
 from bot.core.errors import ActionRefusedError

@@ -12,7 +12,8 @@ import pytest
 
 from bot.adapters.echo.executor import EchoExecutor
 from bot.adapters.store.store import Store
-from bot.core.actions.approvals import ApprovalPolicy, ApproverRule, ChatUser, LiveCheck, Scope
+from bot.core.actions.approvals import LiveCheck
+from bot.core.actions.policy import ApprovalPolicy, ApproverRule, ChatUser, Scope
 from bot.core.actions.step import Step
 from bot.core.errors import ActionFailedError, ActionRefusedError
 from bot.core.incidents.reports import build_report

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bot.adapters.store.store import Store
-from bot.core.actions.approvals import ApprovalPolicy, ApproverRule, ChatUser
+from bot.core.actions.policy import ApprovalPolicy, ApproverRule, ChatUser
 from bot.core.model import Silence
 from bot.daemon.executor import Registry
 from bot.daemon.metrics import Metrics

@@ -11,14 +11,8 @@ from typing import Any
 
 from bot.adapters.store.store import Store
 from bot.core.actions import approvals
-from bot.core.actions.approvals import (
-    ApprovalPolicy,
-    ApproverRule,
-    ChatUser,
-    LiveCheck,
-    Scope,
-    StaleProposalError,
-)
+from bot.core.actions.approvals import LiveCheck, StaleProposalError
+from bot.core.actions.policy import ApprovalPolicy, ApproverRule, ChatUser, Scope
 from bot.core.model import (
     ActionResult,
     Diagnosis,
@@ -168,6 +162,7 @@ TABLES = [
     "bundles",
     "chat_refs",
     "deliveries",
+    "evidence_fetches",
     "fencing",
     "findings",
     "incidents",

@@ -67,7 +67,7 @@ from bot.adapters.slack.commands import (
     parse_addressed,
 )
 from bot.adapters.slack.events import Gate, Refusal, ReplayGuard, Replays
-from bot.core.actions.approvals import ApprovalPolicy, ChatUser
+from bot.core.actions.policy import ApprovalPolicy, ChatUser
 from bot.core.errors import StoreError
 from bot.daemon.metrics import Metrics
 from bot.daemon.ports import Answer, ChatService, Clock, Outcome, utcnow
@@ -381,6 +381,10 @@ class SlackApp:
         if isinstance(command, UnmatchedCommand):
             return explain_unmatched(service.unmatched(command.n))
         if isinstance(command, BundleCommand):
+            who, via = self._chat_user(user, team), f"slack {channel or '(no channel)'}"
+            refusal = service.may_fetch(command.incident_id, who, now, via)
+            if refusal:
+                return f"Nothing uploaded: {blocks.md(refusal, 1000)}."
             kept = service.bundles(command.incident_id)
             written = self.bundle_writer(command.incident_id) if self.bundle_writer else None
             if written is None:
@@ -469,7 +473,7 @@ class SlackApp:
 
     def _chat_user(self, user: str, team: str) -> ChatUser:
         policy = self.config.policy
-        rules = (*policy.approvers, *policy.silencers)
+        rules = (*policy.approvers, *policy.silencers, *policy.evidence)
         groups = {g for rule in rules for g in rule.groups}
         return ChatUser(user, self.groups.groups_of(user, groups), team)
 

@@ -5,11 +5,14 @@ bundles and a `pitcrew bundle` command to run elsewhere leaves them where they w
 daemon writes the incident's bundles as one tar.gz (`BundleWriter`, bound by the app) and
 this uploads it with `files.uploadV2` (the `files:write` scope) into the card's thread,
 or the channel the command came from when the incident has no card, and answers where
-it went. A refused upload is said, with the bundles listed as before.
+it went. A refused upload is said, with the bundles listed as before. Who may ask is the
+evidence policy's (`bot.core.incidents.evidence_access`), checked and audited by the
+service before anything here runs.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,6 +35,9 @@ class BundleFile:
     card_ref: str  # `CHANNEL_ID:TS` of the incident's card, "" when it has none
 
 
+_USER = re.compile(r"[UW][A-Z0-9]{2,}")
+_CHANNEL = re.compile(r"[CGD][A-Z0-9]{2,}")
+
 BundleWriter = Callable[[str], BundleFile | None]
 """Write an incident's bundles as one tar.gz; None when none is kept."""
 
@@ -49,7 +55,8 @@ def upload_bundle(
     target = card_channel if thread else channel
     name = Path(written.path).name
     summary = f"{written.count} bundle(s), {written.size / 1024:.1f} KiB"
-    comment = f"Evidence bundles of `{md(incident_id, 130)}` ({summary}), asked for by <@{user}>"
+    asker = f"<@{user}>" if _USER.fullmatch(user) else md(user, 64)
+    comment = f"Evidence bundles of `{md(incident_id, 130)}` ({summary}), asked for by {asker}"
     try:
         client.files_upload_v2(
             channel=target,
@@ -65,5 +72,6 @@ def upload_bundle(
             f"{explain_bundles(incident_id, kept)}\n"
             f"Could not upload `{md(name, 140)}`: Slack refused files.uploadV2: {md(said, 200)}."
         )
-    where = f"the card's thread in <#{target}>" if thread else f"<#{target}>"
+    shown = f"<#{target}>" if _CHANNEL.fullmatch(target) else md(target, 80)
+    where = f"the card's thread in {shown}" if thread else shown
     return f":package: Uploaded `{md(name, 140)}` ({summary}) to {where}."

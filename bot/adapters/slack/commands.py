@@ -326,6 +326,14 @@ def explain_history(history: History) -> str:
                 f"(`{md(entry.proposal_id, 64)}`) approved by {md(entry.approver, 64)}"
                 f" — {entry.result}{detail}"
             )
+    if history.fetches:
+        lines.append("*Evidence asked for:*")
+        for fetch in history.fetches[:MAX_LISTED]:
+            why = f": {md(fetch.detail, 200)}" if fetch.detail else ""
+            lines.append(
+                f"• {fetch.at.strftime(TIME)} `{md(fetch.incident_id, 64)}` by "
+                f"{md(fetch.user, 64)} ({md(fetch.via, 64)}) — {fetch.outcome}{why}"
+            )
     return "\n".join(lines)
 
 
@@ -349,8 +357,11 @@ def _stopped(status: Status) -> list[str]:
     lines = []
     if status.set_aside:
         lines.append(f"*Evidence set aside:* {len(status.set_aside)} (see `pitcrew status`)")
-    if status.dead_letters:
-        lines.append(f"*Notifications given up:* {len(status.dead_letters)}")
+    if status.given_up:
+        lines.append(f"*Notifications given up:* {status.given_up}")
+    if status.held:
+        waiting = "; ".join(md(m.held, 200) for m in status.held[:3])
+        lines.append(f"*Notifications waiting for a person:* {len(status.held)} ({waiting})")
     if status.other_clusters:
         lines.append(f":warning: *Slack app shared:* {md(status.other_clusters, 1000)}")
     return lines

@@ -26,6 +26,7 @@ class OutboxMessage:
     attempts: int = 0
     last_error: str = ""
     next_attempt_at: datetime | None = None
+    held: str = ""  # why it waits for a person (the bot not in the channel), "" if not
 
 
 class OutboxState:
@@ -123,14 +124,17 @@ class OutboxRecords(SharedConnection):
                 _remember_chat_ref(conn, row["incident_id"], row["channel"], chat_ref, at)
             return True
 
-    def mark_failed(self, message_id: int, error: str, next_attempt_at: datetime) -> bool:
-        """A delivery attempt failed: count it and retry no earlier than `next_attempt_at`."""
+    def mark_failed(
+        self, message_id: int, error: str, next_attempt_at: datetime, held: str = ""
+    ) -> bool:
+        """A delivery attempt failed: count it and retry no earlier than `next_attempt_at`;
+        `held`: why it waits for a person to act ("" when it does not)."""
         with self._writing(f"record a failed delivery of notification {message_id}") as conn:
             return (
                 conn.execute(
                     """UPDATE outbox SET attempts = attempts + 1, last_error = ?,
-                           next_attempt_at = ? WHERE id = ? AND status = ?""",
-                    (error, encode_time(next_attempt_at), message_id, OutboxState.PENDING),
+                           next_attempt_at = ?, held = ? WHERE id = ? AND status = ?""",
+                    (error, encode_time(next_attempt_at), held, message_id, OutboxState.PENDING),
                 ).rowcount
                 == 1
             )
@@ -162,6 +166,23 @@ class OutboxRecords(SharedConnection):
             ).fetchall()
         return tuple(self._outbox_message(row) for row in rows)
 
+    def dead_letter_count(self) -> int:
+        """How many messages the outbox gave up on (kept for `store.retention`)."""
+        with self._reading("count abandoned notifications") as conn:
+            row = conn.execute(
+                "SELECT COUNT(*) AS n FROM outbox WHERE status = ?", (OutboxState.ABANDONED,)
+            ).fetchone()
+        return int(row["n"])
+
+    def held_notifications(self, limit: int = 20) -> tuple[OutboxMessage, ...]:
+        """Undelivered messages waiting for a person to act (`held`), oldest first."""
+        with self._reading("list held notifications") as conn:
+            rows = conn.execute(
+                "SELECT * FROM outbox WHERE status = ? AND held <> '' ORDER BY id LIMIT ?",
+                (OutboxState.PENDING, limit),
+            ).fetchall()
+        return tuple(self._outbox_message(row) for row in rows)
+
     def chat_ref(self, incident_id: str, channel: str | None = None) -> str | None:
         """The chat reference of the incident's card (its delivered POST) in `channel`,
         or in the channel it was posted to first when `channel` is None."""
@@ -182,6 +203,7 @@ class OutboxRecords(SharedConnection):
             attempts=int(row["attempts"]),
             last_error=str(row["last_error"]),
             next_attempt_at=None if retry_at is None else decode_time(retry_at),
+            held=str(row["held"]),
         )
 
 

@@ -258,6 +258,23 @@ MIGRATIONS: tuple[Migration, ...] = (
             "INSERT INTO fencing (id, term) VALUES (1, 0)",
         ),
     ),
+    Migration(
+        12,
+        "who fetched an incident's evidence, or was refused it (the audit of /pitcrew bundle); "
+        "why a notification waits for a person (the bot not in its channel)",
+        (
+            """CREATE TABLE evidence_fetches (
+                id {serial},
+                incident_id TEXT NOT NULL,
+                user_id TEXT NOT NULL,
+                via TEXT NOT NULL,
+                outcome TEXT NOT NULL,
+                detail TEXT NOT NULL,
+                at TEXT NOT NULL)""",
+            "CREATE INDEX evidence_fetches_by_time ON evidence_fetches (at)",
+            "ALTER TABLE outbox ADD COLUMN held TEXT NOT NULL DEFAULT ''",
+        ),
+    ),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

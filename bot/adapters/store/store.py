@@ -19,7 +19,8 @@ Safety rests on three rules, on both databases:
   channel, so a chat outage delays cards but never loses or repeats them.
 
 Each kind of record has its own module (`incidents`, `proposals`, `ledger`,
-`silences`, `outbox`, `bookmarks`, `unmatched`, `intake`, `bundles`, `unchecked`),
+`silences`, `outbox`, `bookmarks`, `unmatched`, `intake`, `bundles`, `unchecked`,
+`fetches`),
 written once in the SQL both databases share, over one `connection.SharedConnection`
 (the drivers: `sqlite`, `postgres`); `Store` composes them and owns retention, which
 spans them all. A leader fences the store with its term (`connection.fence`).
@@ -39,6 +40,7 @@ from datetime import datetime, timedelta
 from bot.adapters.store.bookmarks import BookmarkRecords
 from bot.adapters.store.bundles import BundleRecords
 from bot.adapters.store.connection import DEFAULT_BUSY_TIMEOUT
+from bot.adapters.store.fetches import FetchRecords
 from bot.adapters.store.incidents import DEFAULT_FINDINGS_PER_INCIDENT, IncidentRecords
 from bot.adapters.store.intake import IntakeRecords
 from bot.adapters.store.ledger import LedgerRecords
@@ -75,6 +77,7 @@ class Store(
     IntakeRecords,
     BundleRecords,
     UncheckedRecords,
+    FetchRecords,
 ):
     """pitcrew's state in SQLite or PostgreSQL, safe to share between threads and processes
     (and, on PostgreSQL, replicas)."""
@@ -101,7 +104,8 @@ class Store(
         """Delete what ended before `now - retention`: resolved incidents (with their
         findings, proposals, transitions, approvals, chat references, evidence bundles
         and cards still to check for a duplicate), delivered or
-        abandoned notifications, and expired silences. The action ledger is kept."""
+        abandoned notifications, expired silences and the audit of evidence fetches.
+        The action ledger is kept."""
         cutoff = encode_time(now - retention)
         with self._writing("clean up old state") as conn:
             old = [
@@ -123,4 +127,5 @@ class Store(
                 (OutboxState.PENDING, cutoff),
             ).rowcount
             silences = conn.execute("DELETE FROM silences WHERE ends_at < ?", (cutoff,)).rowcount
+            conn.execute("DELETE FROM evidence_fetches WHERE at < ?", (cutoff,))
         return Cleanup(incidents=len(old), notifications=notifications, silences=silences)

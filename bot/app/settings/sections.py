@@ -19,7 +19,7 @@ from bot.adapters.store.urls import is_url
 from bot.app.settings.actions import ActionSettings
 from bot.app.settings.base import Closed
 from bot.app.settings.sources import SourceSettings
-from bot.core.actions.approvals import ApprovalPolicy
+from bot.core.actions.policy import ApprovalPolicy
 from bot.core.incidents.correlator import CorrelationConfig
 from bot.core.incidents.notify import NotifyConfig
 from bot.core.incidents.silencing import describe_span

@@ -13,6 +13,9 @@ optionally per namespace, workload and action, some actions needing two distinct
 approvers. At approval time the caller passes fresh live facts and a fresh
 preview; a stale proposal is refused with its reason.
 
+The policy itself (who may approve, silence or fetch evidence, where) is
+`bot.core.actions.policy`.
+
 Pure: decisions are values (`Approved`, `NeedsSecondApprover`, `Rejected`,
 `Refused`) that a chat adapter can explain. Callers apply them; the
 compare-and-swap that makes an approval happen once belongs to the store,
@@ -29,13 +32,11 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from fnmatch import fnmatchcase
 from types import MappingProxyType
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
 from bot.core.actions.order import grouped
+from bot.core.actions.policy import DEFAULT_TTL, ApprovalPolicy, ChatUser, may_approve
 from bot.core.actions.specs import FACTS, preconditions_of
 from bot.core.errors import PitcrewError
 from bot.core.model import (
@@ -50,7 +51,6 @@ from bot.core.model import (
     frozen_map,
 )
 
-DEFAULT_TTL = timedelta(hours=1)
 SYSTEM_ACTOR = "pitcrew"
 INTERRUPTED = "interrupted by a restart"
 
@@ -292,100 +292,6 @@ def reconcile(
             why = f"{SUPERSEDED} ({now_offered.reason})" if now_offered else SUPERSEDED
             changed.append(transition(proposal, S.EXPIRED, SYSTEM_ACTOR, now, why))
     return tuple(changed)
-
-
-# -- policy -------------------------------------------------------------------------
-
-
-class Scope(BaseModel):
-    """Where a rule applies: namespace, workload (the incident's `namespace/kind/name`, as
-    its card shows it; case-insensitive) and action-id patterns (wildcards); empty = all."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    namespaces: tuple[str, ...] = Field(default=(), description="e.g. `ml-*`; empty = all")
-    workloads: tuple[str, ...] = Field(
-        default=(), description="`namespace/kind/name`, e.g. `ml-train/*`; empty = all"
-    )
-    actions: tuple[str, ...] = Field(default=(), description="e.g. `k8s.*`; empty = all")
-
-    @field_validator("workloads")
-    @classmethod
-    def _workloads(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
-        for odd in (p for p in patterns if "/" not in p and "*" not in p):
-            raise ValueError(
-                f"workload {odd!r} matches no workload: a workload is namespace/kind/name "
-                f"(ml-train/rayjob/{odd} or */*/{odd})"
-            )
-        return tuple(pattern.lower() for pattern in patterns)
-
-    def covers(self, namespace: str, action: str, workload: str = "") -> bool:
-        return (
-            any_match(self.namespaces, namespace)
-            and any_match(self.workloads, workload.lower())
-            and any_match(self.actions, action)
-        )
-
-
-def any_match(patterns: tuple[str, ...], value: str) -> bool:
-    return not patterns or any(fnmatchcase(value, p) for p in patterns)
-
-
-class ApproverRule(Scope):
-    """These chat users, and members of these user groups, may approve in this scope; as
-    `silencers`, silence only incidents wholly inside it (their cards' actions included)."""
-
-    users: tuple[str, ...] = ()
-    groups: tuple[str, ...] = ()
-
-
-class ApprovalPolicy(BaseModel):
-    """Who may approve which action where. With no rules nobody can approve anything."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    approvers: tuple[ApproverRule, ...] = ()
-    two_approvers: tuple[Scope, ...] = Field(
-        default=(), description="scopes whose actions need two distinct approvers"
-    )
-    teams: tuple[str, ...] = Field(
-        default=(), description="chat workspaces whose clicks count; empty = any"
-    )
-    ttl: timedelta = Field(default=DEFAULT_TTL, gt=timedelta(0))
-    silencers: tuple[ApproverRule, ...] = Field(
-        default=(), description="who may silence (users, groups); empty = the approvers"
-    )
-    max_silence: timedelta = Field(
-        default=timedelta(days=7), gt=timedelta(0), description="the longest silence allowed"
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class ChatUser:
-    """The person behind a click or command, as the chat adapter identified them."""
-
-    id: str
-    groups: frozenset[str] = frozenset()
-    team: str = ""
-    console: bool = False  # at the command line of the daemon's host: in no chat workspace
-
-
-def may_approve(
-    policy: ApprovalPolicy, user: ChatUser, namespace: str, action: str, workload: str = ""
-) -> str:
-    """Why `user` may not approve `action` in `namespace` on `workload` (`ns/kind/name`),
-    or "" when they may; a refusal names the workload where rules are scoped by them."""
-    if policy.teams and not user.console and user.team not in policy.teams:
-        return f"clicks from workspace {user.team or '(unknown)'} are not accepted"
-    for rule in policy.approvers:
-        if rule.covers(namespace, action, workload) and (
-            user.id in rule.users or user.groups & set(rule.groups)
-        ):
-            return ""
-    where = f" in {namespace}" if namespace else ""
-    if workload and any(rule.workloads for rule in policy.approvers):
-        where = f" on {workload}"
-    return f"{user.id} is not an approver for {action}{where}"
 
 
 def _may_approve_all(policy: ApprovalPolicy, user: ChatUser, proposal: Proposal) -> str:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from fnmatch import fnmatchcase
 
-from bot.core.actions.approvals import ApprovalPolicy, ApproverRule, ChatUser, actions_of, any_match
+from bot.core.actions.approvals import actions_of
+from bot.core.actions.policy import ApprovalPolicy, ApproverRule, ChatUser, any_match
 from bot.core.model import Incident, Proposal, Silence
 
 

@@ -22,12 +22,8 @@ from bot.adapters.store.proposals import Approval
 from bot.adapters.store.schema import MIGRATIONS, SCHEMA_VERSION
 from bot.adapters.store.store import Cleanup, Store
 from bot.core.actions import approvals
-from bot.core.actions.approvals import (
-    ChatUser,
-    IllegalTransitionError,
-    LiveCheck,
-    StaleProposalError,
-)
+from bot.core.actions.approvals import IllegalTransitionError, LiveCheck, StaleProposalError
+from bot.core.actions.policy import ChatUser
 from bot.core.diagnosis.unmatched import UnmatchedShape, failure_lines
 from bot.core.errors import StoreError
 from bot.core.model import (
@@ -83,7 +79,7 @@ def started(store: Store) -> tuple[LedgerEntry, ...]:
 
 def test_a_new_store_gets_the_latest_schema(store_location: str) -> None:
     with Store(store_location) as store:
-        assert schema_version(store_location) == SCHEMA_VERSION == 11
+        assert schema_version(store_location) == SCHEMA_VERSION == 12
         store.ping()
     assert tables(store_location) == TABLES
 
@@ -112,7 +108,7 @@ def test_migrating_is_idempotent_across_opens(store_location: str) -> None:
     for _ in range(3):
         with Store(store_location) as store:
             store.set_bookmark("k", "v")
-    assert schema_version(store_location) == 11
+    assert schema_version(store_location) == 12
 
 
 # -- incidents and findings ----------------------------------------------------------------

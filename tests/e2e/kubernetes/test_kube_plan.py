@@ -19,7 +19,7 @@ from bot.adapters.kubernetes import executors as kubernetes
 from bot.adapters.kubernetes.api import RAY_CLUSTERS, RAY_JOBS
 from bot.adapters.store.store import Store
 from bot.core.actions import approvals
-from bot.core.actions.approvals import ApprovalPolicy, ApproverRule, ChatUser
+from bot.core.actions.policy import ApprovalPolicy, ApproverRule, ChatUser
 from bot.core.diagnosis.engine import Engine
 from bot.core.inputs import InputPart
 from bot.core.model import ActionResult, Incident, Proposal, ProposalState

@@ -30,7 +30,7 @@ from bot.app import wiring
 from bot.app.demo import seed
 from bot.app.settings.loading import load
 from bot.core.actions import approvals
-from bot.core.actions.approvals import ApprovalPolicy, ApproverRule, ChatUser
+from bot.core.actions.policy import ApprovalPolicy, ApproverRule, ChatUser
 from bot.core.model import Incident, ObjectRef, ProposalState
 from bot.daemon.executor import Registry
 from bot.daemon.ports import Outcome

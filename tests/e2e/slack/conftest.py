@@ -35,7 +35,8 @@ from bot.adapters.http.server import HealthServer, Probes
 from bot.adapters.slack.app import SlackConfig
 from bot.adapters.slack.chat import SlackChat
 from bot.adapters.store.store import Store
-from bot.core.actions.approvals import ApprovalPolicy, ApproverRule, reconcile
+from bot.core.actions.approvals import reconcile
+from bot.core.actions.policy import ApprovalPolicy, ApproverRule
 from bot.core.diagnosis.engine import Engine
 from bot.core.incidents.reports import build_report
 from bot.core.inputs import InputPart

@@ -6,6 +6,7 @@ the incident has no card, and the person told where it went."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import tarfile
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from bot.adapters.kuberay.capture import Bundle
 from bot.adapters.slack.chat import SlackChat
 from bot.adapters.store.store import Store
 from bot.app.bundles import bundle_writer
+from bot.core.actions.policy import ApprovalPolicy, ApproverRule
 from bot.core.incidents.assessment import assessor
 from bot.core.incidents.correlator import Correlator
 from bot.core.incidents.notify import NotifyConfig
@@ -30,9 +32,10 @@ from bot.daemon.feed import Context, observe
 from bot.daemon.outbox import Backoff, Outbox
 from bot.daemon.pipeline import Pipeline, PipelineConfig
 from bot.daemon.service import Service
-from tests.e2e.slack.conftest import CHANNEL, POLICY, command_body, form, post, sign
+from tests.e2e.slack.conftest import CHANNEL, POLICY, TEAM_ID, command_body, form, post, sign
 from tests.e2e.slack.test_bundle_upload import RAYJOB
 from tests.support.daemon import NS, Clock, engine
+from tests.support.faults import Measured
 from tests.support.slack_emulator import SlackEmulator, Uploaded
 
 pytestmark = pytest.mark.slack
@@ -86,7 +89,9 @@ def test_the_bundle_command_uploads_the_incidents_bundles_where_it_is_asked_abou
     (incident,) = store.open_incidents()
     for attempt in ("train-raycluster-try1", "train-raycluster-try2"):
         store.save_bundle(incident.id, f"{attempt}.tar.gz", bundle_of(attempt), AT)
-    store.save_bundle("inc-without-card", "lone.tar.gz", bundle_of("lone"), AT)
+    lone = dataclasses.replace(incident, id="inc-without-card", key=f"{NS}/rayjob/lone")
+    store.upsert_incident(lone)  # an incident whose card was never posted
+    store.save_bundle(lone.id, "lone.tar.gz", bundle_of("lone"), AT)
     service = Service(store, POLICY, Registry({}))
     chat.bind(service, http=http_server, bundle_writer=bundle_writer(store, tmp_path / "out"))
     chat.start()
@@ -121,7 +126,7 @@ def test_the_bundle_command_uploads_the_incidents_bundles_where_it_is_asked_abou
         assert names_in(lone) == ["lone/README.txt", "lone/driver.log"]
 
         assert ask(emulator, url, "bundle inc-none", "b3") == (
-            "No evidence bundle is kept for `inc-none`."
+            "Nothing uploaded: no incident inc-none."
         )
         assert len(emulator.shared_files()) == 2
 
@@ -139,3 +144,89 @@ def test_the_bundle_command_uploads_the_incidents_bundles_where_it_is_asked_abou
     finally:
         chat.stop()
         store.close()
+
+
+OTHERS = ApprovalPolicy(
+    approvers=(
+        ApproverRule(users=("U0ALICE",), namespaces=("ml-*",)),
+        ApproverRule(users=("U0BOB",), namespaces=("shop-*",)),
+    ),
+    silencers=(ApproverRule(users=("U0CAROL",), workloads=("ml-train/rayjob/other-*",)),),
+    teams=(TEAM_ID,),
+)
+
+
+def test_only_who_the_evidence_policy_names_gets_the_bundle_and_every_ask_is_audited(
+    tmp_path: Path,
+    emulator: SlackEmulator,
+    make_chat: Callable[..., SlackChat],
+    http_server: HealthServer,
+    measured: Measured,
+) -> None:
+    """Signed `/pitcrew bundle` commands: a user in no rule, an approver of other
+    namespaces and a silencer of other workloads are refused, each refusal naming the
+    rules it read; the approver in scope gets the upload; all four are in the audit."""
+    store = Store(tmp_path / "pitcrew.db")
+    chat = make_chat(socket_mode=False)
+    pipeline = Pipeline(
+        BudgetedClassifier(engine()),
+        Correlator(assessor(engine().library)),
+        store,
+        Clock(),
+        config=PipelineConfig(notify=NotifyConfig(default_channel=CHANNEL, group_wait=0)),
+    )
+    pipeline.process(observe(rayjob_parts(RAYJOB), Context(namespace=NS)))
+    (incident,) = store.open_incidents()
+    store.save_bundle(incident.id, "first.tar.gz", bundle_of("first"), AT)
+    chat.bind(
+        Service(store, OTHERS, Registry({})),
+        http=http_server,
+        bundle_writer=bundle_writer(store, tmp_path / "out"),
+    )
+    chat.start()
+    url = f"http://127.0.0.1:{http_server.port}/slack/events"
+    asks = {
+        "U0MALLORY": (
+            "Nothing uploaded: U0MALLORY may not fetch evidence: no rule of "
+            "approvals.approvers or approvals.silencers names them."
+        ),
+        "U0BOB": (
+            "Nothing uploaded: U0BOB may fetch evidence only in namespaces shop-* "
+            f"(approvals.approvers[1]); {incident.id} is in namespace ml-train, workload "
+            "ml-train/rayjob/train."
+        ),
+        "U0CAROL": (
+            "Nothing uploaded: U0CAROL may fetch evidence only in workloads "
+            f"ml-train/rayjob/other-* (approvals.silencers[0]); {incident.id} is in namespace "
+            "ml-train, workload ml-train/rayjob/train."
+        ),
+    }
+    try:
+        for n, (user, refusal) in enumerate(asks.items()):
+            body = form(
+                command_body(emulator, f"bundle {incident.id}", user=user, response=f"r{n}")
+            )
+            assert post(url, body, sign(body)).status == 200
+            path = f"/response/r{n}"
+            found = emulator.wait_for(
+                lambda path=path: [b for at, b in emulator.responses if at == path], 10, path
+            )
+            said = "\n".join(
+                b["text"]["text"] for b in found[-1]["blocks"] if b["type"] == "section"
+            )
+            assert said == refusal
+        uploads_refused = len(emulator.shared_files())
+        answer = ask(emulator, url, f"bundle {incident.id}", "alice")
+        assert answer.startswith(f":package: Uploaded `{incident.id}.tar.gz` (1 bundle(s), ")
+        assert len(emulator.shared_files()) == 1
+    finally:
+        chat.stop()
+    measured.bad_clicks_accepted(uploads_refused)
+    audit = [(f.user, f.via, f.outcome, f.detail) for f in reversed(store.recent_fetches())]
+    assert audit == [
+        ("U0MALLORY", f"slack {CHANNEL}", "refused", asks["U0MALLORY"][18:-1]),
+        ("U0BOB", f"slack {CHANNEL}", "refused", asks["U0BOB"][18:-1]),
+        ("U0CAROL", f"slack {CHANNEL}", "refused", asks["U0CAROL"][18:-1]),
+        ("U0ALICE", f"slack {CHANNEL}", "allowed", ""),
+    ]
+    store.close()

@@ -17,7 +17,7 @@ import pytest
 from bot.adapters.slack import blocks
 from bot.adapters.slack.blocks import card, md
 from bot.adapters.slack.limits import TEXT_BUDGET, cut, fit, text_size
-from bot.core.actions import approvals
+from bot.core.actions import approvals, policy
 from bot.core.incidents.reports import build_report
 from bot.core.model import (
     ActionResult,
@@ -154,12 +154,12 @@ def test_a_plans_confirmation_names_its_later_steps_however_long_the_first(
 
 def _lifecycle(incident: Incident, proposal: Proposal) -> list[tuple[str, Report]]:
     """The card as the incident moves: approved by @x -> running -> applied -> resolved."""
-    policy = approvals.ApprovalPolicy(approvers=(approvals.ApproverRule(users=("U0ALICE",)),))
+    rules = policy.ApprovalPolicy(approvers=(policy.ApproverRule(users=("U0ALICE",)),))
     live = approvals.LiveCheck(
         dict.fromkeys(proposal.preconditions, True), preview=proposal.preview
     )
     decision = approvals.approve(
-        proposal, approvals.ChatUser("U0ALICE"), policy, T0 + timedelta(minutes=1), live
+        proposal, policy.ChatUser("U0ALICE"), rules, T0 + timedelta(minutes=1), live
     )
     assert isinstance(decision, approvals.Approved)
     approved = decision.proposal

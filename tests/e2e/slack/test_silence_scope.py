@@ -17,7 +17,7 @@ import pytest
 from bot.adapters.http.server import HealthServer
 from bot.adapters.slack import blocks
 from bot.adapters.slack.chat import SlackChat
-from bot.core.actions.approvals import ApprovalPolicy, ApproverRule
+from bot.core.actions.policy import ApprovalPolicy, ApproverRule
 from bot.core.model import Report
 from bot.daemon.executor import Registry
 from bot.daemon.metrics import Metrics
