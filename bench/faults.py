@@ -64,6 +64,21 @@ MATRIX: dict[str, str] = {
     "tests/e2e/slack/test_silence_scope.py": "bad_clicks_accepted",  # ... at the Slack edge
     "tests/app/test_silence_settings.py": "bad_clicks_accepted",  # a button always refused
     "tests/adapters/store/test_store_lock_file.py": "duplicated",  # a second daemon
+    # issue 31: who reads the evidence, what a preview runs, the delivery holes left
+    "tests/e2e/slack/test_bundle_command.py": "bad_clicks_accepted",  # evidence by policy
+    "tests/core/test_evidence_access.py": "bad_clicks_accepted",  # ... and its refusals
+    "tests/core/test_text.py": "bad_clicks_accepted",  # hostile text, each medium
+    "tests/adapters/slack/test_preview.py": "bad_clicks_accepted",  # no element from a log
+    "tests/adapters/slack/test_blocks_escaping.py": "bad_clicks_accepted",  # no ping, link
+    "tests/adapters/console/test_terminal_text.py": "bad_clicks_accepted",  # no escape
+    "tests/app/test_render.py": "bad_clicks_accepted",  # render --open of a hostile log
+    "tests/e2e/kubernetes/test_bundle_names.py": "bad_clicks_accepted",  # extracts inside
+    "tests/adapters/kuberay/test_capture.py": "lost",  # the cap in bytes, left-outs named
+    "tests/app/test_bundle_command.py": "bad_clicks_accepted",  # -o writes its file only
+    "tests/core/test_stuck.py": "lost",  # durations on pitcrew's clock
+    "tests/e2e/kubernetes/test_stuck_rayjobs.py": "lost",  # a server an hour off: a card
+    "tests/core/diagnosis/test_confirm.py": "lost",  # a 1 MB line costs one window
+    "tests/e2e/slack/test_unanswered_posts.py": "duplicated",  # unanswered, hollow, held
 }
 # cases inside those files that are about running an action once
 DOUBLE_RUNS = ("execute_once", "run_once", "runs_once", "fifty_simultaneous")

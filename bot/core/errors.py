@@ -14,6 +14,12 @@ class TransientError(PitcrewError):
         self.retry_after = retry_after
 
 
+class HeldError(TransientError):
+    """The other side will take the request once a person acts (the bot invited to a chat
+    channel): retried with back-off for as long as it takes, holding nothing else back,
+    and said where an operator looks (`pitcrew status`)."""
+
+
 class PermanentError(PitcrewError):
     """The other side refused a request for good (an unknown channel, a revoked token):
     the same request will never succeed, so it is given up rather than retried."""

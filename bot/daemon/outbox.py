@@ -10,7 +10,10 @@ means is its class (`bot.core.errors`): a `TransientError` (the chat's
 `ChatUnavailableError`) leaves the message in the outbox for a later attempt,
 exponential backoff with jitter or the delay the chat asked for (`retry_after`);
 a `PermanentError` (`ChatRejectedError`: an unknown channel, a revoked token)
-gives it up at once (abandoned), since the same message can never pass. While
+gives it up at once (abandoned), since the same message can never pass. A `HeldError`
+(the bot not invited to the channel) waits for a person: the message is kept, retried
+with back-off up to `HELD_CAP` apart for as long as it takes, and marked `held` so
+`pitcrew status` lists it; the other messages go on meanwhile. While
 the chat is unavailable nothing else is sent either, so messages queued
 during an outage go out in the order they were queued; a new card's back-off
 stays under `POST_CAP` seconds (a missed page costs more than a retry), and so
@@ -34,7 +37,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from bot.core.errors import PermanentError, PitcrewError, TransientError
+from bot.core.errors import HeldError, PermanentError, PitcrewError, TransientError
 from bot.core.model import Notification, NotificationKind
 from bot.daemon.metrics import Metrics
 from bot.daemon.ports import Attempt, Chat, Clock, OutboxStore, QueuedMessage
@@ -42,6 +45,7 @@ from bot.daemon.ports import Attempt, Chat, Clock, OutboxStore, QueuedMessage
 log = logging.getLogger("pitcrew.outbox")
 
 POST_CAP = 10.0  # seconds: the longest back-off before a new card's next attempt
+HELD_CAP = 300.0  # seconds: the longest wait between tries of a message held by a person
 MAX_ATTEMPTS = 8  # attempts at a message that meets an unexpected error before giving up
 
 
@@ -134,6 +138,9 @@ class Outbox:
         kind = str(notification.kind)
         try:
             ref = self._send(notification, self._attempt(message))
+        except HeldError as error:
+            self._held(message, str(error))
+            return False
         except TransientError as error:
             asked = error.retry_after
             delay = asked if asked is not None else self._delay(message)
@@ -210,6 +217,24 @@ class Outbox:
             notification.kind,
             notification.incident_id,
             given_up,
+        )
+
+    def _held(self, message: QueuedMessage, error: str) -> None:
+        """Kept for a person to act: retried with back-off up to HELD_CAP, never given up."""
+        notification = message.notification
+        assert notification.id is not None
+        wait = min(self._backoff.delay(message.attempts), HELD_CAP)
+        self._store.mark_failed(
+            notification.id, error, self._clock() + timedelta(seconds=wait), held=error
+        )
+        self._metrics.notifications.labels(kind=str(notification.kind), result="held").inc()
+        log.warning(
+            "%s for incident %s waits for a person (attempt %d, next in %.0fs): %s",
+            notification.kind,
+            notification.incident_id,
+            message.attempts + 1,
+            wait,
+            error,
         )
 
     def _retry_later(self, message: QueuedMessage, error: str, delay: float | None) -> None:

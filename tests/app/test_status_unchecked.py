@@ -33,10 +33,12 @@ def test_status_lists_the_cards_awaiting_the_duplicate_check(tmp_path: Path) -> 
 
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE unchecked_cards SET ts = '' WHERE incident_id = 'inc-a'")
+        conn.execute("UPDATE unchecked_cards SET since = 'soon' WHERE incident_id = 'inc-b'")
     assert (
         "cards posted while Slack's history did not answer: 1\n"
-        "  inc-b  C0PITCREW 1772366410.000300  checked once it answers\n"
-        f"  the card of 'inc-a' in 'C0PITCREW' posted unchecked is unreadable in {db}: no ts\n"
+        "  inc-a  C0PITCREW (a post that went unanswered)  checked once it answers\n"
+        f"  the card of 'inc-b' in 'C0PITCREW' posted unchecked is unreadable in {db}: "
+        "since: expected an ISO 8601 time, got 'soon'\n"
     ) in status(db)
 
 

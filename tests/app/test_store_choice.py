@@ -59,7 +59,7 @@ def test_config_check_names_the_sqlite_file_and_creates_nothing(tmp_path: Path) 
     )
     assert not db.exists()
     Store(db).close()
-    assert check(cfg) == (0, [f"store: SQLite {db}: answers (schema version 11)", f"{cfg}: OK"])
+    assert check(cfg) == (0, [f"store: SQLite {db}: answers (schema version 12)", f"{cfg}: OK"])
 
 
 @pytest.mark.postgres
@@ -76,10 +76,10 @@ def test_config_check_names_postgresql_without_its_password_and_migrates_nothing
         ],
     )
     Store(postgres_url).close()
-    assert check(cfg)[1][0] == f"store: PostgreSQL {shown}: answers (schema version 11)"
+    assert check(cfg)[1][0] == f"store: PostgreSQL {shown}: answers (schema version 12)"
     bare = on_postgres(tmp_path, shown)  # the password apart, as the chart mounts it
     assert check(bare, PITCREW_STORE_PASSWORD=PASSWORD)[1][0] == (
-        f"store: PostgreSQL {shown}: answers (schema version 11)"
+        f"store: PostgreSQL {shown}: answers (schema version 12)"
     )
 
 

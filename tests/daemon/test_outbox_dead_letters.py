@@ -85,6 +85,21 @@ def test_a_message_that_keeps_meeting_a_bug_is_given_up_after_its_cap_and_shown(
     )
 
 
+def test_status_counts_every_message_given_up_and_lists_the_newest(tmp_path: Path) -> None:
+    """26 given up: the count says 26 (it stopped at 20), the list the newest 20."""
+    store = _store(tmp_path)
+    for n in range(26):
+        sent = store.enqueue(Notification("inc-a", POST, "alerts", card(f"{n}: card"), "", T0))
+        assert sent.id is not None
+        store.mark_abandoned(sent.id, f"refused by the chat: number {n}", T0)
+    store.close()
+    shown = CliRunner().invoke(cli_app, ["status", "--config", str(config(tmp_path))])
+    assert shown.exit_code == 0, shown.output
+    listed = shown.output.split("notifications given up: ", 1)[1].splitlines()
+    assert listed[0] == "26 (the newest 20)"
+    assert [line.rsplit(" ", 1)[1] for line in listed[1:]] == [str(n) for n in range(25, 5, -1)]
+
+
 @pytest.mark.parametrize(
     ("kind", "longest"),
     [(POST, POST_CAP), (UPDATE, 128.0)],

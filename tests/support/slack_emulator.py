@@ -219,6 +219,7 @@ class SlackEmulator:
         self._failures: dict[str, deque[Failure | None]] = {}
         self._slow: dict[str, deque[float]] = {}
         self._holds: dict[str, int] = {}
+        self._hollow: dict[str, int] = {}
         self._released = threading.Event()
         self.held: list[Call] = []  # carried out, their answers withheld until release()
         self._lock = threading.Condition()
@@ -286,6 +287,12 @@ class SlackEmulator:
         `seconds` (a client with a shorter timeout never hears that they worked)."""
         with self._lock:
             self._slow.setdefault(method, deque()).extend([seconds] * times)
+
+    def hollow(self, method: str, times: int = 1) -> None:
+        """The next `times` calls of `method` are carried out and answered `{"ok": true}`
+        alone: no channel, no ts (an answer a proxy or a broken gateway may give)."""
+        with self._lock:
+            self._hollow[method] = self._hollow.get(method, 0) + times
 
     def hold(self, method: str, times: int = 1) -> None:
         """The next `times` calls of `method` are carried out, then not answered until
@@ -626,6 +633,9 @@ class SlackEmulator:
                     slow = emulator._slow.get(method)
                     delay = slow.popleft() if slow else 0.0
                     held = answer is not None and emulator._hold(method, emulator.calls[-1])
+                    if answer is not None and answer.get("ok") and emulator._hollow.get(method):
+                        emulator._hollow[method] -= 1
+                        answer = {"ok": True}
                     emulator._lock.notify_all()
                 if delay:
                     time.sleep(delay)

@@ -5,6 +5,7 @@ Why this exists: the outbox delivers cards one at a time and keeps whatever
 could not be delivered, so this side must say clearly whether Slack took a
 message, is busy (rate limited or down: `ChatUnavailableError`, with Slack's
 Retry-After, so the outbox retries later and nothing is lost or sent twice),
+waits for a person (`SlackHeldError`: the bot not in the channel; kept and retried),
 or refused it for good (`SlackRejectedError`). It paces messages to about one
 a second per channel, as Slack asks for `chat.postMessage`, and after a 429
 sends nothing more to that channel until the wait is over. A card Slack
@@ -26,6 +27,7 @@ first on shutdown.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -45,9 +47,16 @@ from bot.adapters.slack.blocks import CardOptions, Message, card, minimal_card, 
 from bot.adapters.slack.bundles import BundleWriter
 from bot.adapters.slack.commands import describe_duration
 from bot.adapters.slack.events import Replays
-from bot.adapters.slack.history import CardFinder, ReplyFinder, metadata, reply_metadata
+from bot.adapters.slack.history import (
+    CHANNEL_ID,
+    CardFinder,
+    ReplyFinder,
+    metadata,
+    reply_metadata,
+)
 from bot.adapters.slack.history import retry_after as _retry_after
 from bot.adapters.slack.reconcile import Reconciler
+from bot.core.errors import HeldError
 from bot.core.model import Report
 from bot.daemon.metrics import Metrics
 from bot.daemon.ports import (
@@ -72,6 +81,8 @@ class Routes(Protocol):
 
 log = logging.getLogger("pitcrew.slack")
 
+_TS = re.compile(r"\d+\.\d+")
+
 # Errors that say "not now" rather than "never".
 TRANSIENT = frozenset(
     {
@@ -89,6 +100,18 @@ BLOCK_ERRORS = frozenset(
 )
 
 
+class SlackHeldError(HeldError):
+    """Slack takes nothing in a channel the bot is not in (`not_in_channel`) until a
+    person invites it: the message is kept and retried, and `pitcrew status` says so."""
+
+    def __init__(self, method: str, channel: str) -> None:
+        self.method = method
+        super().__init__(
+            f"Slack refused {method}: not_in_channel: invite the bot to {channel} "
+            "(/invite @pitcrew there); it is retried until then"
+        )
+
+
 class SlackRejectedError(ChatRejectedError):
     """Slack refused a message for good (for example `channel_not_found`,
     `not_in_channel`, `invalid_auth`); retrying the same message will not help."""
@@ -102,7 +125,7 @@ class SlackRejectedError(ChatRejectedError):
 def parse_ref(ref: str) -> tuple[str, str]:
     """`CHANNEL_ID:TS` -> (channel id, message ts)."""
     channel, sep, ts = ref.partition(":")
-    if not sep or not channel or not ts:
+    if not sep or not CHANNEL_ID.fullmatch(channel) or not _TS.fullmatch(ts):
         raise ValueError(f"not a Slack card reference: {ref!r}")
     return channel, ts
 
@@ -316,7 +339,9 @@ class SlackChat:
 
     def post(self, channel: str, report: Report) -> str:
         """Post the card, unless the channel already has it (an earlier answer lost to a
-        timeout or a crash): the card's metadata names its incident (see `history`)."""
+        timeout or a crash): the card's metadata names its incident (see `history`). A
+        post that goes unanswered while history does not answer is remembered, and the
+        card kept in the end is checked for others once history answers (`reconcile`)."""
         key = report.incident_id
         self._not_blocked(channel, "chat.postMessage")
         try:
@@ -332,7 +357,26 @@ class SlackChat:
             found, looked = None, False
         if found is not None:
             log.info("Slack already has the card of %s (%s); not posting it again", key, found)
+            self._kept(found, report, checked=False)
             return found
+        try:
+            ref = self._posted(channel, report)
+        except ChatUnavailableError as error:
+            if not key or error.retry_after is not None:
+                raise
+            found = self._look_again(channel, report)  # no answer: Slack may have it
+            if found is None:
+                raise
+            log.info("Slack took the card of %s although it did not say so", key)
+            self._kept(found, report, checked=False)
+            return found
+        self._kept(ref, report, checked=looked)
+        return ref
+
+    def _posted(self, channel: str, report: Report) -> str:
+        """`chat.postMessage` of the card; its `CHANNEL_ID:TS`. An answer without them is
+        no answer: Slack may have the card or not (ChatUnavailableError, retried)."""
+        key = report.incident_id
 
         def send(message: Message) -> SlackResponse:
             return self.web.chat_postMessage(
@@ -344,24 +388,37 @@ class SlackChat:
                 metadata=metadata(key) if key else None,
             )
 
-        try:
-            response = self._send(
-                channel, "chat.postMessage", send, card(report, self.options), report
+        message = card(report, self.options)
+        response = self._send(channel, "chat.postMessage", send, message, report)
+        channel_id, ts = str(response.get("channel") or ""), str(response.get("ts") or "")
+        if not CHANNEL_ID.fullmatch(channel_id) or not _TS.fullmatch(ts):
+            raise ChatUnavailableError(
+                f"chat.postMessage answered ok without the card's channel and ts "
+                f"(channel={channel_id or '-'}, ts={ts or '-'})"
             )
-        except ChatUnavailableError as error:
-            if key and error.retry_after is None:  # no answer: Slack may have it all the same
-                found = self.finder.find(channel, key, report.opened_at)
-                if found is not None:
-                    log.info("Slack took the card of %s although it did not say so", key)
-                    return found
-            raise
-        channel_id = str(response["channel"])
         self.pacer.alias(channel, channel_id)
         self.finder.learn(channel, channel_id)
-        if not looked and key:
-            posted = UncheckedCard(channel_id, str(response["ts"]), key, report.opened_at)
-            self.reconciler.remember(posted)
-        return f"{channel_id}:{response['ts']}"
+        return f"{channel_id}:{ts}"
+
+    def _look_again(self, channel: str, report: Report) -> str | None:
+        """After an unanswered post: the card, if history has it; when history does not
+        answer either, the post is remembered as unanswered (`Reconciler.uncertain`)."""
+        key = report.incident_id
+        try:
+            return self.finder.find(channel, key, report.opened_at)
+        except ChatUnavailableError:
+            where = self.finder.known_id(channel)
+            self.reconciler.uncertain(UncheckedCard(where, "", key, report.opened_at))
+            return None
+
+    def _kept(self, ref: str, report: Report, *, checked: bool) -> None:
+        """The card the outbox keeps for the incident: remembered to be checked for others
+        unless it was posted after a look that found none and no post went unanswered."""
+        key = report.incident_id
+        if not key or (checked and not self.reconciler.unanswered(key)):
+            return
+        channel_id, ts = parse_ref(ref)
+        self.reconciler.remember(UncheckedCard(channel_id, ts, key, report.opened_at))
 
     def update(self, ref: str, report: Report) -> None:
         channel, ts = parse_ref(ref)
@@ -498,4 +555,6 @@ class SlackChat:
             return ChatUnavailableError(f"{method}: rate limited", retry_after=wait)
         if status >= 500 or code in TRANSIENT:
             return ChatUnavailableError(f"{method}: {code or f'HTTP {status}'}")
+        if code == "not_in_channel":
+            return SlackHeldError(method, channel)
         return SlackRejectedError(method, code or f"HTTP {status}")

@@ -161,6 +161,12 @@ class CardFinder(Looker):
         with self._lock:
             self._ids[channel.removeprefix("#")] = channel_id
 
+    def known_id(self, channel: str) -> str:
+        """The channel's id when it is one or a post has told it; else its name."""
+        name = channel.removeprefix("#")
+        with self._lock:
+            return name if CHANNEL_ID.fullmatch(name) else self._ids.get(name, name)
+
     def find(self, channel: str, incident_id: str, since: datetime | None) -> str | None:
         """`CHANNEL_ID:TS` of the incident's card, or None when there is none (or this
         token may not look). Raises ChatUnavailableError when Slack cannot answer now."""

@@ -13,6 +13,14 @@ channel (an earlier post Slack took although its answer was lost) is deleted,
 and the card pitcrew keeps (the one its updates and replies go to) says so in
 its thread. Nothing is deleted unless the kept card itself is in the history.
 
+A post that went unanswered (Slack slow past the client's timeout, the connection
+dropped) while history did not answer is remembered too, without a card (`uncertain`):
+Slack may have taken it, and the next try may post another. Which card is kept is only
+known once the outbox has one (its next post answered, or the card found in history
+and taken as posted): that card is then remembered as kept in its place, and every
+other card of the incident in the channel, however many unanswered posts made them, is
+deleted once history answers.
+
 What is remembered is kept in the store as well (`keep_in`, an `UncheckedCards`
 port: the daemon's store), so a daemon stopped or killed before history answers
 takes the cards up again at its next start and still ends with one card per
@@ -46,6 +54,10 @@ MERGED = (
     "A second card of this incident was posted while Slack's history did not answer; "
     "it has been deleted. This card is the incident's."
 )
+
+
+def _key(card: UncheckedCard) -> tuple[str, str]:
+    return card.channel_id, card.incident_id
 
 
 class Reconciler:
@@ -85,7 +97,7 @@ class Reconciler:
             log.error("%s; left in the store, not checked", problem)
         with self._lock:
             for card in stored.cards:
-                self._pending.setdefault((card.channel_id, card.incident_id), card)
+                self._pending.setdefault(_key(card), card)
         if stored.cards:
             log.info(
                 "%d cards posted while Slack's history did not answer are checked once it does",
@@ -93,11 +105,34 @@ class Reconciler:
             )
 
     def remember(self, card: UncheckedCard) -> None:
+        """A card to check (`card.ts`: the one kept); it takes the place of the incident's
+        unanswered posts remembered so far, whatever their channel was called."""
         with self._lock:
-            self._pending[(card.channel_id, card.incident_id)] = card
+            replaced = [
+                old
+                for key, old in self._pending.items()
+                if old.incident_id == card.incident_id and not old.ts and key != _key(card)
+            ]
+            for old in replaced:
+                del self._pending[_key(old)]
+            self._pending[_key(card)] = card
             kept = self._kept
         if kept is not None:
             self._keep(kept, card)
+            for old in replaced:
+                self._forget(kept, old)
+
+    def uncertain(self, card: UncheckedCard) -> None:
+        """A post that went unanswered while history did not answer (`card.ts` is "")."""
+        with self._lock:
+            if _key(card) in self._pending:
+                return  # a card or an unanswered post of the incident is remembered already
+        self.remember(card)
+
+    def unanswered(self, incident_id: str) -> bool:
+        """Whether a post of the incident went unanswered and is not checked yet."""
+        with self._lock:
+            return any(c.incident_id == incident_id and not c.ts for c in self._pending.values())
 
     def pending(self) -> int:
         with self._lock:
@@ -120,6 +155,8 @@ class Reconciler:
             cards = list(self._pending.values())
         removed = 0
         for card in cards:
+            if not card.ts:
+                continue  # which card is kept is known once the outbox has one
             try:
                 removed += self._one(card)
             except ChatUnavailableError as error:
@@ -166,13 +203,14 @@ class Reconciler:
 
     def _checked(self, card: UncheckedCard) -> None:
         """The card is checked: forgotten, unless a later card of its incident came since."""
-        key = (card.channel_id, card.incident_id)
         with self._lock:
-            if self._pending.get(key) == card:
-                del self._pending[key]
+            if self._pending.get(_key(card)) == card:
+                del self._pending[_key(card)]
             kept = self._kept
-        if kept is None:
-            return
+        if kept is not None:
+            self._forget(kept, card)
+
+    def _forget(self, kept: UncheckedCards, card: UncheckedCard) -> None:
         try:
             kept.forget_unchecked(card)
         except StoreError as error:

@@ -7,7 +7,9 @@ memory only, a restart (or a kill) before then left a possible second card in
 the channel for good. A row is written when such a card is posted, read back at
 the next start, and deleted once its card is checked. One row per channel and
 incident: a later card of the incident posted unchecked replaces the row, since
-the card the chat keeps is the latest. Rows go with their incident at cleanup.
+the card the chat keeps is the latest. A row without a `ts` is a post that went
+unanswered (Slack may have it; which card is kept is not known yet). Rows go with their
+incident at cleanup.
 """
 
 from __future__ import annotations
@@ -51,11 +53,11 @@ class UncheckedRecords(SharedConnection):
             except CodecError as exc:
                 unreadable.append(f"{where} is unreadable in {self.path}: {exc}")
                 continue
-            missing = [name for name in ("channel_id", "incident_id", "ts") if not row[name]]
+            missing = [name for name in ("channel_id", "incident_id") if not row[name]]
             if missing:
                 unreadable.append(f"{where} is unreadable in {self.path}: no {missing[0]}")
                 continue
-            cards.append(UncheckedCard(str(channel_id), str(ts), str(incident_id), since))
+            cards.append(UncheckedCard(str(channel_id), str(ts or ""), str(incident_id), since))
         return KeptUnchecked(tuple(cards), tuple(unreadable))
 
     def forget_unchecked(self, card: UncheckedCard) -> None:

@@ -61,7 +61,7 @@ def test_cards_posted_unchecked_are_kept_until_checked(
     [
         ("since", "yesterday", "since: expected an ISO 8601 time, got 'yesterday'"),
         ("since", "2026-03-01T12:00:00", "since: time '2026-03-01T12:00:00' has no timezone"),
-        ("ts", "", "no ts"),
+        ("incident_id", "", "no incident_id"),
         ("channel_id", "", "no channel_id"),
     ],
 )
@@ -73,13 +73,15 @@ def test_a_row_the_store_cannot_read_is_named_and_the_others_still_come(
         store.remember_unchecked(B, at(1))
     execute(
         store_location,
-        f"UPDATE unchecked_cards SET {column} = ? WHERE incident_id = 'inc-a'",
+        f"UPDATE unchecked_cards SET {column} = ? WHERE ts = '{A.ts}'",
         (value,),
     )
     with Store(store_location) as store:
         kept = store.unchecked_cards()
         assert kept.cards == (B,)
-        where = "'inc-a' in ''" if column == "channel_id" else "'inc-a' in 'C0PITCREW'"
+        where = {"channel_id": "'inc-a' in ''", "incident_id": "'' in 'C0PITCREW'"}.get(
+            column, "'inc-a' in 'C0PITCREW'"
+        )
         assert kept.unreadable == (
             f"the card of {where} posted unchecked is unreadable in {store.path}: {problem}",
         )
