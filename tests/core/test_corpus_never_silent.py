@@ -47,8 +47,7 @@ NOT_YET_READ: dict[str, str] = {
     "A-043": "batch 3, silent at first sight (main 2a04b26): a bare assert line (ambiguous)",
     "A-039": "batch 3, silent at first sight (main 2a04b26): Restart Count 5, Ready False "
     "(ambiguous)",
-    "A-006": "batch 3, silent at first sight (main 2a04b26): a Kueue job Suspended "
-    "(ambiguous)",
+    "A-006": "batch 3, silent at first sight (main 2a04b26): a Kueue job Suspended (ambiguous)",
     "B-009": "batch 3, silent at first sight (main 2a04b26): SkyPilot's stuck-condition "
     "deadline (ambiguous)",
     "A-018": "batch 3, silent at first sight (main 2a04b26): a PyTorchJob with no state "
