@@ -79,6 +79,7 @@ MATRIX: dict[str, str] = {
     "tests/e2e/kubernetes/test_stuck_rayjobs.py": "lost",  # a server an hour off: a card
     "tests/core/diagnosis/test_confirm.py": "lost",  # a 1 MB line costs one window
     "tests/e2e/slack/test_unanswered_posts.py": "duplicated",  # unanswered, hollow, held
+    "tests/adapters/store/test_outbox_held.py": "lost",  # held kept and listed, all counted
 }
 # cases inside those files that are about running an action once
 DOUBLE_RUNS = ("execute_once", "run_once", "runs_once", "fifty_simultaneous")

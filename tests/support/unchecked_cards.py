@@ -1,5 +1,6 @@
 """Cards posted while Slack's history did not answer, as the store keeps them until each is
-checked: two incidents' cards in one channel (one of them also in another)."""
+checked: two incidents' cards in one channel (one of them also in another), and a post
+that went unanswered (no ts: which card is kept is not known yet)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ A = UncheckedCard("C0PITCREW", "1772366400.000100", "inc-a", T0)
 A_LATER = UncheckedCard("C0PITCREW", "1772366460.000200", "inc-a", T0)
 B = UncheckedCard("C0PITCREW", "1772366410.000300", "inc-b", None)
 B_ELSEWHERE = UncheckedCard("C0OTHER00", "1772366420.000400", "inc-b", T0)
+A_UNANSWERED = UncheckedCard("C0PITCREW", "", "inc-a", T0)  # a post that went unanswered
 
 
 def at(seconds: float) -> datetime:

@@ -1,7 +1,8 @@
 """The store keeps the cards posted while Slack's history did not answer until each is
-checked: across a reopen, one row per channel and incident (the latest card), a row
-gone only with the card it names, and a row it cannot read named with its problem
-while the others are still handed out."""
+checked: across a reopen, one row per channel and incident (the latest card, or a post
+that went unanswered until the card kept takes its place), a row gone only with the card
+it names, and a row it cannot read named with its problem while the others are still
+handed out."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from bot.adapters.store.store import Store
 from bot.daemon.ports import KeptUnchecked, UncheckedCard
 from tests.support.records import incident, minutes
 from tests.support.stores import execute
-from tests.support.unchecked_cards import A_LATER, B_ELSEWHERE, A, B, at
+from tests.support.unchecked_cards import A_LATER, A_UNANSWERED, B_ELSEWHERE, A, B, at
 
 
 @pytest.mark.parametrize(
@@ -28,6 +29,9 @@ from tests.support.unchecked_cards import A_LATER, B_ELSEWHERE, A, B, at
         ([A, A_LATER], [A_LATER], []),
         ([B, B_ELSEWHERE], [B], [B_ELSEWHERE]),  # one row per channel and incident
         ([A], [B], [A]),  # forgetting what is not there changes nothing
+        ([A_UNANSWERED], [], [A_UNANSWERED]),  # kept until the outbox has its card
+        ([A_UNANSWERED, A], [], [A]),  # the card kept takes its place
+        ([A_UNANSWERED], [A_UNANSWERED], []),
     ],
     ids=[
         "one",
@@ -39,6 +43,9 @@ from tests.support.unchecked_cards import A_LATER, B_ELSEWHERE, A, B, at
         "latest-checked",
         "per-channel",
         "not-there",
+        "unanswered",
+        "unanswered-then-kept",
+        "unanswered-checked",
     ],
 )
 def test_cards_posted_unchecked_are_kept_until_checked(
