@@ -30,14 +30,15 @@ from bot.adapters.files.playbooks import load_builtin
 from bot.adapters.http.ingest import PATH as INGEST_PATH
 from bot.adapters.http.ingest import parse_workload
 from bot.adapters.store.store import Store
-from bot.app.cli_inputs import fail, notice, say, typer_app
+from bot.app.cli_inputs import expand_inputs, fail, notice, say, typer_app
 from bot.app.factories import build_registry, check_kinds, open_store, probe_store
 from bot.app.settings import loading
 from bot.app.settings.loading import ConfigError
 from bot.app.settings.sections import Settings
 from bot.core.durations import parse_duration
 from bot.core.errors import PitcrewError
-from bot.core.incidents.reports import status as card_status
+from bot.core.incidents.outcomes import status as card_status
+from bot.core.incidents.workloads import key_text
 from bot.core.model import Incident, Proposal
 from bot.daemon.ports import Answer, EvidenceFetch, utcnow
 from bot.daemon.service import Service, console_user
@@ -208,7 +209,9 @@ def config_show(
 
 @cli.command("ingest")
 def ingest_command(
-    file: Annotated[str, typer.Argument(metavar="FILE", help="a file, or - for standard input")],
+    file: Annotated[
+        str, typer.Argument(metavar="FILE", help="a file, a directory (each file in it), or -")
+    ],
     url: Annotated[str | None, typer.Option(metavar="URL", help="the daemon's ingest URL")] = None,
     workload: Annotated[
         str | None, typer.Option(metavar="NAMESPACE/KIND/NAME", help="the owning workload")
@@ -221,10 +224,9 @@ def ingest_command(
     ] = None,
     file_config: ConfigOption = None,
 ) -> None:
-    """Send evidence (anything `pitcrew diagnose` reads) to a running daemon."""
-    body = sys.stdin.buffer.read() if file == "-" else _read(file)
-    query: dict[str, str] = {"origin": origin or ("<stdin>" if file == "-" else file)}
-    body, cut_note = log_tail(body, INGEST_BODY_LIMIT - 4096)
+    """Send evidence (anything `pitcrew diagnose` reads) to a running daemon: a file, each
+    file of a directory (one request each, as `diagnose` reads a directory), or stdin."""
+    query: dict[str, str] = {}
     if cluster:
         query["cluster"] = cluster
     if workload:
@@ -235,11 +237,26 @@ def ingest_command(
         query["workload"] = f"{ref.kind}/{ref.name}"
         if ref.namespace:
             query["namespace"] = ref.namespace
+    try:
+        files = ["-"] if file == "-" else expand_inputs([file])
+    except PitcrewError as error:
+        raise fail(str(error)) from None
     settings = load_settings(file_config, client=True)
     target = _with_ingest_path(url) if url else _ingest_url(settings)
     headers = {"Content-Type": "text/plain; charset=utf-8"}
     if settings.secrets.ingest_token is not None:  # a daemon beyond loopback wants it
         headers["Authorization"] = f"Bearer {settings.secrets.ingest_token.get_secret_value()}"
+    for name in files:
+        body = sys.stdin.buffer.read() if name == "-" else _read(name)
+        label = origin or ("<stdin>" if name == "-" else name)
+        if origin and len(files) > 1:
+            label = f"{origin}/{Path(name).name}"
+        _send(target, headers, body, {"origin": label, **query})
+
+
+def _send(target: str, headers: dict[str, str], body: bytes, query: dict[str, str]) -> None:
+    """One request of `pitcrew ingest`, and what the daemon said."""
+    body, cut_note = log_tail(body, INGEST_BODY_LIMIT - 4096)
     request = urllib.request.Request(
         f"{target}?{urlencode(query)}", data=body, method="POST", headers=headers
     )
@@ -255,7 +272,8 @@ def ingest_command(
     for note in [cut_note, *reply.get("notes", [])]:
         if note:
             notice(str(note))
-    say(f"queued {reply.get('accepted', 0)} parts of {query['origin']}")
+    accepted = int(reply.get("accepted", 0))
+    say(f"queued {accepted} part{'' if accepted == 1 else 's'} of {query['origin']}")
 
 
 # The daemon reads at most this much of one request (bot.adapters.http.server.MAX_BODY).
@@ -352,7 +370,7 @@ def incidents_command(
         say(_incident_line(view.incident, view.proposals))
         for proposal in view.proposals:
             say(_proposal_line(proposal))
-    say(f"{len(views)} open incidents")
+    say(f"{len(views)} open incident{'' if len(views) == 1 else 's'}")
 
 
 @cli.command("silence")
@@ -510,7 +528,7 @@ def _time(value: datetime) -> str:
 def _incident_line(incident: Incident, proposals: tuple[Proposal, ...]) -> str:
     primary = incident.diagnosis.primary
     cause = str(primary.category) if primary else "no failure"
-    where = str(incident.workload) if incident.workload else incident.key
+    where = str(incident.workload) if incident.workload else key_text(incident.key)
     return (
         f"{incident.id}  {incident.state}  {where}  {cause}  since {_time(incident.opened_at)}"
         f"  [{card_status(incident, proposals)}]"

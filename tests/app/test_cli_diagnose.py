@@ -203,3 +203,21 @@ def test_a_weak_finding_alone_is_likely_and_offers_nothing() -> None:
     assert out["findings"][0]["strength"] == "weak"
     assert out["diagnosis"].startswith("Likely root cause (weak evidence): ")
     assert not [a for a in out["actions"] if a["offered"]]
+
+
+def test_the_readmes_seed_output_shows_the_offers_as_the_command_prints_them() -> None:
+    """README.md's `pitcrew diagnose examples/seed/` excerpt: each offer line it shows (the
+    plan of the bump and the rerun, the withheld actions) is what the command prints, up
+    to where the excerpt cuts a long line with …"""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    excerpt = readme.split("$ pitcrew diagnose examples/seed/", 1)[1].split("```", 1)[0]
+    start = "offered as one plan"
+    shown = [line.split("…", 1)[0] for line in excerpt[excerpt.index(start) :].splitlines()]
+    result = pitcrew("diagnose", str(SEED))
+    printed = result.stdout.decode().splitlines()
+    offers = printed[
+        printed.index("offered as one plan, its steps run in order with one Approve:") :
+    ]
+    assert shown[0] == offers[0]
+    assert len(shown) == len(offers)
+    assert all(line.startswith(prefix) for prefix, line in zip(shown, offers, strict=True))

@@ -295,7 +295,7 @@ def test_cli_commands_work_against_the_daemons_store(tmp_path: Path) -> None:
     assert listed.exit_code == 0, listed.output
     assert "pod_oom_killed" in listed.output
     assert f"{offered.id}  k8s.bump_memory  offered" in listed.output
-    assert listed.output.endswith("1 open incidents\n")
+    assert listed.output.endswith("1 open incident\n")
 
     silenced = cli("silence", "playbook=pod-oom-killed", "2h", "known issue")
     assert silenced.exit_code == 0, silenced.output
@@ -310,7 +310,7 @@ def test_cli_commands_work_against_the_daemons_store(tmp_path: Path) -> None:
     stranger = cli("approve", offered.id, "--as", "mallory")
     assert stranger.exit_code == 1
     assert stranger.output == (
-        "refused: console:mallory is not an approver for k8s.bump_memory in ml-train\n"
+        "refused: console:mallory is not an approver for k8s.bump_memory in ml-train (approvals.approvers)\n"
     )
     rejected = cli("reject", offered.id, "--reason", "not today")
     assert (rejected.exit_code, rejected.output) == (

@@ -76,8 +76,29 @@ def test_ingest_sends_a_large_logs_tail_under_the_daemons_limit(tmp_path: Path) 
         "pitcrew: sent the last 1,044,415 bytes (10,550 lines) of 1,980,064: the daemon takes "
         "at most 1,048,576 bytes per request, and a failure is at a log's end\n"
     )
-    assert result.stdout.decode() == f"queued 1 parts of {big}\n"
+    assert result.stdout.decode() == f"queued 1 part of {big}\n"
     assert len(accepted.items) == 1
+
+
+def test_ingest_of_a_directory_sends_each_of_its_files(tmp_path: Path) -> None:
+    (tmp_path / "driver.log").write_bytes(OOM_LINE)
+    (tmp_path / "events.txt").write_bytes(b"Warning  BackOff  pod/p1  Back-off restarting\n")
+    (tmp_path / ".hidden").write_bytes(b"not evidence\n")
+    accepted = Accepted()
+    server = HealthServer(
+        "127.0.0.1", 0, Metrics(), Probes(lambda: {"pipeline": True}, lambda: {"store": True})
+    )
+    server.mount("/ingest", ingest_route(accepted), private=True)
+    server.start()
+    try:
+        result = pitcrew("ingest", str(tmp_path), "--url", f"http://127.0.0.1:{server.port}")
+    finally:
+        server.stop()
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode() == (
+        f"queued 1 part of {tmp_path / 'driver.log'}\nqueued 1 part of {tmp_path / 'events.txt'}\n"
+    )
+    assert len(accepted.items) == 2
 
 
 def test_a_log_within_the_limit_is_sent_whole() -> None:

@@ -17,7 +17,8 @@ def test_an_answer_without_an_offer_says_what_to_do() -> None:
     diagnosis = builtin_engine([]).diagnose_text(CUDA_OOM, "driver.log")
     found = Found("Ray job raysubmit_x on cluster c: FAILED", diagnosis, (), Context("c", "ml"))
     assert summary(found, None).splitlines()[-2:] == [
-        "What to do: Lower `actor_rollout_ref.rollout.gpu_memory_utilization` (e.g. 0.6 → 0.4)"
-        " so the trainer keeps room on colocated GPUs.",
+        "What to do: Use less GPU memory per worker: a smaller per-GPU batch or micro-batch, "
+        "shorter sequences, gradient checkpointing or more sharding (FSDP/ZeRO offload, tensor "
+        "parallelism).",
         "Runbook: https://pytorch.org/docs/stable/notes/cuda.html#environment-variables",
     ]

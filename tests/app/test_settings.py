@@ -104,7 +104,7 @@ scheduler: {tick: 500ms}
             "store:\n  retension: 3d\n",
             "F:2: store.retension: unknown key; did you mean 'retention'?",
         ),
-        ("http:\n  port: 99999\n", "F:2: http.port: Input should be less than or equal to 65535"),
+        ("http:\n  port: 99999\n", "F:2: http.port: must be at most 65535, not 99999"),
         (
             "correlation:\n  window: 10 minutes\n",
             "F:2: correlation.window: expected a duration like 30s, 10m, 1h or 1h30m",
@@ -119,7 +119,7 @@ scheduler: {tick: 500ms}
         ),
         (
             "chat:\n  kind: teams\n",
-            "F:2: chat.kind: Input should be 'auto', 'console' or 'slack'",
+            "F:2: chat.kind: must be 'auto', 'console' or 'slack', not 'teams'",
         ),
         (
             "approvals:\n  approvers:\n    - users: [U1]\n      actoins: [k8s.*]\n",
@@ -129,7 +129,8 @@ scheduler: {tick: 500ms}
             "actions:\n  executors:\n    k8s.bump_memory: echo\n    k8s.bump-memory: echo\n",
             "F:4: actions.executors.k8s.bump-memory: 'k8s.bump-memory' names no action "
             "(known: k8s.add_shm, k8s.bump_memory, k8s.cordon_node, k8s.delete_pod, "
-            "k8s.reschedule_gpu_pool, k8s.scale_worker_group, kuberay.recreate_rayjob, "
+            "k8s.replace_worker_pods, k8s.reschedule_gpu_pool, k8s.scale_worker_group, "
+            "kuberay.recreate_rayjob, "
             "ray.kill_actor, ray.resubmit_job, ray.stop_job)",
         ),
         (
@@ -141,7 +142,7 @@ scheduler: {tick: 500ms}
             "sources:\n  ray:\n    - {name: a}\n    - {name: a}\n",
             "F:2: sources.ray: source names must be unique: a",
         ),
-        ("scheduler:\n  tick: 0s\n", "F:2: scheduler.tick: Input should be greater than 0 seconds"),
+        ("scheduler:\n  tick: 0s\n", "F:2: scheduler.tick: must be more than 0 seconds, not 0s"),
         (
             "store:\n  bundle_max_kib: 64\n  bundle_file_max_kib: 128\n",
             "F:1: store: bundle_file_max_kib (128) is more than bundle_max_kib (64): no file "
@@ -149,7 +150,7 @@ scheduler: {tick: 500ms}
         ),
         (
             "store:\n  bundle_max_kib: 8\n",
-            "F:2: store.bundle_max_kib: Input should be greater than or equal to 16",
+            "F:2: store.bundle_max_kib: must be at least 16, not 8",
         ),
         (
             "store: [a, b]\n",
@@ -199,7 +200,7 @@ secrets:
     )
     assert found == [
         "F:2: store.retension: unknown key; did you mean 'retention'?",
-        "F:4: http.port: Input should be greater than or equal to 0",
+        "F:4: http.port: must be at least 0, not -1",
         "F:6: notify.group_wait: expected a duration like 30s, 10m, 1h or 1h30m",
         "F:7: secrets: tokens are read only from the environment (SLACK_BOT_TOKEN or "
         "SLACK_BOT_TOKEN_FILE, SLACK_APP_TOKEN or SLACK_APP_TOKEN_FILE, SLACK_SIGNING_SECRET "
@@ -263,7 +264,7 @@ def test_config_check_prints_each_problem_and_exits_2(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert result.output.splitlines() == [
         f"{path}:2: store.retension: unknown key; did you mean 'retention'?",
-        f"{path}:4: http.port: Input should be less than or equal to 65535",
+        f"{path}:4: http.port: must be at most 65535, not 99999",
     ]
     assert TOKEN not in result.output
 

@@ -353,3 +353,67 @@ def test_a_resubmission_offers_the_playbooks_named_override_in_its_preview() -> 
     assert with_override(entrypoint, override) == (
         "python3 -m verl.trainer.main_ppo trainer.ray_wait_register_center_timeout=600"
     )
+
+
+# -- a task's OutOfMemoryError is no worker death once its memory is known ----------------
+
+TASK_CUDA_OOM = (
+    "(TaskRunner pid=1187) ray.exceptions.RayTaskError(OutOfMemoryError): "
+    "ray::TorchTrainer.train() (pid=2321, ip=10.0.3.17)\n"
+    '(TaskRunner pid=1187)   File "train.py", line 71, in train_loop_per_worker\n'
+    "(TaskRunner pid=1187) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+    "2.32 GiB. GPU 0 has a total capacity of 23.54 GiB of which 1.12 GiB is free.\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        # the split resolved to GPU memory: the wrapper was that OOM, no process died
+        (TASK_CUDA_OOM, [("cuda_oom", "primary")]),
+        # a real death after it stays its symptom
+        (
+            TASK_CUDA_OOM + "ray.exceptions.ActorDiedError: The actor died unexpectedly before "
+            "finishing this task.\nWorker exit type: SYSTEM_ERROR\n",
+            [("cuda_oom", "primary"), ("worker_died_system_error", "secondary")],
+        ),
+        # cut before it says which memory: a death of unknown cause, as before
+        (
+            TASK_CUDA_OOM.split("\n", 1)[0] + "\n",
+            [("worker_died_system_error", "primary")],
+        ),
+    ],
+)
+def test_a_tasks_out_of_memory_error_is_no_worker_death_once_its_memory_is_known(
+    text: str, found: list[tuple[str, str]]
+) -> None:
+    diagnosis = builtin_engine().diagnose(read_stream(io.BytesIO(text.encode()), "driver.log"))
+    assert [(str(r.finding.category), str(r.role)) for r in diagnosis.findings] == found
+
+
+def test_the_cuda_oom_advice_of_a_plain_ray_train_job_is_not_verls() -> None:
+    text = (
+        "(TrainWorker pid=4721, ip=10.4.3.21) torch.OutOfMemoryError: CUDA out of memory. "
+        "Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.54 GiB of which 1.12 GiB "
+        "is free.\n"
+    )
+    diagnosis = builtin_engine().diagnose(read_stream(io.BytesIO(text.encode()), "train.log"))
+    assert "actor_rollout_ref" not in diagnosis.text
+    assert "colocated RL training" not in diagnosis.text
+    assert diagnosis.remediation[0] == (
+        "Use less GPU memory per worker: a smaller per-GPU batch or micro-batch, shorter "
+        "sequences, gradient checkpointing or more sharding (FSDP/ZeRO offload, tensor "
+        "parallelism)."
+    )
+    assert "This is GPU memory: raising the pod's memory limit would not help." in diagnosis.text
+
+
+def test_the_cuda_oom_advice_of_verls_rollout_names_its_settings() -> None:
+    text = (
+        "(TaskRunner pid=1187) ray.exceptions.RayTaskError(OutOfMemoryError): "
+        "ray::WorkerDict.actor_rollout_compute_log_prob() (pid=2321, ip=10.0.3.17)\n"
+        "(TaskRunner pid=1187) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+        "2.32 GiB. GPU 0 has a total capacity of 23.54 GiB of which 1.12 GiB is free.\n"
+    )
+    diagnosis = builtin_engine().diagnose(read_stream(io.BytesIO(text.encode()), "driver.log"))
+    assert "In colocated RL training (verl, OpenRLHF)" in diagnosis.text

@@ -19,13 +19,9 @@ from pydantic import ValidationError
 
 from bot.adapters.files.playbooks import load_library
 from bot.core.incidents.assessment import assessor
-from bot.core.incidents.correlator import (
-    ChangeKind,
-    CorrelationConfig,
-    Correlator,
-    incident_id,
-)
-from bot.core.incidents.workloads import workload_keys
+from bot.core.incidents.correlator import ChangeKind, Correlator, incident_id
+from bot.core.incidents.grouping import CorrelationConfig
+from bot.core.incidents.workloads import key_text, workload_keys
 from bot.core.model import (
     Finding,
     IncidentState,
@@ -491,3 +487,16 @@ def test_a_rayjob_seen_by_the_ray_source_and_the_kubernetes_watch_is_one_key() -
     (joined,) = correlator.add(by_ray, at(1))
     assert joined.incident.id == opened.incident.id
     assert joined.incident.cluster == "prod"
+
+
+@pytest.mark.parametrize(
+    ("key", "said"),
+    [
+        ("gpu-prod/ml-train/RayJob/verl-ppo-qwen", "ml-train/rayjob/verl-ppo-qwen"),
+        ("gpu-prod/ml-train/-/-", "namespace ml-train, cluster gpu-prod (no workload named)"),
+        ("/ml-train/-/-", "namespace ml-train (no workload named)"),
+        ("//-/-", "no workload named"),  # a paste that names nothing: never `//-/-`
+    ],
+)
+def test_a_workload_key_reads_as_people_name_it(key: str, said: str) -> None:
+    assert key_text(key) == said

@@ -11,11 +11,15 @@ ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / "examples" / "seed"
 
 
-def pitcrew(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+def pitcrew(
+    *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """`env`: the process's whole environment (None: this one's)."""
     return subprocess.run(
         [sys.executable, "-m", "bot", *args],
         input=stdin,
         capture_output=True,
         cwd=ROOT,
         timeout=120,
+        env=env,
     )

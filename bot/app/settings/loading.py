@@ -177,8 +177,33 @@ def _reason(item: Any, loc: tuple[str | int, ...]) -> str:
         return DURATION_HINT
     if kind in _SHAPES:
         return f"expected {_SHAPES[kind]}, not {_shape_of(item.get('input'))}"
+    ctx = item.get("ctx") or {}
+    if kind in _BOUNDS:
+        key, word = _BOUNDS[kind]
+        bound = ctx.get(key)
+        shown = bound if isinstance(bound, str) else _value(bound)
+        return f"must be {word} {shown}, not {_value(item.get('input'))}"
+    if kind in ("literal_error", "enum") and "expected" in ctx:
+        return f"must be {ctx['expected']}, not {_value(item.get('input'))}"
     message = str(item["msg"])
     return message.removeprefix("Value error, ")
+
+
+# pydantic's bounds, said as a person would ("must be at most 65535, not 99999").
+_BOUNDS = {
+    "less_than_equal": ("le", "at most"),
+    "greater_than_equal": ("ge", "at least"),
+    "greater_than": ("gt", "more than"),
+    "less_than": ("lt", "less than"),
+}
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, timedelta):
+        return format_duration(value)
+    if isinstance(value, str):
+        return repr(value[:40])
+    return str(value)
 
 
 # What pydantic's type errors expect, said without its class names ("a valid dictionary

@@ -86,7 +86,9 @@ def findings_from_hits(hits: Iterable[Hit]) -> list[Finding]:
 
 def _reportable(hit: Hit, category: Category) -> bool:
     """Strong, or weak with an `otherwise` (a weak match its playbook reports alone), but
-    the catch-all's likely evidence."""
+    the catch-all's likely evidence, nor its explaining cause's own (`same_event`)."""
+    if hit.sig.signature.same_event:
+        return False
     if not hit.sig.signature.weak:
         return True
     return hit.sig.signature.otherwise is not None and not _catch_all(hit, category)
@@ -95,8 +97,9 @@ def _reportable(hit: Hit, category: Category) -> bool:
 def _catch_all(hit: Hit, category: Category) -> bool:
     """The catch-all's likely evidence (a user's exception, the entrypoint's exit code):
     dropped, not kept as a symptom, once another class explains it
-    (docs/failure-classes.md, "Precedence")."""
-    return category is CATCH_ALL and hit.sig.signature.weak
+    (docs/failure-classes.md, "Precedence"); so is a match that was its explaining
+    cause's own evidence (`same_event`)."""
+    return (category is CATCH_ALL and hit.sig.signature.weak) or hit.sig.signature.same_event
 
 
 def _explained(candidates: list[_Candidate]) -> set[int]:

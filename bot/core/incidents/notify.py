@@ -30,6 +30,7 @@ from fnmatch import fnmatchcase
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bot.core.incidents.reports import details_text
+from bot.core.incidents.workloads import key_text
 from bot.core.model import (
     Incident,
     IncidentState,
@@ -223,7 +224,7 @@ def digest(report: Report) -> str:
 def _summary(incident: Incident) -> str:
     primary = incident.diagnosis.primary
     cause = str(primary.category) if primary else "no failure"
-    where = str(incident.workload) if incident.workload else incident.namespace or incident.key
+    where = str(incident.workload) if incident.workload else key_text(incident.key)
     objects = incident.objects.get(primary.playbook, 0) if primary else 0
     count = f" (x{objects})" if objects > 1 else ""
     state = "resolved: " if incident.state is IncidentState.RESOLVED else ""

@@ -104,3 +104,17 @@ def workload_keys(item: Item) -> tuple[str, ...]:
 def workload_from_key(key: str) -> ObjectRef | None:
     _, namespace, kind, name = key.split("/", 3)
     return None if kind == _UNATTRIBUTED else ObjectRef(kind, name, namespace)
+
+
+def key_text(key: str) -> str:
+    """A workload key as people read it: `namespace/kind/name`, or, for evidence that
+    named no workload, the namespace and cluster it had (never `//-/-`)."""
+    parts = key.split("/", 3)
+    if len(parts) != 4:
+        return key
+    cluster, namespace, kind, name = parts
+    if kind != _UNATTRIBUTED:
+        return str(ObjectRef(kind, name, namespace))
+    scope = [f"namespace {namespace}" if namespace else "", f"cluster {cluster}" if cluster else ""]
+    shown = ", ".join(s for s in scope if s)
+    return f"{shown} (no workload named)" if shown else "no workload named"

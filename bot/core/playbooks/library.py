@@ -209,6 +209,14 @@ class Signature:
         default_factory=list,
         metadata={"description": "dropped when any of these categories is found too"},
     )
+    same_event: bool = field(
+        default=False,
+        metadata={
+            "description": "with `suppressed_by`: a match one of those categories explains "
+            "was that category's own evidence (a task's OutOfMemoryError is no worker death), "
+            "so it is dropped, never kept as its symptom"
+        },
+    )
     alert: AlertMatch | None = field(
         default=None,
         metadata={
