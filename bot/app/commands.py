@@ -209,16 +209,12 @@ def config_show(
 
 @cli.command("ingest")
 def ingest_command(
-    file: Annotated[
-        str, typer.Argument(metavar="FILE", help="a file, a directory (each file in it), or -")
-    ],
+    file: Annotated[str, typer.Argument(metavar="FILE", help="a file, a directory, or -")],
     url: Annotated[str | None, typer.Option(metavar="URL", help="the daemon's ingest URL")] = None,
     workload: Annotated[
         str | None, typer.Option(metavar="NAMESPACE/KIND/NAME", help="the owning workload")
     ] = None,
-    cluster: Annotated[
-        str, typer.Option(metavar="NAME", help="the Kubernetes cluster's name")
-    ] = "",
+    cluster: Annotated[str, typer.Option(metavar="NAME", help="the Kubernetes cluster")] = "",
     origin: Annotated[
         str | None, typer.Option(metavar="LABEL", help="label for evidence lines")
     ] = None,
@@ -269,9 +265,8 @@ def _send(target: str, headers: dict[str, str], body: bytes, query: dict[str, st
         raise fail(
             f"{target}: cannot reach the daemon: {getattr(error, 'reason', error)}"
         ) from None
-    for note in [cut_note, *reply.get("notes", [])]:
-        if note:
-            notice(str(note))
+    for note in filter(None, [cut_note, *reply.get("notes", [])]):
+        notice(str(note))
     accepted = int(reply.get("accepted", 0))
     say(f"queued {accepted} part{'' if accepted == 1 else 's'} of {query['origin']}")
 

@@ -33,6 +33,7 @@ from bot.core.incidents.reports import build_report
 from bot.core.inputs import InputPart
 from bot.core.inputs.reader import read_stream
 from bot.core.model import Incident, Proposal, Report
+from bot.core.text import for_terminal
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +124,10 @@ def render_command(
         str, typer.Option("--format", "-f", metavar="json|text", help="json (Block Kit) or text")
     ] = "json",
     open_preview: Annotated[
-        bool, typer.Option("--open", help="also write an HTML preview of the card; print its path")
+        bool,
+        typer.Option(
+            "--open", help="also write an HTML preview of the card and open it in a browser"
+        ),
     ] = False,
     store: Annotated[
         Path,
@@ -150,13 +154,34 @@ def render_command(
     if output == "json":
         print_json(rendered)
     else:
-        from rich.console import Console
-
-        from bot.adapters.console.chat import report_panel
-
-        Console(highlight=False).print(report_panel(rendered.report))
+        print_text(rendered)
     if open_preview:
         import tempfile
 
         path = write_preview(rendered.message, Path(tempfile.mkdtemp(prefix="pitcrew-")))
-        sys.stderr.write(f"preview: {path}\n")
+        sys.stderr.write(f"preview: {path}{opened(path)}\n")
+
+
+def print_text(rendered: Rendered) -> None:
+    """The card as the console chat prints it: a panel on a terminal, whole lines in a
+    pipe (no width is known there: nothing is wrapped at 80 columns)."""
+    from rich.console import Console
+
+    from bot.adapters.console.chat import card_lines, report_panel
+
+    if sys.stdout.isatty():
+        Console(highlight=False).print(report_panel(rendered.report))
+    else:
+        lines = card_lines(rendered.report)
+        sys.stdout.write("".join(f"{for_terminal(line)}\n" for line in lines))
+
+
+def opened(path: Path) -> str:
+    """Open the preview in the user's browser; what happened, to say after its path."""
+    import webbrowser
+
+    try:
+        shown = webbrowser.open(path.as_uri())
+    except webbrowser.Error:
+        shown = False
+    return " (opened in your browser)" if shown else " (no browser to open it here: open the file)"

@@ -48,6 +48,7 @@ from bot.app.memory_wiring import charts_dir, memory_worker, prune_charts
 from bot.app.on_demand import Diagnoser
 from bot.app.settings.sections import Settings
 from bot.core.actions import tuning
+from bot.core.actions.reach import Reach
 from bot.core.diagnosis.engine import Engine
 from bot.core.errors import PitcrewError, StoreError
 from bot.core.incidents.assessment import Assess, adjusted, assessor
@@ -217,7 +218,8 @@ def build(
     intake = Intake(store, queue, clock, metrics)
     checks = _live_checks(settings, registry, queue, metrics)
     workers = _workers(settings, store, outbox, checks, queue)
-    pipeline = _pipeline(settings, engine, store, clock, workers, metrics)
+    reach = Reach.of(registry.actions(), settings.approvals, settings.actions.enabled)
+    pipeline = _pipeline(settings, engine, store, clock, workers, metrics, reach)
     runner, service = _approvals(
         settings, store, registry, queue, clock, metrics, engine.library.actions_by_playbook
     )
@@ -312,10 +314,12 @@ def _pipeline(
     clock: Clock,
     workers: Workers,
     metrics: Metrics,
+    reach: Reach | None = None,
 ) -> Pipeline:
     """The pipeline: classification, correlation and rendering within the step budget
     (log text on a fresh engine after a classification ran over), cards decided as
-    `notify` says, the offers that wait on a live fact held for `live_check_timeout`."""
+    `notify` says, the offers that wait on a live fact held for `live_check_timeout`,
+    only what this pitcrew can finish offered (`reach`: its executors and approvers)."""
     budget = Budget(settings.pipeline.step_budget.total_seconds())
     assess = budgeted_assess(_assess(settings, engine.library), budget)
     config = PipelineConfig(
@@ -326,7 +330,7 @@ def _pipeline(
     )
     return Pipeline(
         BudgetedClassifier(engine, budget, lambda: engine_of(engine.library)),
-        Correlator(assess, settings.correlation),
+        Correlator(assess, settings.correlation, reach),
         store,
         clock,
         config=config,

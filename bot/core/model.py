@@ -156,6 +156,9 @@ class ActionOffer:
     preview: str = ""
     # The live fact (a `FACTS` id) the action is withheld for, only because it is unknown.
     pending_fact: str = ""
+    # What this pitcrew lacks to run it (an executor kind, an approver: the setting to
+    # configure), when that is why it is withheld (`bot.core.actions.reach`).
+    lacks: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,6 +291,12 @@ class Incident:
     memory: str = ""  # what the pod's memory did before the kill (bot.core.actions.memory_evidence)
     attempts: tuple[RayJobAttempt, ...] = ()  # a RayJob's runs under KubeRay's retries
     alerts: tuple[AlertFact, ...] = ()  # the Alertmanager alerts among its evidence
+    # What a remediation left undone (a plan stopped part way, a change whose pods are
+    # not renewed yet): while it is, later evidence of the workload joins this incident.
+    unfinished: str = ""
+    # With no known cause: the failure-looking lines of its evidence no playbook knows
+    # (`origin:line: text`), the lines a person reads first.
+    unexplained: tuple[str, ...] = ()
 
 
 class ProposalState(StrEnum):
@@ -301,6 +310,15 @@ class ProposalState(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class StepOutcome:
+    """How one step of a run ended (`result` None: not run, an earlier step stopped it)."""
+
+    action: str
+    result: ActionResult | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Transition:
     to_state: ProposalState
     at: datetime
@@ -308,6 +326,7 @@ class Transition:
     reason: str = ""
     from_state: ProposalState | None = None
     outcome: str = ""  # of a move to FAILED: an `ActionResult` (refused, failed or bug)
+    steps: tuple[StepOutcome, ...] = ()  # of a move to SUCCEEDED or FAILED: each step's end
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,6 +376,30 @@ class ReportAction:
     state: ProposalState
     impact: str = ""
     steps: tuple[str, ...] = ()  # a plan's steps in order, one line each: `action: preview`
+    remains: str = ""  # a change offered alone: what happens then, and what would complete it
+
+
+@dataclass(frozen=True, slots=True)
+class ReportStep:
+    """One step of what happened last: `state` in words (applied and verified, refused,
+    failed, not run, running, waiting), `detail` what it did or why not."""
+
+    action: str
+    state: str
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ReportOutcome:
+    """What happened last on a card: the decision on an offer (a plan's or one action's)
+    and, once it ran, each step's end; `next` says what to do now."""
+
+    proposal_id: str
+    action: str  # the action, or a plan's actions in order (`a → b`)
+    state: ProposalState
+    said: str  # one line: who decided, and how it ended
+    steps: tuple[ReportStep, ...] = ()
+    next: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,6 +444,10 @@ class Report:
     # The Alertmanager alerts among the evidence, one line each (name, state, since), with
     # their links: the rule in Prometheus, the alert in Alertmanager, a prefilled silence.
     alerts: tuple[ReportAlert, ...] = ()
+    # What happened last (the card leads with it), and what this pitcrew lacks to act on
+    # the card (each a setting to configure), when that is why nothing can be approved.
+    latest: ReportOutcome | None = None
+    configure: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,10 +48,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from bot.core.actions import approvals, policy
+from bot.core.actions import approvals, policy, progress
 from bot.core.diagnosis.analysis import findings_from_hits
-from bot.core.diagnosis.unmatched import part_lines
-from bot.core.errors import PitcrewError
 from bot.core.incidents.correlator import Change, ChangeKind, Correlator
 from bot.core.incidents.notify import (
     Delivery,
@@ -62,6 +60,7 @@ from bot.core.incidents.notify import (
 )
 from bot.core.incidents.rayjob_owners import owners_named
 from bot.core.incidents.reports import build_report
+from bot.core.incidents.workloads import key_text
 from bot.core.model import (
     ActionOffer,
     Finding,
@@ -92,6 +91,7 @@ from bot.daemon.memory_worker import MemoryWorker, thread_text
 from bot.daemon.metrics import Metrics
 from bot.daemon.ports import Clock, PipelineStore, ProposalChange
 from bot.daemon.tracked import Tracked, Tracking
+from bot.daemon.unexplained import Unexplained
 
 log = logging.getLogger("pitcrew.pipeline")
 
@@ -100,6 +100,7 @@ S = ProposalState
 _URGENT = frozenset({S.APPROVED, S.RUNNING, S.SUCCEEDED, S.FAILED, S.REJECTED})
 # Changes after which the incident may offer other actions than before.
 _RESHAPED = frozenset({ChangeKind.OPENED, ChangeKind.UPDATED})
+_OPENED = "incident %s opened: %s; its card is posted after notify.group_wait (%s s)"
 _UNRENDERED = (
     "incident %s: the text of playbook %s (%s) could not be rendered, "
     "the card shows its plain text: %s"
@@ -167,6 +168,7 @@ class Pipeline:
         self._memory = self._workers.memory
         self._metrics = metrics or Metrics()
         self._tracked = Tracking()
+        self._unexplained = Unexplained(store, correlator, classifier)
         self._silences: tuple[Silence, ...] = ()
         self._seen_change = 0
 
@@ -194,8 +196,11 @@ class Pipeline:
         for incident in open_incidents:  # the evidence is asked for again, off this thread
             self._ask_memory(incident, now)
         self._metrics.open_incidents.set(len(self._correlator))
-        restored = "restored %d open incidents and %d unfinished cards"
-        log.info(restored, len(open_incidents), len(unfinished))
+        log.info(
+            "restored %s and %s",
+            _count(len(open_incidents), "open incident"),
+            _count(len(unfinished), "unfinished card"),
+        )
 
     def _recover_interrupted(self, now: datetime) -> None:
         running = {p.id: p for p in self._store.proposals_in_state(S.RUNNING)}
@@ -249,14 +254,14 @@ class Pipeline:
                 latest[change.incident.id] = self._keep(change, (), now)
                 reshaped.add(change.incident.id)
         findings = self._classify(observation)
-        if not findings:
-            self._keep_unmatched(observation, now)
         try:
             for finding in findings:
                 for change in self._correlator.add(finding, now):
                     latest[change.incident.id] = self._keep(change, (finding,), now)
                     if change.kind in _RESHAPED:
                         reshaped.add(change.incident.id)
+            for change in self._unexplained.keep(observation, latest, now):
+                latest[change.incident.id] = self._keep(change, (), now)
         except OverBudgetError:  # what was kept before it still gets its card
             self._follow_all(latest, reshaped, now)
             raise
@@ -273,16 +278,6 @@ class Pipeline:
             if capture is not None and incident.state is IncidentState.OPEN:
                 capture.ask(incident)
         self._metrics.open_incidents.set(len(self._correlator))
-
-    def _keep_unmatched(self, observation: Observation, now: datetime) -> None:
-        """Evidence no playbook matched: its failure-looking lines are kept by shape
-        (`pitcrew unmatched`), the playbook a team should write next."""
-        lines = part_lines(observation.parts)
-        if lines:
-            try:
-                self._store.record_unmatched(lines, now)
-            except PitcrewError as error:
-                log.warning("could not keep unmatched failures: %s", error)
 
     def _classify(self, observation: Observation) -> list[Finding]:
         for part in observation.parts:
@@ -312,6 +307,8 @@ class Pipeline:
         change = self._correlator.learn(answer.incident_id, answer.answer, now)
         if change is not None:
             self._record(change, (), now)
+        elif (incident := self._correlator.get(answer.incident_id)) is not None:
+            self._follow_up(self._annotated(incident), True, now)  # offered, now checked
         else:
             self._refresh(answer.incident_id, now, urgent=False)
 
@@ -319,8 +316,9 @@ class Pipeline:
         for incident_id, tracked in self._tracked.items():
             live = tracked.live_since
             if live is not None and now - live >= self._config.live_hold:
-                tracked.stop_waiting()  # the answer was lost: the card goes out as it is
-                tracked.due = now
+                tracked.stop_waiting()  # the answer was lost: offers and card go out as they are
+                if (incident := self._correlator.get(incident_id)) is not None:
+                    self._follow_up(self._annotated(incident), True, now)
             if tracked.evidence_due is not None and tracked.evidence_due <= now:
                 self._no_evidence_in_time(incident_id, tracked, now)
         for change in self._correlator.tick(now):
@@ -352,7 +350,8 @@ class Pipeline:
             self._tracked.of(incident.id).hold_for_live_check(now)
         if change.kind is ChangeKind.OPENED:
             self._metrics.incidents.inc()
-            log.info("incident %s opened: %s", incident.id, _cause(incident))
+            wait = self._config.notify.group_wait.total_seconds()
+            log.info(_OPENED, incident.id, _cause(incident), f"{wait:g}")
         elif change.primary_changed:
             log.info("incident %s: root cause is now %s", incident.id, _cause(incident))
         elif change.kind is ChangeKind.RESOLVED:
@@ -423,7 +422,7 @@ class Pipeline:
         existing = self._store.proposals_for_incident(incident.id)
         if not self._config.propose or not reshaped:  # resolved: reshaped only by a merge
             return existing
-        if self._held_for_evidence(incident):  # offered once sized, not twice
+        if self._offers_wait(incident):  # offered once checked and sized, not twice
             return existing
         changed = approvals.reconcile(incident, existing, now, self._config.proposal_ttl)
         if not changed:
@@ -479,9 +478,14 @@ class Pipeline:
         tracked = self._tracked.get(incident.id)
         return tracked.hold(incident, delivery, self._config.live_hold) if tracked else None
 
-    def _held_for_evidence(self, incident: Incident) -> bool:
+    def _offers_wait(self, incident: Incident) -> bool:
+        """Whether the incident's offers wait for its live checks' answers (a proposal is
+        stored only once checked: one proposal per decision) or for the memory evidence
+        that sizes its bump."""
         tracked = self._tracked.get(incident.id)
-        if tracked is None or tracked.evidence_due is None:
+        if tracked is None or tracked.live_since is not None:
+            return tracked is not None
+        if tracked.evidence_due is None:
             return False
         return tracked.evidence_hold(incident, self._delivery(incident.id)) is not None
 
@@ -535,8 +539,10 @@ class Pipeline:
         if incident is None:
             self._tracked.forget(incident_id)
             return
-        incident = self._annotated(incident)
-        self._decide(incident, self._store.proposals_for_incident(incident_id), now, urgent=urgent)
+        proposals = self._store.proposals_for_incident(incident_id)
+        undone = self._correlator.remediated(incident_id, progress.unfinished(proposals), now)
+        incident = self._keep(undone, (), now) if undone is not None else incident
+        self._decide(self._annotated(incident), proposals, now, urgent=urgent)
 
     def _notice_proposal_changes(self, now: datetime) -> None:
         """Cards of incidents whose proposals moved since the last look (any process)."""
@@ -583,5 +589,9 @@ def _is_urgent(change: ProposalChange) -> bool:
 
 def _cause(incident: Incident) -> str:
     primary = incident.diagnosis.primary
-    where = str(incident.workload) if incident.workload else incident.key
+    where = str(incident.workload) if incident.workload else key_text(incident.key)
     return f"{primary.category if primary else 'no failure'} on {where}"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"

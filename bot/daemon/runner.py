@@ -29,7 +29,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from bot.core.actions import approvals
 from bot.core.actions.approvals import SYSTEM_ACTOR
 from bot.core.actions.step import Step, approver_of
-from bot.core.model import ActionResult, LedgerEntry, PlanStep, Proposal, ProposalState
+from bot.core.model import (
+    ActionResult,
+    LedgerEntry,
+    PlanStep,
+    Proposal,
+    ProposalState,
+    StepOutcome,
+)
 from bot.daemon.executor import Registry, Stage, checked, outcome_of
 from bot.daemon.metrics import Metrics
 from bot.daemon.ports import Clock, RunnerStore
@@ -41,6 +48,14 @@ S = ProposalState
 
 def no_executor(action: str) -> str:
     return f"no executor is configured for {action} (actions.executors in the config)"
+
+
+def _stopped(
+    proposal: Proposal, done: list[StepOutcome], stop: StepOutcome
+) -> tuple[StepOutcome, ...]:
+    """Each step of a run stopped at `stop`: those done, it, then the rest not run."""
+    actions = (proposal.action, *(step.action for step in proposal.then))
+    return (*done, stop, *(StepOutcome(a) for a in actions[len(done) + 1 :]))
 
 
 def _ignore(incident_id: str) -> None:
@@ -87,7 +102,13 @@ class Runner:
         refusal = self._refusal(approved)
         decided = (
             approvals.transition(
-                approved, S.FAILED, SYSTEM_ACTOR, self._clock(), refusal, ActionResult.REFUSED
+                approved,
+                S.FAILED,
+                SYSTEM_ACTOR,
+                self._clock(),
+                refusal,
+                ActionResult.REFUSED,
+                _stopped(approved, [], StepOutcome(approved.action, ActionResult.REFUSED, refusal)),
             )
             if refusal
             else approvals.start(approved, self._clock())
@@ -159,23 +180,24 @@ class Runner:
         )
         log.info("running %s for proposal %s: %s", proposal.action, proposal.id, proposal.preview)
         if proposal.then:
-            result, detail = self._plan(proposal)
+            result, detail, steps = self._plan(proposal)
         else:
             result, detail = self._apply(proposal, Step.of_proposal(proposal), proposal)
+            steps = (StepOutcome(proposal.action, result, detail),)
         finished_at = self._clock()
         self._store.finish_action(proposal.id, result, finished_at, detail)
         final = self._store.record_decision(
-            approvals.finish(proposal, finished_at, result, detail), proposal.version
+            approvals.finish(proposal, finished_at, result, detail, steps), proposal.version
         )
         log.info("proposal %s (%s) %s: %s", proposal.id, proposal.action, result, detail)
         self._count(proposal.action, result)
         self._changed(proposal.incident_id)
         return final
 
-    def _plan(self, proposal: Proposal) -> tuple[ActionResult, str]:
+    def _plan(self, proposal: Proposal) -> tuple[ActionResult, str, tuple[StepOutcome, ...]]:
         """A plan's steps in order, each checked, executed and verified before the next;
         the first that does not succeed stops the plan, and the card's thread is told
-        where."""
+        where. Returns how the plan ended and how each step did."""
         first = Step.of_proposal(proposal)
         steps: list[tuple[Step, Proposal | PlanStep]] = [(first, proposal)]
         for number, then in enumerate(proposal.then, 2):
@@ -189,9 +211,11 @@ class Runner:
             )
             steps.append((step, then))
         done: list[str] = []
+        ended: list[StepOutcome] = []
         total = len(steps)
         for number, (step, offered) in enumerate(steps, 1):
             result, detail = self._apply(proposal, step, offered)
+            ended.append(StepOutcome(step.action, result, detail))
             line = f"step {number} of {total} ({step.action})"
             if result is not ActionResult.SUCCEEDED:
                 where = f"the plan stopped at {line}, {result}: {detail}"
@@ -202,9 +226,10 @@ class Runner:
                 if left:
                     where += f"; not run: {', '.join(left)}"
                 self._tell(proposal.incident_id, f"{proposal.id}: {where}")
-                return result, "\n".join([where, *done])
+                outcomes = (*ended, *(StepOutcome(a) for a in left))
+                return result, "\n".join([where, *done]), outcomes
             done.append(f"{line} applied and verified: {detail}")
-        return ActionResult.SUCCEEDED, "\n".join(done)
+        return ActionResult.SUCCEEDED, "\n".join(done), tuple(ended)
 
     def _apply(
         self, proposal: Proposal, step: Step, offered: Proposal | PlanStep

@@ -40,6 +40,7 @@ from bot.core.actions.step import Step
 from bot.core.diagnosis.unmatched import UnmatchedShape
 from bot.core.incidents import evidence_access, silencing
 from bot.core.incidents.notify import SILENCE_KEYS
+from bot.core.incidents.outcomes import named
 from bot.core.model import ActionResult, Proposal, ProposalState, Silence
 from bot.daemon import strays
 from bot.daemon.executor import Registry, Stage, checked, outcome_of
@@ -138,7 +139,7 @@ class Service:
                 continue
             log.info("proposal %s (%s) rejected by %s", proposal_id, proposal.action, user.id)
             self._changed(moved.incident_id)
-            return Answer(Outcome.REJECTED, f"{proposal.action} rejected by {user.id}", moved)
+            return Answer(Outcome.REJECTED, f"{named(proposal)} rejected by {user.id}", moved)
         return self._refused(Outcome.ALREADY_DECIDED, "decided by someone else meanwhile", proposal)
 
     def expire(self, now: datetime) -> int:
@@ -333,7 +334,7 @@ class Service:
         text = f"cannot check the target's live state: {why}"
         self._tell(
             proposal.incident_id,
-            f"{user.id}'s approval of {proposal.action} ({proposal.id}) was refused: {text}",
+            f"{user.id}'s approval of {named(proposal)} ({proposal.id}) was refused: {text}",
         )
         return self._refused(Outcome.REFUSED, text, proposal)
 
@@ -354,7 +355,7 @@ class Service:
         log.info("proposal %s (%s) superseded: %s", proposal.id, proposal.action, stale)
         self._tell(
             proposal.incident_id,
-            f"{user.id}'s approval of {proposal.action} ({proposal.id}) was refused: "
+            f"{user.id}'s approval of {named(proposal)} ({proposal.id}) was refused: "
             f"{stale}. {then[0].upper()}{then[1:]}.",
         )
         return self._refused(Outcome.REFUSED, f"stale: {stale}; {then}", moved)
@@ -370,13 +371,13 @@ class Service:
         moved = self._store.record_decision(decision.proposal, proposal.version)
         self._changed(moved.incident_id)
         if isinstance(decision, NeedsSecondApprover):
-            text = f"{proposal.action}: approval by {user.id} recorded; a second approver is needed"
+            text = f"{named(proposal)}: approval by {user.id} recorded; a second approver is needed"
             return Answer(Outcome.NEEDS_SECOND_APPROVER, text, moved)
         reason = moved.history[-1].reason
         log.info("proposal %s (%s) %s", proposal.id, proposal.action, reason)
         self._execute(proposal.id)
         then = "it runs now" if self._runs_here else "the running daemon runs it"
-        return Answer(Outcome.APPROVED, f"{proposal.action} {reason}; {then}", moved)
+        return Answer(Outcome.APPROVED, f"{named(proposal)} {reason}; {then}", moved)
 
     def _settle_refusal(self, refused: Refused, version: int) -> Answer:
         proposal = refused.proposal

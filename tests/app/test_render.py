@@ -9,11 +9,14 @@ the Slack emulator's own reading of them, not the bot's constants."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
 from bot.adapters.store.store import Store
-from bot.core.actions.approvals import reconcile
+from bot.core.actions.approvals import Approved, LiveCheck, approve, finish, reconcile, start
+from bot.core.actions.policy import ApprovalPolicy, ApproverRule, ChatUser
+from bot.core.model import ActionResult, StepOutcome
 from tests.e2e.slack.conftest import T0, diagnose_seed
 from tests.support.cli import SEED, pitcrew
 from tests.support.hostile import ELEMENTS, HOSTILE, parsed
@@ -36,12 +39,27 @@ def test_render_prints_the_seed_card_as_valid_block_kit() -> None:
 
 
 def test_render_as_text_and_an_html_preview() -> None:
-    result = pitcrew("render", str(SEED), "--format", "text", "--open")
+    env = {**os.environ, "BROWSER": "false"}  # a browser command that opens nothing
+    result = pitcrew("render", str(SEED), "--format", "text", "--open", env=env)
     assert result.returncode == 0, result.stderr
-    text = result.stdout.decode()
-    assert "│ What broke: Pod" in text
-    assert "│ How sure: strong: worker-pod.describe.txt" in text
-    (shown,) = re.findall(r"^preview: (\S+)$", result.stderr.decode(), re.M)
+    lines = result.stdout.decode().splitlines()
+    # in a pipe: whole lines, never wrapped at 80 columns, no panel
+    assert lines[0] == (
+        "== Pod OOMKilled at its memory limit: RayCluster ml-train/verl-ppo-qwen-raycluster-x7k2p"
+        " [open]"
+    )
+    assert (
+        "What broke: Pod `ml-train/verl-ppo-qwen-raycluster-x7k2p-gpu-group-worker-9zq4f` "
+        "(container `ray-worker`) was OOMKilled at its 16Gi memory limit (exit code 137)."
+    ) in lines
+    assert any(line.startswith("How sure: strong: worker-pod.describe.txt") for line in lines)
+    assert not any(line.startswith(("│", "╭")) for line in lines)
+    # --open tries to open the page, and says when nothing could
+    (shown,) = re.findall(
+        r"^preview: (\S+) \(no browser to open it here: open the file\)$",
+        result.stderr.decode(),
+        re.M,
+    )
     page = Path(shown).read_text(encoding="utf-8")
     assert page.startswith("<!doctype html>")
     assert "<b>What broke:</b> Pod <code>ml-train/verl-ppo-qwen-raycluster-x7k2p" in page
@@ -64,9 +82,9 @@ def test_the_preview_of_a_log_with_hostile_markup_is_inert(tmp_path: Path) -> No
     ]
     log = tmp_path / "driver.log"
     log.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    result = pitcrew("render", str(log), "--open")
+    result = pitcrew("render", str(log), "--open", env={**os.environ, "BROWSER": "false"})
     assert result.returncode == 0, result.stderr
-    (shown,) = re.findall(r"^preview: (\S+)$", result.stderr.decode(), re.M)
+    (shown,) = re.findall(r"^preview: (\S+) \(", result.stderr.decode(), re.M)
     text = Path(shown).read_text(encoding="utf-8")
     page = parsed(text)
     assert [tag for tag, _ in page.tags if tag not in ELEMENTS] == []
@@ -101,3 +119,36 @@ def test_render_an_incident_of_the_store(tmp_path: Path) -> None:
     assert message["text"] == (
         "[CRITICAL] Pod OOMKilled at its memory limit: RayJob ml-train/verl-ppo-qwen (open)"
     )
+
+
+def test_render_of_a_store_after_approve_leads_with_the_plan_and_both_steps(
+    tmp_path: Path,
+) -> None:
+    """`pitcrew render INCIDENT --store` shows the card as it stands: after the seed's
+    plan ran, what happened last first, each step's outcome numbered."""
+    incident = diagnose_seed()
+    (plan,) = reconcile(incident, (), T0)
+    live = LiveCheck(facts=dict.fromkeys(plan.preconditions, True))
+    policy = ApprovalPolicy(approvers=(ApproverRule(users=("U042",)),))
+    approved = approve(plan, ChatUser("U042"), policy, T0, live)
+    assert isinstance(approved, Approved)
+    steps = (
+        StepOutcome("k8s.bump_memory", ActionResult.SUCCEEDED, "16Gi → 24Gi; in place"),
+        StepOutcome("kuberay.recreate_rayjob", ActionResult.SUCCEEDED, "RayJob recreated"),
+    )
+    done = finish(start(approved.proposal, T0), T0, ActionResult.SUCCEEDED, "", steps)
+    with Store(tmp_path / "pitcrew.db") as store:
+        store.upsert_incident(incident)
+        store.create_proposal(plan)
+        store.record_decision(done, plan.version)
+    result = pitcrew("render", incident.id, "--store", str(tmp_path / "pitcrew.db"))
+    assert result.returncode == 0, result.stderr
+    message = json.loads(result.stdout)
+    assert block_kit_errors(message["blocks"]) == []
+    cause = next(b for b in message["blocks"] if b["block_id"].startswith("cause."))
+    assert cause["text"]["text"].split("\n")[:3] == [
+        "*Last:* plan k8s.bump_memory → kuberay.recreate_rayjob · approved by @U042; "
+        "both steps applied and verified",
+        "1. *k8s.bump_memory* · applied and verified: 16Gi → 24Gi; in place",
+        "2. *kuberay.recreate_rayjob* · applied and verified: RayJob recreated",
+    ]

@@ -318,7 +318,7 @@ PER_SCOPE = ApprovalPolicy(
             BOB,
             "shop",
             "k8s.bump_memory",
-            "U_BOB is not an approver for k8s.bump_memory in shop",
+            "U_BOB is not an approver for k8s.bump_memory in shop (approvals.approvers)",
         ),
         (PER_SCOPE, SRE, NS, "ray.kill_actor", ""),
         (PER_SCOPE, SRE, NS, "k8s.delete_pod", ""),
@@ -327,7 +327,7 @@ PER_SCOPE = ApprovalPolicy(
             SRE,
             NS,
             "k8s.bump_memory",
-            "U_CAROL is not an approver for k8s.bump_memory in ml-train",
+            "U_CAROL is not an approver for k8s.bump_memory in ml-train (approvals.approvers)",
         ),
         (PER_SCOPE, ChatUser("U_DAN"), "shop", "k8s.bump_memory", ""),
         (
@@ -335,29 +335,35 @@ PER_SCOPE = ApprovalPolicy(
             ChatUser("U_DAN"),
             "shop",
             "k8s.delete_pod",
-            "U_DAN is not an approver for k8s.delete_pod in shop",
+            "U_DAN is not an approver for k8s.delete_pod in shop (approvals.approvers)",
         ),
         (
             PER_SCOPE,
             ChatUser("U_DAN"),
             NS,
             "k8s.bump_memory",
-            "U_DAN is not an approver for k8s.bump_memory in ml-train",
+            "U_DAN is not an approver for k8s.bump_memory in ml-train (approvals.approvers)",
         ),
         (
             PER_SCOPE,
             ChatUser("U_EVE", frozenset({"S_OTHER"})),
             NS,
             "ray.stop_job",
-            "U_EVE is not an approver for ray.stop_job in ml-train",
+            "U_EVE is not an approver for ray.stop_job in ml-train (approvals.approvers)",
         ),
-        (PER_SCOPE, BOB, "", "ray.stop_job", "U_BOB is not an approver for ray.stop_job"),
+        (
+            PER_SCOPE,
+            BOB,
+            "",
+            "ray.stop_job",
+            "U_BOB is not an approver for ray.stop_job (approvals.approvers)",
+        ),
         (
             ApprovalPolicy(),
             ALICE,
             NS,
             "ray.stop_job",
-            "U_ALICE is not an approver for ray.stop_job in ml-train",
+            "U_ALICE is not an approver for ray.stop_job in ml-train (approvals.approvers)",
         ),
         (
             ApprovalPolicy(approvers=PER_SCOPE.approvers, teams=("T_OURS",)),
@@ -392,7 +398,7 @@ PER_SCOPE = ApprovalPolicy(
             console_user("mallory"),
             NS,
             "ray.stop_job",
-            "console:mallory is not an approver for ray.stop_job in ml-train",
+            "console:mallory is not an approver for ray.stop_job in ml-train (approvals.approvers)",
         ),
     ],
 )
@@ -422,14 +428,14 @@ TRAIN, NIGHTLY = ChatUser("U_TRAIN"), ChatUser("U_NIGHTLY")
             NS,
             "ml-train/raycluster/rc",
             "k8s.bump_memory",
-            "U_TRAIN is not an approver for k8s.bump_memory on ml-train/raycluster/rc",
+            "U_TRAIN is not an approver for k8s.bump_memory on ml-train/raycluster/rc (approvals.approvers)",
         ),
         (
             TRAIN,
             NS,
             "",  # a proposal stored before proposals named their workload
             "k8s.bump_memory",
-            "U_TRAIN is not an approver for k8s.bump_memory in ml-train",
+            "U_TRAIN is not an approver for k8s.bump_memory in ml-train (approvals.approvers)",
         ),
         (NIGHTLY, "shop", "shop/rayjob/nightly-7", "ray.stop_job", ""),
         (
@@ -437,7 +443,7 @@ TRAIN, NIGHTLY = ChatUser("U_TRAIN"), ChatUser("U_NIGHTLY")
             "shop",
             "shop/rayjob/nightly-7",
             "k8s.delete_pod",
-            "U_NIGHTLY is not an approver for k8s.delete_pod on shop/rayjob/nightly-7",
+            "U_NIGHTLY is not an approver for k8s.delete_pod on shop/rayjob/nightly-7 (approvals.approvers)",
         ),
         (ChatUser("U_ML"), NS, "ml-train/raycluster/rc", "k8s.bump_memory", ""),
     ],
@@ -451,7 +457,8 @@ def test_an_approver_scoped_to_workloads_approves_only_on_them(
 def test_a_proposal_on_another_workload_is_refused_to_a_workload_scoped_approver() -> None:
     proposal = offered()  # the incident's workload: ml-train/raycluster/rc
     assert approve(proposal, TRAIN, BY_WORKLOAD, at(5), GOOD) == Refused(
-        "U_TRAIN is not an approver for k8s.bump_memory on ml-train/raycluster/rc", proposal
+        "U_TRAIN is not an approver for k8s.bump_memory on ml-train/raycluster/rc (approvals.approvers)",
+        proposal,
     )
     on_rc = ApprovalPolicy(approvers=(ApproverRule(users=("U_TRAIN",), workloads=("*/rc",)),))
     assert isinstance(approve(proposal, TRAIN, on_rc, at(5), GOOD), Approved)
@@ -505,7 +512,8 @@ def test_someone_else_is_refused_and_nothing_changes() -> None:
     proposal = offered()
     decision = approve(proposal, ChatUser("U_MALLORY"), POLICY, at(5), GOOD)
     assert decision == Refused(
-        "U_MALLORY is not an approver for k8s.bump_memory in ml-train", proposal
+        "U_MALLORY is not an approver for k8s.bump_memory in ml-train (approvals.approvers)",
+        proposal,
     )
     assert not decision.changed
 
@@ -677,7 +685,8 @@ def test_an_approver_can_reject_and_a_rejected_proposal_cannot_be_approved() -> 
 def test_only_approvers_can_reject() -> None:
     proposal = offered()
     assert reject(proposal, ChatUser("U_MALLORY"), POLICY, at(5)) == Refused(
-        "U_MALLORY is not allowed to reject k8s.bump_memory in ml-train", proposal
+        "U_MALLORY is not allowed to reject k8s.bump_memory in ml-train (approvals.approvers)",
+        proposal,
     )
 
 

@@ -18,8 +18,10 @@ from bot.core.actions.approvals import LiveCheck, approve, finish, reconcile, re
 from bot.core.actions.policy import ApprovalPolicy, ApproverRule, ChatUser, Scope
 from bot.core.actions.specs import ACTION_SPECS
 from bot.core.incidents.assessment import assessor
-from bot.core.incidents.correlator import CorrelationConfig, Correlator
-from bot.core.incidents.reports import build_report, counter, status
+from bot.core.incidents.correlator import Correlator
+from bot.core.incidents.grouping import CorrelationConfig
+from bot.core.incidents.outcomes import status
+from bot.core.incidents.reports import build_report, counter
 from bot.core.model import (
     ActionResult,
     Evidence,
@@ -99,6 +101,7 @@ def test_the_motivating_case_reads_as_one_card(motivating: tuple[Incident, Propo
                 preview=PREVIEW,
                 state=ProposalState.OFFERED,
                 impact=ACTION_SPECS["k8s.bump_memory"].impact,
+                remains=ACTION_SPECS["k8s.bump_memory"].alone,
             ),
         ),
         withheld=("ray.kill_actor: the clash is a symptom of the root cause",),
@@ -185,7 +188,9 @@ def test_the_status_follows_the_proposal(
     report = build_report(incident, [proposal])
     assert report.status == expected_status
     assert report.history[-1].split(" ", 2)[2] == last_history
-    assert report.actions[0].state is proposal.state
+    # an offer is shown with its buttons; once decided, as what happened last
+    latest = report.latest.state if report.latest else None
+    assert (report.actions[0].state if report.actions else latest) is proposal.state
 
 
 def test_a_resolved_incident_says_so(motivating: tuple[Incident, Proposal]) -> None:

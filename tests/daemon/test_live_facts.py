@@ -185,10 +185,16 @@ def test_the_daemon_offers_the_kill_of_a_stale_actor_found_live(
         }
     )
     daemon = daemon_with(fake)
-    views = wait_for(lambda: [v for v in daemon.service.incidents() if len(v.proposals) == 2])
-    proposals = {p.action: p for p in views[0].proposals}
-    assert {p.state for p in proposals.values()} == {ProposalState.OFFERED}
-    kill = dict(proposals["ray.kill_actor"].params)
+    views = wait_for(lambda: [v for v in daemon.service.incidents() if v.proposals])
+    # one plan, one proposal: the kill, then the resubmission (never offered alone while
+    # the kill waited for its live check)
+    (plan,) = views[0].proposals
+    assert plan.state is ProposalState.OFFERED
+    assert [plan.action, *(step.action for step in plan.then)] == [
+        "ray.kill_actor",
+        "ray.resubmit_job",
+    ]
+    kill = dict(plan.params)
     assert (kill["name"], kill["namespace"]) == ("trainer_register_center", "rl-train")
     assert views[0].incident.ray_job_id == SUBMISSION
     chat = daemon.outbox._chat

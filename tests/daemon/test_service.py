@@ -104,7 +104,11 @@ def test_an_approver_approves_and_the_action_runs_once(store: Store) -> None:
 @pytest.mark.parametrize(
     ("user", "outcome", "text"),
     [
-        (ChatUser("U9"), Outcome.REFUSED, "U9 is not an approver for k8s.bump_memory in ml"),
+        (
+            ChatUser("U9"),
+            Outcome.REFUSED,
+            "U9 is not an approver for k8s.bump_memory in ml (approvals.approvers)",
+        ),
         (ChatUser("U9", frozenset({"sre"})), Outcome.APPROVED, "approved by U9"),
     ],
 )

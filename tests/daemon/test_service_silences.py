@@ -33,7 +33,10 @@ POLICY = ApprovalPolicy(
         ApproverRule(users=("U_ALICE",)),
         ApproverRule(users=("U_TRAIN",), workloads=("ml-train/*",)),
         ApproverRule(users=("U_EVAL",), workloads=("ml-eval/*",)),
-        ApproverRule(users=("U_MEM",), actions=("k8s.bump_memory", "kuberay.*")),
+        ApproverRule(
+            users=("U_MEM",),
+            actions=("k8s.bump_memory", "k8s.replace_worker_pods", "kuberay.*"),
+        ),
         ApproverRule(users=("U_RAY",), actions=("ray.*",)),
     ),
 )
@@ -75,7 +78,7 @@ def _asked(seeded: Seeded, matchers: dict[str, str]) -> dict[str, str]:
     [
         ("U_TRAIN", {"incident": "{incident}"}),
         ("U_EVAL", {"workload": "ml-eval/RayJob/nightly"}),
-        ("U_MEM", {"incident": "{incident}"}),  # its card offers k8s.bump_memory
+        ("U_MEM", {"incident": "{incident}"}),  # its card offers the bump, then new pods
         ("U_MEM", {"playbook": "pod-oom-killed"}),
         ("U_RAY", {"playbook": "gcs-unreachable"}),  # it offers ray.resubmit_job
     ],
@@ -108,12 +111,13 @@ def test_a_silencer_silences_within_their_scope(
             "U_RAY",
             {"playbook": "pod-oom-killed"},
             "U_RAY may silence only for actions ray.*; this silence mutes actions "
-            "k8s.bump_memory, kuberay.recreate_rayjob",
+            "k8s.bump_memory, k8s.replace_worker_pods, kuberay.recreate_rayjob",
         ),
         (
             "U_RAY",
             {"incident": "{incident}"},
-            "U_RAY may silence only for actions ray.*; this silence mutes action k8s.bump_memory",
+            "U_RAY may silence only for actions ray.*; this silence mutes actions "
+            "k8s.bump_memory, k8s.replace_worker_pods",
         ),
         (
             "U_RAY",
@@ -172,14 +176,14 @@ def test_a_silence_ends_by_its_creator_or_a_silencer_in_its_scope(
             "U_EVAL",
             "U_EVAL may not end silence {silence}: only its creator U_ALICE may, or a "
             "silencer or an approver whose scope covers namespace ml-train; workload "
-            f"{WORKLOAD}; action k8s.bump_memory",
+            f"{WORKLOAD}; actions k8s.bump_memory, k8s.replace_worker_pods",
         ),
         (
             {"incident": "{incident}"},
             "U_RAY",
             "U_RAY may not end silence {silence}: only its creator U_ALICE may, or a "
             "silencer or an approver whose scope covers namespace ml-train; workload "
-            f"{WORKLOAD}; action k8s.bump_memory",
+            f"{WORKLOAD}; actions k8s.bump_memory, k8s.replace_worker_pods",
         ),
         (
             {"playbook": "gcs-unreachable"},

@@ -23,9 +23,11 @@ from bot.app import wiring
 from bot.app.settings.actions import ActionSettings
 from bot.app.settings.sections import Settings
 from bot.core.actions import tuning
+from bot.core.actions.reach import Reach
 from bot.core.diagnosis.engine import Engine
 from bot.core.incidents.assessment import adjusted, assessor
-from bot.core.incidents.correlator import CorrelationConfig, Correlator
+from bot.core.incidents.correlator import Correlator
+from bot.core.incidents.grouping import CorrelationConfig
 from bot.core.incidents.notify import NotifyConfig
 from bot.core.inputs.reader import read_stream
 from bot.core.model import ObjectRef, Report
@@ -211,13 +213,15 @@ def rig(
     notify: NotifyConfig | None = None,
     correlation: CorrelationConfig | None = None,
     workers: Callable[[Store], Workers] | None = None,
+    reach: Reach | None = None,
 ) -> Rig:
     """The pipeline and the outbox on a store at `path`; `workers`: what the pipeline
-    hands off, made from that store (none: nothing)."""
+    hands off, made from that store (none: nothing); `reach`: what this pitcrew can
+    carry out (none: anything)."""
     store = Store(path)
     base = assessor(engine().library)
     values = ActionSettings().overrides()
-    correlator = Correlator(adjusted(base, lambda d: tuning.tune(d, values)), correlation)
+    correlator = Correlator(adjusted(base, lambda d: tuning.tune(d, values)), correlation, reach)
     chat = chat or RecordingChat()
     outbox = Outbox(store, chat, clock=clock, backoff=Backoff(jitter=0.0))
     pipeline = Pipeline(

@@ -15,7 +15,7 @@ executor per Kubernetes action, each a `bot.daemon.ports.Executor`:
 - `verify(step)`: whether the change is in place.
 
 The actions live in their own modules (`bump`, `reschedule`, `shm`, `scale`,
-`cordon`); the RBAC each needs is in its spec (`RBAC`, docs/rbac.md).
+`cordon`, `replace`); the RBAC each needs is in its spec (`RBAC`, docs/rbac.md).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from bot.adapters.kubernetes.base import (
 from bot.adapters.kubernetes.bump import BumpMemoryExecutor
 from bot.adapters.kubernetes.cordon import CordonNodeExecutor
 from bot.adapters.kubernetes.errors import CHECK_ERRORS, NotFoundError, reason_of
+from bot.adapters.kubernetes.replace import ReplaceWorkerPodsExecutor
 from bot.adapters.kubernetes.reschedule import RescheduleGpuPoolExecutor
 from bot.adapters.kubernetes.scale import ScaleWorkerGroupExecutor
 from bot.adapters.kubernetes.shm import AddShmExecutor
@@ -121,6 +122,7 @@ EXECUTORS: Mapping[str, type[KubeExecutor]] = {
     AddShmExecutor.action: AddShmExecutor,
     ScaleWorkerGroupExecutor.action: ScaleWorkerGroupExecutor,
     CordonNodeExecutor.action: CordonNodeExecutor,
+    ReplaceWorkerPodsExecutor.action: ReplaceWorkerPodsExecutor,
 }
 
 

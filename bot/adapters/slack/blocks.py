@@ -43,7 +43,7 @@ from bot.adapters.slack.limits import (
     cut,
     fit,
 )
-from bot.core.model import ProposalState, Report, ReportAction, Severity
+from bot.core.model import ProposalState, Report, ReportAction, ReportOutcome, Severity
 from bot.core.playbooks.templating import compile_template
 from bot.core.text import ELLIPSIS, escape_mrkdwn, strip_controls
 
@@ -237,17 +237,22 @@ def _named(action: ReportAction) -> str:
 
 
 def _action_view(index: int, action: ReportAction, primary: bool, cluster: str) -> dict[str, Any]:
+    """An offer's section and buttons. Offers are not numbered: only a plan's steps
+    are, so one list of numbers is on the card."""
     state = _STATE.get(action.state, str(action.state))
-    lines = [f"*{index}. {md(action.action, 200)}* · {state}"]
+    lines = [f"*{md(action.action, 200)}* · {state}"]
     if action.steps:  # a plan: its steps, run in order with one Approve
-        lines[0] = f"*{index}. plan of {len(action.steps)} steps, one Approve* · {state}"
+        lines[0] = f"*plan of {len(action.steps)} steps, one Approve* · {state}"
         lines += [f"{n}. {md(step, 300)}" for n, step in enumerate(action.steps, 1)]
     if action.impact:
         lines.append(f"_{md(action.impact, 500)}_")
+    if action.remains:
+        lines.append(f"_Alone: {md(action.remains, 600)}_")
     if action.preview:
         lines.append(code(action.preview.splitlines() or [action.preview], PREVIEW_TEXT, 400))
     approve_title, reject_title = _confirm_titles(action)
     return {
+        "index": index,
         "summary": cut("\n".join(lines), SECTION_TEXT),
         "offered": action.state is ProposalState.OFFERED,
         "primary": primary,
@@ -271,10 +276,30 @@ def _bullets(items: Sequence[str], limit: int, line_limit: int) -> str:
     return "\n".join(shown)
 
 
+def _latest(outcome: ReportOutcome) -> list[str]:
+    """What happened last: the decision, each step's end (numbered in plan order), and
+    what to do now."""
+    lines = [f"*Last:* {md(outcome.action, 200)} · {md(outcome.said, 600)}"]
+    if len(outcome.steps) > 1:
+        lines += [
+            f"{n}. *{md(step.action, 100)}* · {md(step.state, 60)}"
+            + (f": {md(step.detail, 300)}" if step.detail else "")
+            for n, step in enumerate(outcome.steps, 1)
+        ]
+    elif outcome.steps and outcome.steps[0].detail:
+        lines.append(md(outcome.steps[0].detail, 400))
+    if outcome.next:
+        lines.append(f"_Next:_ {md(outcome.next, 600)}")
+    return lines
+
+
 def _decision(report: Report, first: ReportAction | None) -> str:
-    """The card's first section: what broke, what to do, how sure."""
-    lines = [f"*What broke:* {prose(report.cause or report.primary or 'no failure found', 700)}"]
-    if first is not None and first.state is ProposalState.OFFERED:
+    """The card's first section: what happened last, what broke, what to do, how sure."""
+    lines = _latest(report.latest) if report.latest is not None else []
+    lines.append(
+        f"*What broke:* {prose(report.cause or report.primary or 'no failure found', 700)}"
+    )
+    if first is not None:
         preview = first.preview.splitlines()[0] if first.preview else ""
         what = f"approve *{md(first.action, 100)}*" + (f": {md(preview, 400)}" if preview else "")
         if first.steps:  # a plan: its steps in order, one Approve
@@ -285,13 +310,17 @@ def _decision(report: Report, first: ReportAction | None) -> str:
         lines.append(f"*Do:* {what}")
         if first.impact:
             lines.append(f"_{md(first.impact, 300)}_")
-    elif first is not None:
-        state = _STATE.get(first.state, str(first.state))
-        lines.append(f"*Action:* {md(first.action, 100)} · {state}")
-    elif report.steps:
+        if first.remains:
+            lines.append(f"_Alone: {md(first.remains, 600)}_")
+    elif report.configure:
+        lines.append(
+            "*To act:* nothing on this card can be approved here; configure "
+            + "; ".join(md(setting, 300) for setting in report.configure)
+        )
+    if first is None and not report.configure and report.steps and report.latest is None:
         lines.append("*Do* (no action pitcrew can run fits):")
         lines.extend(f"{n}. {prose(step, 400)}" for n, step in enumerate(report.steps, 1))
-    if report.runbook and (first is None or first.state is not ProposalState.OFFERED):
+    if report.runbook and first is None:
         lines.append(f"*Runbook:* {link(report.runbook[0])}")
     if report.sureness:
         lines.append(f"*How sure:* {md(report.sureness, 400)}")
@@ -346,13 +375,11 @@ def _where_line(report: Report, cluster: str) -> str:
 def card_view(report: Report, options: CardOptions = CardOptions()) -> dict[str, Any]:
     """The values the card template shows, every one of them safe and within limits."""
     emoji = _EMOJI.get(report.severity, ":red_circle:")
-    first_offer = next(
-        (i for i, a in enumerate(report.actions) if a.state is ProposalState.OFFERED), None
-    )
-    lead = report.actions[first_offer if first_offer is not None else 0] if report.actions else None
+    offered = [a for a in report.actions if a.state is ProposalState.OFFERED]
+    lead = offered[0] if offered else None
     actions = [
-        _action_view(i + 1, action, i == first_offer, options.cluster)
-        for i, action in enumerate(report.actions[:MAX_ACTIONS])
+        _action_view(i + 1, action, action is lead, options.cluster)
+        for i, action in enumerate(offered[:MAX_ACTIONS])
     ]
     lead_view = next((a for a in actions if a["primary"]), None)
     symptoms = ""

@@ -61,6 +61,10 @@ class ScenarioFailedError(Exception):
     """The scenario did not reach its expected end; the message says where it stopped."""
 
 
+class ScenarioDeclinedError(Exception):
+    """The person at the prompt declined an approval: the scenario ends there, by choice."""
+
+
 def settings_for(
     directory: Path, ray_url: str, kubeconfig: Path, prometheus_url: str = ""
 ) -> Settings:
@@ -144,19 +148,18 @@ class Demo:
         out.cause = _cause(incident)
         if out.cause != "named_actor_conflict":
             raise ScenarioFailedError(f"the card's root cause is {out.cause}")
-        ours = _of(incident)
-
-        kill = self._proposal(ours, "ray.kill_actor", {S.OFFERED}, CARD_TIMEOUT)
-        self._approve_and_run(kill, card)
-        out.action = "ray.kill_actor"
+        plan = self._proposal(_of(incident), "ray.kill_actor", {S.OFFERED}, CARD_TIMEOUT)
+        steps = [plan.action, *(step.action for step in plan.then)]
+        if steps != ["ray.kill_actor", "ray.resubmit_job"]:
+            raise ScenarioFailedError(f"the card offers {' → '.join(steps)}, not the kill's plan")
+        self._primary_is(card, plan)
+        screen.say("one plan, one Approve: ray.kill_actor → ray.resubmit_job")
+        self._approve_and_run(plan, card)
+        out.action = "ray.kill_actor, ray.resubmit_job"
         states = [a.state for a in jobs.actors(REGISTER_CENTER, NAMESPACE)]
         if not states or any(state != "DEAD" for state in states):
             raise ScenarioFailedError(f"actor {REGISTER_CENTER} is {states} after the kill")
         screen.done(f"the State API shows actor {REGISTER_CENTER} DEAD")
-
-        resubmit = self._proposal(ours, "ray.resubmit_job", {S.OFFERED}, CARD_TIMEOUT)
-        self._approve_and_run(resubmit, card)
-        out.action = "ray.kill_actor, ray.resubmit_job"
         rerun = until(lambda: jobs.resubmission_of(submission), 30, "the resubmitted job")
         rerun_id = str(rerun.get("submission_id"))
         with screen.step(f"{rerun_id}: the rerun of train.py"):
@@ -164,7 +167,7 @@ class Demo:
         if done.get("status") != "SUCCEEDED":
             raise ScenarioFailedError(f"the rerun {rerun_id} ended {done.get('status')}")
         screen.done(f"the rerun {rerun_id} SUCCEEDED")
-        self._show_when(card, "applied and verified: ray.resubmit_job")
+        self._show_when(card, "applied and verified: plan ray.kill_actor → ray.resubmit_job")
         out.result = "actor DEAD; the rerun SUCCEEDED"
         out.ok = True
 
@@ -272,6 +275,10 @@ class Demo:
         except TimeoutError as error:
             raise ScenarioFailedError(f"no evidence bundle in the card's thread: {error}") from None
         self.screen.done(f"{text} ({path})")
+        self.screen.say(
+            "  (the demo's store and bundles are deleted when it ends: that command is for "
+            "a daemon of your own, `pitcrew run`)"
+        )
         posts = [
             c
             for c in self.chat.cards()
@@ -279,7 +286,9 @@ class Demo:
         ]
         if len(posts) != 1:
             raise ScenarioFailedError(f"{len(posts)} cards for {SEED_RAYJOB}, not one")
-        self._show_when(card, "applied and verified: k8s.bump_memory")
+        self._show_when(
+            card, "applied and verified: plan k8s.bump_memory → kuberay.recreate_rayjob"
+        )
 
     def _seed_rerun(self) -> None:
         """The plan's second step: the RayJob run again as a RayJob, with the bumped
@@ -344,9 +353,18 @@ class Demo:
         found: Proposal = until(find, timeout, f"{action} to be {'/'.join(sorted(states))}")
         return found
 
+    def _primary_is(self, card: Card, proposal: Proposal) -> None:
+        """The card's primary (first offered) button is `proposal`'s."""
+        shown = self.chat.card(card.ref) or card
+        first = next((a for a in shown.report.actions if a.state is S.OFFERED), None)
+        if first is None or first.proposal_id != proposal.id:
+            found = first.proposal_id if first else "none"
+            raise ScenarioFailedError(f"the card's primary button is {found}, not {proposal.id}")
+
     def _approve_and_run(self, proposal: Proposal, card: Card) -> None:
         service, user = self.daemon.service, console_user(APPROVER)
-        self.screen.say(f"offered: {proposal.action} ({proposal.id})", "bold")
+        what = " → ".join([proposal.action, *(step.action for step in proposal.then)])
+        self.screen.say(f"offered: {what} ({proposal.id})", "bold")
         self.screen.say(f"  {proposal.preview}")
         if self.yes:
             self.screen.say(f"→ approving {proposal.id} as {user.id} (--yes)")
@@ -354,24 +372,24 @@ class Demo:
             current = self.chat.card(card.ref)
             if current is not None and current.updates:  # in view as it stands now
                 self.chat.show(card.ref)
-            if not self.screen.ask(f"Approve {proposal.action} ({proposal.id}) as {user.id}?"):
+            if not self.screen.ask(f"Approve {what} ({proposal.id}) as {user.id}?"):
                 answer = service.reject(proposal.id, user, utcnow(), "declined in the demo")
                 self.screen.say(f"{answer.outcome}: {answer.text}")
-                raise ScenarioFailedError(f"{proposal.action} was not approved")
+                raise ScenarioDeclinedError(f"{what} declined at the prompt: nothing was run")
         answer = service.approve(proposal.id, user, utcnow())
         if answer.outcome is not Outcome.APPROVED:
             raise ScenarioFailedError(f"approving {proposal.action}: {answer.text}")
         self.screen.say(f"  {answer.text}")
-        with self.screen.step(f"{proposal.action} running"):
+        with self.screen.step(f"{what} running"):
             final: Proposal = until(
                 lambda: _settled(self.daemon.store.get_proposal(proposal.id)),
                 ACTION_TIMEOUT,
-                f"{proposal.action} to finish",
+                f"{what} to finish",
             )
         reason = final.history[-1].reason if final.history else ""
         if final.state is not S.SUCCEEDED:
-            raise ScenarioFailedError(f"{proposal.action} {final.state}: {reason}")
-        self.screen.done(f"{proposal.action}: applied and verified")
+            raise ScenarioFailedError(f"{what} {final.state}: {reason}")
+        self.screen.done(f"{what}: applied and verified")
 
     def _show_when(self, card: Card, status: str) -> None:
         """The card in full once it says `status` (or as it stands after a few seconds)."""

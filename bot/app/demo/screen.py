@@ -167,6 +167,7 @@ class ScenarioRow:
     result: str = "not run"
     to_card: float | None = None
     ok: bool = False
+    declined: bool = False  # the person at the prompt said no: no failure
 
 
 def summary(console: Console, outcomes: Sequence[ScenarioRow], timings: Sequence[str]) -> None:
@@ -183,6 +184,8 @@ def summary(console: Console, outcomes: Sequence[ScenarioRow], timings: Sequence
             if outcome.ok
             else terminal_text("✗ ", style="bold red")
         )
+        if outcome.declined:
+            mark = terminal_text("– ", style="yellow")
         table.add_row(
             terminal_text(outcome.scenario),
             terminal_text(outcome.cause),

@@ -27,7 +27,13 @@ from bot.app.demo import memory_step
 from bot.app.demo import seed as seed_case
 from bot.app.demo.emulator import KubeEmulator
 from bot.app.demo.jobs import Jobs
-from bot.app.demo.runner import APPROVER, Demo, ScenarioFailedError, settings_for
+from bot.app.demo.runner import (
+    APPROVER,
+    Demo,
+    ScenarioDeclinedError,
+    ScenarioFailedError,
+    settings_for,
+)
 from bot.app.demo.screen import DemoChat, ScenarioRow, Screen, summary
 from bot.core.errors import PitcrewError
 from bot.daemon.service import console_user
@@ -178,7 +184,7 @@ def _exit_code(screen: Screen, outcomes: list[ScenarioRow], survivors: list[int]
     if survivors:
         screen.problem(f"Ray processes survived the stop: {survivors}")
         code = code or 1
-    failed = [o for o in outcomes if not o.ok]
+    failed = [o for o in outcomes if not o.ok and not o.declined]
     if failed and code == 0:
         for outcome in failed:
             sys.stderr.write(
@@ -192,6 +198,9 @@ def _exit_code(screen: Screen, outcomes: list[ScenarioRow], survivors: list[int]
 def _run(scenario: Callable[[ScenarioRow], None], outcome: ScenarioRow, screen: Screen) -> None:
     try:
         scenario(outcome)
+    except ScenarioDeclinedError as declined:  # the person's choice, not a failure
+        outcome.result, outcome.declined = str(declined), True
+        screen.say(f"{outcome.scenario}: {declined}")
     except (ScenarioFailedError, TimeoutError, PitcrewError, RayApiError) as error:
         outcome.result = f"stopped: {error}"
         screen.problem(f"{outcome.scenario}: {error}")

@@ -20,7 +20,7 @@ from bot.app.settings.actions import ActionSettings
 from bot.app.settings.base import Closed
 from bot.app.settings.sources import SourceSettings
 from bot.core.actions.policy import ApprovalPolicy
-from bot.core.incidents.correlator import CorrelationConfig
+from bot.core.incidents.grouping import CorrelationConfig
 from bot.core.incidents.notify import NotifyConfig
 from bot.core.incidents.silencing import describe_span
 

@@ -37,6 +37,7 @@ from typing import Any
 
 from bot.core.actions.order import grouped
 from bot.core.actions.policy import DEFAULT_TTL, ApprovalPolicy, ChatUser, may_approve
+from bot.core.actions.progress import applied, not_applied
 from bot.core.actions.specs import FACTS, preconditions_of
 from bot.core.errors import PitcrewError
 from bot.core.model import (
@@ -47,6 +48,7 @@ from bot.core.model import (
     PlanStep,
     Proposal,
     ProposalState,
+    StepOutcome,
     Transition,
     frozen_map,
 )
@@ -139,13 +141,14 @@ def transition(
     now: datetime,
     reason: str = "",
     outcome: str = "",
+    steps: Sequence[StepOutcome] = (),
 ) -> Proposal:
     """The proposal moved to `to_state`, with the move in its history (`outcome`: of a
-    move to FAILED, whether it was refused, failed or a bug); raises
-    `IllegalTransitionError` for a move `LEGAL` does not list."""
+    move to FAILED, whether it was refused, failed or a bug; `steps`: how each step of
+    a run ended); raises `IllegalTransitionError` for a move `LEGAL` does not list."""
     if to_state not in LEGAL[proposal.state]:
         raise IllegalTransitionError(proposal, to_state)
-    step = Transition(to_state, now, actor, reason, from_state=proposal.state, outcome=outcome)
+    step = Transition(to_state, now, actor, reason, proposal.state, str(outcome), tuple(steps))
     return dataclasses.replace(
         proposal,
         state=to_state,
@@ -271,26 +274,29 @@ def reconcile(
     ttl: timedelta = DEFAULT_TTL,
 ) -> tuple[Proposal, ...]:
     """After the incident's diagnosis changed: proposals for newly offered actions (each
-    ranked by `bot.core.actions.order`), and
-    OFFERED ones the diagnosis no longer offers, expired as superseded (with the reason
-    it now gives). Only new or changed proposals are returned."""
+    ranked by `bot.core.actions.order`; a plan without its first steps that are changes
+    applied already, `progress.not_applied`), and OFFERED ones the diagnosis no longer
+    offers, expired as superseded (with the reason it now gives). Only new or changed
+    proposals are returned."""
     existing = {p.id: p for p in proposals if p.incident_id == incident.id}
+    done = applied(existing.values())
+    plans = [not_applied(g, done) for g in grouped(incident.diagnosis.actions)]
     groups = {
-        proposal_id(incident.id, g[0].action, g[0].params, plan_steps(g[1:])): g
-        for g in grouped(incident.diagnosis.actions)
+        proposal_id(incident.id, g[0].action, g[0].params, plan_steps(g[1:])): g for g in plans if g
     }
-    offers = {pid: group[0] for pid, group in groups.items()}
-    changed: list[Proposal] = []
-    for rank, (pid, group) in enumerate(groups.items()):
-        if group[0].offered and pid not in existing:
-            changed.append(propose(incident, group[0], now, ttl, rank, group[1:]))
+    changed = [
+        propose(incident, group[0], now, ttl, rank, group[1:])
+        for rank, (pid, group) in enumerate(groups.items())
+        if group[0].offered and pid not in existing
+    ]
+    firsts = {(g[0].action, repr(sorted(g[0].params.items()))): g[0] for g in groups.values()}
     for pid, proposal in existing.items():
-        if proposal.state is not S.OFFERED:
+        now_offered = groups.get(proposal.supersedes or pid, (None,))[0]
+        if proposal.state is not S.OFFERED or (now_offered and now_offered.offered):
             continue
-        now_offered = offers.get(proposal.supersedes or pid)
-        if now_offered is None or not now_offered.offered:
-            why = f"{SUPERSEDED} ({now_offered.reason})" if now_offered else SUPERSEDED
-            changed.append(transition(proposal, S.EXPIRED, SYSTEM_ACTOR, now, why))
+        first = now_offered or firsts.get((proposal.action, repr(sorted(proposal.params.items()))))
+        why = f"{SUPERSEDED} ({first.reason})" if first and not first.offered else SUPERSEDED
+        changed.append(transition(proposal, S.EXPIRED, SYSTEM_ACTOR, now, why))
     return tuple(changed)
 
 
@@ -467,13 +473,8 @@ def reject(
 
 def expire_due(proposals: Iterable[Proposal], now: datetime) -> tuple[Proposal, ...]:
     """OFFERED proposals past their expiry, now EXPIRED (for the periodic job)."""
-    expired: list[Proposal] = []
-    for proposal in proposals:
-        if proposal.state is S.OFFERED:
-            late = _expired(proposal, now)
-            if late is not None:
-                expired.append(late.proposal)
-    return tuple(expired)
+    late = (_expired(p, now) for p in proposals if p.state is S.OFFERED)
+    return tuple(refused.proposal for refused in late if refused is not None)
 
 
 def start(proposal: Proposal, now: datetime, actor: str = SYSTEM_ACTOR) -> Proposal:
@@ -486,13 +487,13 @@ def finish(
     now: datetime,
     result: ActionResult,
     detail: str = "",
-    actor: str = SYSTEM_ACTOR,
+    steps: Sequence[StepOutcome] = (),
 ) -> Proposal:
-    """RUNNING -> SUCCEEDED (applied and verified) or FAILED, with what happened and,
-    for FAILED, how it ended (`ActionResult`: refused, failed or bug)."""
+    """RUNNING -> SUCCEEDED (applied and verified) or FAILED, with what happened, how
+    each step ended and, for FAILED, how the run ended (refused, failed or bug)."""
     if result is ActionResult.SUCCEEDED:
-        return transition(proposal, S.SUCCEEDED, actor, now, detail or "verified")
-    return transition(proposal, S.FAILED, actor, now, detail or str(result), outcome=str(result))
+        return transition(proposal, S.SUCCEEDED, SYSTEM_ACTOR, now, detail or "verified", "", steps)
+    return transition(proposal, S.FAILED, SYSTEM_ACTOR, now, detail or str(result), result, steps)
 
 
 def recover(proposals: Iterable[Proposal], now: datetime) -> tuple[Proposal, ...]:

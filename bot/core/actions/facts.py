@@ -23,6 +23,7 @@ from types import MappingProxyType
 from typing import Any
 
 from bot.core.actions.approvals import LiveCheck
+from bot.core.actions.order import held
 from bot.core.actions.specs import ACTION_SPECS, FACTS, preconditions_of
 from bot.core.model import ActionOffer, Diagnosis
 
@@ -108,11 +109,12 @@ def combined(answers: Iterable[FactAnswer]) -> FactAnswer:
 
 def settle(diagnosis: Diagnosis, answer: FactAnswer) -> Diagnosis:
     """The diagnosis with the checks' verdicts applied: an offer still waiting on a fact
-    whose check gave no answer is withheld, saying why the check did not answer; an
-    offered action the check refused is withheld with the check's reason."""
+    whose check gave no answer is withheld, saying why the check did not answer (and
+    the next step of its plan with it: `order.held`); an offered action the check
+    refused is withheld with the check's reason."""
     if not answer.problems and not answer.refused:
         return diagnosis
-    offers = [_settled(offer, answer) for offer in diagnosis.actions]
+    offers = [_cleared(o, answer) for o in held([_settled(o, answer) for o in diagnosis.actions])]
     offers.sort(key=lambda o: not o.offered)
     if tuple(offers) == diagnosis.actions:
         return diagnosis
@@ -128,7 +130,14 @@ def _settled(offer: ActionOffer, answer: FactAnswer) -> ActionOffer:
     problem = answer.problems.get(offer.action)
     if not offer.pending_fact or problem is None:
         return offer
-    return dataclasses.replace(offer, reason=f"{offer.reason} ({problem})", pending_fact="")
+    return dataclasses.replace(offer, reason=f"{offer.reason} ({problem})")
+
+
+def _cleared(offer: ActionOffer, answer: FactAnswer) -> ActionOffer:
+    """A waiting offer whose check gave no answer waits no more (it is not asked again)."""
+    if offer.pending_fact and offer.action in answer.problems:
+        return dataclasses.replace(offer, pending_fact="")
+    return offer
 
 
 def _valid(offer: ActionOffer) -> bool:

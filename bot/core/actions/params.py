@@ -107,6 +107,16 @@ class ScaleWorkerGroup(ActionParams):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ReplaceWorkerPods(ActionParams):
+    namespace: str = field(metadata=_K8S_NAME)
+    kind: Literal["RayCluster", "RayJob"]
+    name: str = field(metadata=_K8S_NAME)
+    group: str = field(
+        metadata={**_GIVEN, "description": "the worker group whose pods are replaced"}
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
 class CordonNode(ActionParams):
     name: str = field(metadata=_K8S_NAME)
 

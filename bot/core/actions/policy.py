@@ -125,4 +125,4 @@ def may_approve(
     where = f" in {namespace}" if namespace else ""
     if workload and any(rule.workloads for rule in policy.approvers):
         where = f" on {workload}"
-    return f"{user.id} is not an approver for {action}{where}"
+    return f"{user.id} is not an approver for {action}{where} (approvals.approvers)"

@@ -20,6 +20,7 @@ from bot.core.actions.params import (
     DeletePod,
     KillActor,
     RecreateRayJob,
+    ReplaceWorkerPods,
     RescheduleGpuPool,
     ResubmitJob,
     ScaleWorkerGroup,
@@ -48,8 +49,11 @@ class ActionSpec:
     it is offered and again at approval (`preconditions`, ids of `FACTS`), the
     executor kind that runs it (`executor`, an `actions.executors` value), the RBAC
     that executor needs, whether it runs the workload again as it is (`rerun`: never
-    offered before a change of the spec, `bot.core.actions.order`) and whether it
-    only takes effect on new pods (`needs_rerun`: offered with a rerun as one plan)."""
+    offered before a change of the spec, `bot.core.actions.order`), whether it only
+    helps once the workload runs again (`needs_rerun`: new pods, or a run that no
+    longer meets a stale actor; offered with its next step as one plan, and `alone`
+    says what happens when it runs without one) and whether it is such a next step
+    (`completes`: a rerun, or new pods from the changed template)."""
 
     id: str
     summary: str
@@ -61,6 +65,8 @@ class ActionSpec:
     rbac: tuple[Permission, ...] = ()
     rerun: bool = False
     needs_rerun: bool = False
+    completes: bool = False
+    alone: str = ""
 
 
 def _bump_preview(p: BumpMemory) -> str:
@@ -109,6 +115,14 @@ def _recreate_preview(p: RecreateRayJob) -> str:
     return how + (f", entrypoint argument {p.override}" if p.override else "")
 
 
+def _replace_preview(p: ReplaceWorkerPods) -> str:
+    return (
+        f"{p.kind} {p.namespace}/{p.name} {_group_path(p.kind, p.group)}: delete the dying "
+        "worker pods that still run an older template; KubeRay creates them again from the "
+        "current one"
+    )
+
+
 def _kill_preview(p: KillActor) -> str:
     if p.namespace in ("", "None"):
         return f"ray.kill(ray.get_actor({p.name!r}, namespace=<the holder's, resolved live>))"
@@ -129,9 +143,14 @@ ACTION_SPECS: Mapping[str, ActionSpec] = {
             "k8s.bump_memory",
             "Raise the memory limit and request of the owning template",
             BumpMemory,
-            "New pods are needed: the RayJob is resubmitted or the worker group recreated.",
+            "Pods already running keep their old limit: only pods created after the change "
+            "get the new one.",
             _bump_preview,
             needs_rerun=True,
+            alone=(
+                "Pods already running keep their old limit; the workload's next run (a new "
+                "submission of the RayJob, or pods KubeRay creates again) picks the new one up."
+            ),
             preconditions=("k8s.within_quota",),
             executor="kubernetes",
             rbac=(
@@ -172,6 +191,10 @@ ACTION_SPECS: Mapping[str, ActionSpec] = {
             "New pods are needed: the group's pods get the volume when they are recreated.",
             _shm_preview,
             needs_rerun=True,
+            alone=(
+                "Pods already running keep their /dev/shm; the workload's next run (a new "
+                "submission of the RayJob, or pods KubeRay creates again) gets the volume."
+            ),
             preconditions=("k8s.shm_can_grow",),
             executor="kubernetes",
             rbac=(
@@ -220,6 +243,26 @@ ACTION_SPECS: Mapping[str, ActionSpec] = {
             rbac=(Permission("", ("pods",), ("get", "delete"), "delete the failed pod"), _EVENT),
         ),
         ActionSpec(
+            "k8s.replace_worker_pods",
+            "Replace a group's dying worker pods that still run an older template",
+            ReplaceWorkerPods,
+            "The group's dying worker pods that still run the older template are deleted and "
+            "KubeRay creates them again from the current one. What ran on them is lost: Ray "
+            "retries their tasks and restarts actors that allow restarts (max_restarts); a job "
+            "that cannot lose a worker fails, and a failed RayJob is then rerun from the new "
+            "template.",
+            _replace_preview,
+            preconditions=("k8s.workload_running",),
+            executor="kubernetes",
+            rbac=(
+                Permission("ray.io", ("rayclusters", "rayjobs"), ("get",), "the group's template"),
+                Permission("", ("pods",), ("list",), "the group's pods and what they run"),
+                Permission("", ("pods",), ("delete",), "replace the pods on an older template"),
+                _EVENT,
+            ),
+            completes=True,
+        ),
+        ActionSpec(
             "kuberay.recreate_rayjob",
             "Run a failed RayJob again: the same spec, a new RayJob",
             RecreateRayJob,
@@ -234,6 +277,7 @@ ACTION_SPECS: Mapping[str, ActionSpec] = {
                 _EVENT,
             ),
             rerun=True,
+            completes=True,
         ),
         ActionSpec(
             "ray.kill_actor",
@@ -243,6 +287,8 @@ ACTION_SPECS: Mapping[str, ActionSpec] = {
             _kill_preview,
             preconditions=("ray.holder_explicit", "ray.actor_stale", "ray.namespace_idle"),
             executor="ray",
+            needs_rerun=True,
+            alone="The failed job is not run again: resubmit it once the actor is gone.",
         ),
         ActionSpec(
             "ray.stop_job",
@@ -264,6 +310,7 @@ ACTION_SPECS: Mapping[str, ActionSpec] = {
             preconditions=("ray.job_terminal", "ray.resubmits_below_cap", "ray.not_rayjob_owned"),
             executor="ray",
             rerun=True,
+            completes=True,
         ),
     )
 }
@@ -293,6 +340,10 @@ FACTS: Mapping[str, str] = {
     "k8s.shm_can_grow": "the group's /dev/shm can be added or made larger",
     "k8s.within_max_replicas": "the worker group can grow within its maxReplicas",
     "k8s.node_schedulable": "the node exists and is not cordoned yet",
+    "k8s.workload_running": (
+        "the RayCluster still runs its workload (its RayJob has not finished), so its pods "
+        "are replaced rather than the RayJob rerun"
+    ),
     "kuberay.rayjob_finished": "the RayJob has finished (Failed or Complete) and is not rerun yet",
 }
 

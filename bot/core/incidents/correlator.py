@@ -41,12 +41,12 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-from bot.core.actions.facts import FactAnswer, awaiting, combined, offer_key, settle, to_confirm
+from bot.core.actions.facts import FactAnswer, awaiting, combined, offer_key, to_confirm
+from bot.core.actions.reach import Reach
 from bot.core.incidents import alert_facts, kuberay_retries
-from bot.core.incidents.assessment import Assess, rank_only
+from bot.core.incidents.assessment import Assess, decided, rank_only
 from bot.core.incidents.claims import Claim
+from bot.core.incidents.grouping import CorrelationConfig
 from bot.core.incidents.placements import Placements, placements_of
 from bot.core.incidents.rayjob_owners import Owner, Owners, complete
 from bot.core.incidents.tracks import EMPTY_LABELS, Track, identity, merged, trimmed, with_labels
@@ -66,40 +66,11 @@ from bot.core.model import (
     IncidentNote,
     IncidentState,
     NotificationKind,
+    SourceKind,
 )
 from bot.core.taxonomy import Category
 
-# -- configuration and results -------------------------------------------------
-
-
-class CorrelationConfig(BaseModel):
-    """How findings are grouped into incidents, and the memory caps per incident."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    window: timedelta = Field(
-        default=timedelta(minutes=10),
-        description="a finding joins its workload's incident if the last one came this recently",
-    )
-    quiet_period: timedelta = Field(
-        default=timedelta(minutes=30),
-        description="an incident with no new finding for this long resolves",
-    )
-    max_objects: int = Field(
-        default=5000, ge=1, description="distinct object names remembered per playbook"
-    )
-    max_evidence: int = Field(default=5, ge=1, description="evidence lines kept per playbook")
-    max_keys: int = Field(default=8, ge=1, description="workload keys one incident answers to")
-    max_notes: int = Field(default=20, ge=1, description="history notes kept per incident")
-    max_labels: int = Field(default=16, ge=0, description="labels kept per incident")
-
-    @model_validator(mode="after")
-    def _positive(self) -> CorrelationConfig:
-        if self.window <= timedelta(0):
-            raise ValueError("window must be positive")
-        if self.quiet_period < self.window:
-            raise ValueError("quiet_period cannot be shorter than window")
-        return self
+# -- results -------------------------------------------------------------------
 
 
 class ChangeKind(StrEnum):
@@ -127,6 +98,9 @@ class Change:
 
 
 HEALTHY_AGAIN = "the workload is healthy again"
+# Signals of a workload's own state (a RayJob's, a RayCluster's): what a live check found
+# before it (the RayJob was running, so not rerun) may no longer hold after it.
+_STATES = frozenset({SourceKind.RAY_JOB, SourceKind.RAY_CLUSTER})
 
 
 def incident_id(key: str, opened_at: datetime) -> str:
@@ -157,9 +131,17 @@ class Correlator:
     (`bot.core.incidents.placements`); `healthy` resolves the incidents of a workload
     reported healthy, `tick` resolves quiet ones. `restore` reloads open incidents."""
 
-    def __init__(self, assess: Assess = rank_only, config: CorrelationConfig | None = None) -> None:
+    def __init__(
+        self,
+        assess: Assess = rank_only,
+        config: CorrelationConfig | None = None,
+        reach: Reach | None = None,
+    ) -> None:
+        """`reach`: what this pitcrew can carry out; an offer it could not finish is
+        withheld naming the setting it lacks (`bot.core.actions.reach`)."""
         self.config = config or CorrelationConfig()
         self._assess = assess
+        self._reach = reach
         self._tracks: dict[str, Track] = {}
         self._by_key: dict[str, str] = {}
         self._owners = Owners()
@@ -206,6 +188,7 @@ class Correlator:
                 track is not None
                 and now - track.last_seen > self.config.window
                 and not kuberay_retries.awaits_retry(track.attempts)
+                and not track.incident.unfinished  # its remediation goes on: it stays the one
             ):
                 quiet = f"no new findings for {_duration(now - track.last_seen)}"
                 changes.append(self._resolve(track, now, quiet))
@@ -285,6 +268,28 @@ class Correlator:
                 old, diagnosis=diagnosis, updated_at=now, revision=old.revision + 1
             )
             return Change(track.incident, ChangeKind.UPDATED, asks=self._asks(track))
+
+    def remediated(self, incident_id: str, unfinished: str, now: datetime) -> Change | None:
+        """Learn what the incident's remediation left undone (`progress.unfinished`; ""
+        once nothing is): while something is, later evidence of the workload joins this
+        incident however long after it comes. None when it is not open or nothing changed."""
+        track = self._tracks.get(incident_id)
+        if track is None or track.incident.unfinished == unfinished:
+            return None
+        if unfinished:
+            track.notes.append(IncidentNote(now, f"left undone: {unfinished}"))
+        return Change(track.amend(now, unfinished=unfinished), ChangeKind.UPDATED)
+
+    def unexplained(self, incident_id: str, lines: Sequence[str], now: datetime) -> Change | None:
+        """Failure-looking lines no playbook knows that came with the incident's evidence,
+        kept (twice `max_evidence` at most) for a card whose cause is unknown
+        (`bot.core.incidents.wrappers`). None when it is not open or nothing is new."""
+        track = self._tracks.get(incident_id)
+        old = track.incident.unexplained if track is not None else ()
+        kept = tuple(dict.fromkeys((*old, *lines)))[: 2 * self.config.max_evidence]
+        if track is None or kept == old:
+            return None
+        return Change(track.amend(now, unexplained=kept), ChangeKind.UPDATED)
 
     def healthy(
         self, item: Item | str, now: datetime, reason: str = HEALTHY_AGAIN
@@ -454,9 +459,7 @@ class Correlator:
         self._link(track, keys)
         track.count_object(finding, self.config.max_objects)
         track.attempts = kuberay_retries.recorded(track.attempts, finding)
-        if track.attempts:
-            diagnosis = self._assessed(track)
-        track.incident = self._rebuild(track, now, diagnosis)
+        track.incident = self._rebuild(track, now, self._decided(diagnosis, track))
         return Change(track.incident, ChangeKind.OPENED, asks=self._asks(track))
 
     def _absorb(
@@ -475,6 +478,8 @@ class Correlator:
         diagnosis = old.diagnosis
         if reshaped:
             track.reps[playbook] = folded
+            if finding.source in _STATES and track.answer:  # answered before this state
+                track.answer, track.asked = FactAnswer(), set()  # so its offers are checked again
             diagnosis = self._assessed(track)
             if rep is None or rep.category is not folded.category:
                 track.notes.append(IncidentNote(now, f"also seen: {folded.category}"))
@@ -506,10 +511,10 @@ class Correlator:
     def _assessed(self, track: Track) -> Diagnosis:
         """The incident's findings assessed with the live facts found so far; offers
         whose check gave no answer are decided (withheld, with the reason)."""
-        diagnosis = self._assess(list(track.reps.values()), track.answer.facts)
-        return kuberay_retries.judged(
-            settle(diagnosis, track.answer), track.attempts, track.incident.workload
-        )
+        return self._decided(self._assess(list(track.reps.values()), track.answer.facts), track)
+
+    def _decided(self, diagnosis: Diagnosis, track: Track) -> Diagnosis:
+        return decided(diagnosis, track.answer, self._reach, track.attempts, track.incident)
 
     def _asks(self, track: Track) -> tuple[ActionOffer, ...]:
         """The incident's offers waiting on a live fact, and its offered actions whose

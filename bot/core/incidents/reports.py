@@ -14,15 +14,15 @@ layout and escaping. Pure: no clock, no I/O; text is not escaped here.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Mapping, Sequence
 
-from bot.core.actions.order import rank_key
+from bot.core.actions.order import rank_key, remains
 from bot.core.actions.specs import ACTION_SPECS
 from bot.core.diagnosis.unmatched import UNKNOWN
 from bot.core.incidents import alert_facts
+from bot.core.incidents.outcomes import TIME_FORMAT, history, latest, status
+from bot.core.incidents.wrappers import cause_unknown
 from bot.core.model import (
-    ActionResult,
     AlertFact,
     Evidence,
     Finding,
@@ -36,7 +36,6 @@ from bot.core.model import (
     ReportAlert,
     Role,
     Severity,
-    Transition,
     frozen_map,
 )
 from bot.core.origins import short_source
@@ -48,57 +47,12 @@ MAX_HISTORY = 15
 MAX_STEPS = 2  # remediation steps shown when no action fits
 LINE_LIMIT = 300
 SURE_LINE = 140
-TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
-
 S = ProposalState
-_IN_PROGRESS = (S.RUNNING, S.APPROVED)
-_FINISHED = (S.SUCCEEDED, S.FAILED)
-
-
-def _mentions(users: Iterable[str]) -> str:
-    return " and ".join(f"@{u}" for u in users)
-
-
-def _approvers(proposal: Proposal) -> str:
-    if proposal.approvals:
-        return _mentions(proposal.approvals)
-    actor = next((t.actor for t in proposal.history if t.to_state is S.APPROVED), "")
-    return _mentions([actor]) if actor else "someone"
-
-
-def _last(proposal: Proposal) -> Transition | None:
-    return proposal.history[-1] if proposal.history else None
-
-
-def _moved_at(proposal: Proposal) -> datetime:
-    last = _last(proposal)
-    return last.at if last else proposal.created_at
-
-
-def status(incident: Incident, proposals: Sequence[Proposal] = ()) -> str:
-    """One line: open, approved by @x, running, applied and verified, failed, resolved."""
-    if incident.state is IncidentState.RESOLVED:
-        return f"resolved: {incident.resolution}" if incident.resolution else "resolved"
-    active = [p for p in proposals if p.state in _IN_PROGRESS]
-    if active:
-        current = max(active, key=lambda p: (p.state is S.RUNNING, _moved_at(p)))
-        if current.state is S.RUNNING:
-            return f"running {current.action} (approved by {_approvers(current)})"
-        return f"approved by {_approvers(current)}: {current.action}"
-    finished = [p for p in proposals if p.state in _FINISHED]
-    if finished:
-        latest = max(finished, key=_moved_at)
-        if latest.state is S.SUCCEEDED:
-            return f"applied and verified: {latest.action}"
-        last = _last(latest)
-        why = f": {last.reason}" if last and last.reason else ""
-        return f"failed: {latest.action}{why}"
-    halfway = [p for p in proposals if p.state is S.OFFERED and p.approvals]
-    if halfway:
-        first = halfway[0]
-        who = _mentions(first.approvals)
-        return f"open: {first.action} approved by {who}, needs a second approver"
-    return "open"
+UNKNOWN_SURENESS = "unknown: only the job's failed status and exit code say that it failed"
+UNKNOWN_STEPS = (
+    "Read the lines above: they look like the failure, and no playbook knows them.",
+    "The evidence bundle in the card's thread keeps the driver log and the objects' state.",
+)
 
 
 def _noun(finding: Finding, n: int) -> str:
@@ -167,10 +121,12 @@ def _where(incident: Incident) -> dict[str, str]:
     return where
 
 
-def _title(incident: Incident) -> str:
+def _title(incident: Incident, unknown: bool = False) -> str:
     primary = incident.diagnosis.primary
-    unknown = UNKNOWN[0].upper() + UNKNOWN[1:] if incident.diagnosis.unknown else ""
-    what = primary.title if primary else (unknown or "No failure found")
+    nothing = UNKNOWN[0].upper() + UNKNOWN[1:] if incident.diagnosis.unknown else ""
+    what = primary.title if primary else (nothing or "No failure found")
+    if unknown:
+        what = "pitcrew does not know why it failed"
     workload = incident.workload
     if workload is not None:
         scope = f"{workload.namespace}/" if workload.namespace else ""
@@ -193,9 +149,14 @@ def evidence_line(item: Evidence, limit: int = LINE_LIMIT) -> str:
     return truncate(f"{origin}: {text}" if origin else text, limit)
 
 
-def _evidence(incident: Incident, limit: int) -> tuple[str, ...]:
+def _evidence(incident: Incident, limit: int, unknown: bool = False) -> tuple[str, ...]:
     """The root cause's own lines first (one fewer when other findings have lines), then
-    one line of each other finding."""
+    one line of each other finding; with the cause unknown, the lines no playbook knows
+    (the wrappers' lines only when there are none)."""
+    if unknown and incident.unexplained:
+        return tuple(truncate(" ".join(line.split()), LINE_LIMIT) for line in incident.unexplained)[
+            : limit + 2
+        ]
     lines: dict[tuple[str, int | None], str] = {}
     findings = incident.diagnosis.findings
     others = any(r.role is Role.SECONDARY and r.finding.evidence for r in findings)
@@ -236,6 +197,22 @@ def cause_sentence(incident: Incident) -> str:
     return truncate(sentence, 2 * LINE_LIMIT)
 
 
+def unknown_sentence(incident: Incident) -> str:
+    """What broke when only wrappers say it did: the workload failed, and why is not known."""
+    workload = incident.workload
+    what = f"{workload.kind} {workload.namespace}/{workload.name}" if workload else "The job"
+    codes = {r.finding.fields.get("exit_code", "") for r in incident.diagnosis.findings}
+    codes |= {r.finding.captures.get("exit_code", "") for r in incident.diagnosis.findings}
+    code = next((c for c in sorted(codes) if c), "")
+    exited = f" (its entrypoint exited with code {code})" if code else ""
+    lines = (
+        "the lines below look like the cause"
+        if incident.unexplained
+        else "no line of its evidence looks like the cause"
+    )
+    return f"{what} failed{exited} and pitcrew does not know why: {lines}."
+
+
 def sureness(incident: Incident) -> str:
     """`strong` or `likely (weak evidence only)`, and the evidence line it rests on."""
     primary = incident.diagnosis.primary
@@ -243,56 +220,6 @@ def sureness(incident: Incident) -> str:
         return ""
     how = "likely (weak evidence only)" if primary.weak else "strong"
     return f"{how}: {evidence_line(primary.evidence[0], SURE_LINE)}" if primary.evidence else how
-
-
-def _transition_line(proposal: Proposal, step: Transition) -> str:
-    action = proposal.action
-    by = f" by @{step.actor}" if step.actor and step.to_state is not S.OFFERED else ""
-    why = f": {step.reason}" if step.reason else ""
-    if step.to_state is S.OFFERED and step.from_state is None:
-        return f"{action} offered"
-    if step.to_state is S.OFFERED:  # an approval recorded, a second one needed
-        return f"{action}: @{step.actor} approved; {step.reason}"
-    if step.to_state is S.APPROVED:
-        return f"{action} approved by {_approvers(proposal)}"
-    if step.to_state is S.RUNNING:
-        return f"{action} running"
-    if step.to_state is S.SUCCEEDED:
-        return f"{action} applied and verified{why}"
-    if step.to_state is S.FAILED and step.outcome == ActionResult.REFUSED:
-        return f"{action} refused{why}"
-    if step.to_state is S.FAILED and step.outcome == ActionResult.BUG:
-        return f"{action} stopped by a {step.reason}"  # "pitcrew bug: TypeError: ..."
-    if step.to_state is S.FAILED:
-        return f"{action} failed{why}"
-    if step.to_state is S.REJECTED:
-        return f"{action} rejected{by}{why}"
-    return f"{action} expired{why}"
-
-
-# An incident's notes a person needs on the card: each reassessment within the grouping
-# window ("also seen", each flip of the root cause) stays in the store; of the root
-# cause's changes only the last is shown.
-_ALSO_SEEN = "also seen:"
-_CAUSE_CHANGED = "root cause is now "
-
-
-def _notes(incident: Incident) -> list[tuple[datetime, int, str]]:
-    changes = [n for n in incident.notes if n.text.startswith(_CAUSE_CHANGED)]
-    return [
-        (note.at, 0, note.text)
-        for note in incident.notes
-        if not note.text.startswith(_ALSO_SEEN)
-        and (not note.text.startswith(_CAUSE_CHANGED) or note is changes[-1])
-    ]
-
-
-def _history(incident: Incident, proposals: Sequence[Proposal], limit: int) -> tuple[str, ...]:
-    events = _notes(incident)
-    for proposal in proposals:
-        events.extend((step.at, 1, _transition_line(proposal, step)) for step in proposal.history)
-    events.sort(key=lambda e: (e[0], e[1]))
-    return tuple(f"{at.strftime(TIME_FORMAT)} {text}" for at, _, text in events[-limit:])
 
 
 def details_text(report: Report) -> str:
@@ -337,6 +264,41 @@ def _plan_lines(proposal: Proposal) -> tuple[str, ...]:
     )
 
 
+def _offered(incident: Incident, proposals: Sequence[Proposal]) -> tuple[ReportAction, ...]:
+    """The offers still open, in the core's order; a change offered without its next
+    step says what happens then and what would complete it."""
+    return tuple(
+        ReportAction(
+            proposal_id=p.id,
+            action=p.action,
+            preview=p.preview,
+            state=p.state,
+            impact=_impact(p),
+            steps=_plan_lines(p),
+            remains="" if p.then else remains(p.action, p.playbook, incident.diagnosis.actions),
+        )
+        for p in proposals
+        if p.state is S.OFFERED
+    )
+
+
+def _impact(proposal: Proposal) -> str:
+    """What approving does: an action's impact; a plan's, that of the step it ends with
+    (the bump's "running pods keep their old limit" is what its next step changes)."""
+    last = proposal.then[-1].action if proposal.then else proposal.action
+    spec = ACTION_SPECS.get(last)
+    return spec.impact if spec is not None else ""
+
+
+def configure(incident: Incident) -> tuple[str, ...]:
+    """What this pitcrew lacks to act on the incident (the settings to configure), when
+    it offers nothing it could run: one per setting, in the offers' order."""
+    actions = incident.diagnosis.actions
+    if any(o.offered for o in actions):
+        return ()
+    return tuple(dict.fromkeys(o.lacks for o in actions if o.lacks))
+
+
 def build_report(
     incident: Incident,
     proposals: Sequence[Proposal] = (),
@@ -349,8 +311,9 @@ def build_report(
     diagnosis = incident.diagnosis
     primary = diagnosis.primary
     withheld = dict.fromkeys(f"{o.action}: {o.reason}" for o in diagnosis.actions if not o.offered)
+    unknown = cause_unknown(diagnosis)
     return Report(
-        title=_title(incident),
+        title=_title(incident, unknown),
         severity=_severity(incident),
         status=status(incident, mine),
         where=frozen_map(_where(incident)),
@@ -358,28 +321,20 @@ def build_report(
         secondary=tuple(
             _describe_secondary(incident, r) for r in diagnosis.findings if r.role is Role.SECONDARY
         ),
-        evidence=_evidence(incident, max_evidence),
-        cause=cause_sentence(incident),
-        steps=diagnosis.remediation[:MAX_STEPS],
+        evidence=_evidence(incident, max_evidence, unknown),
+        cause=unknown_sentence(incident) if unknown else cause_sentence(incident),
+        steps=UNKNOWN_STEPS if unknown else diagnosis.remediation[:MAX_STEPS],
         runbook=diagnosis.runbook[:1],
-        sureness=sureness(incident),
+        sureness=UNKNOWN_SURENESS if unknown else sureness(incident),
         details=_details(incident),
         diagnosis=diagnosis.text,
-        actions=tuple(
-            ReportAction(
-                proposal_id=p.id,
-                action=p.action,
-                preview=p.preview,
-                state=p.state,
-                impact=ACTION_SPECS[p.action].impact if p.action in ACTION_SPECS else "",
-                steps=_plan_lines(p),
-            )
-            for p in mine
-        ),
+        actions=_offered(incident, mine),
         withheld=tuple(withheld),
-        history=_history(incident, mine, max_history),
+        history=history(incident, mine, max_history),
         memory=incident.memory,
         incident_id=incident.id,
         opened_at=incident.opened_at,
         alerts=tuple(_alert_line(fact) for fact in incident.alerts),
+        latest=latest(mine),
+        configure=configure(incident),
     )

@@ -18,6 +18,7 @@ from datetime import timedelta
 from fnmatch import fnmatchcase
 
 from bot.core.actions.approvals import actions_of
+from bot.core.actions.order import grouped
 from bot.core.actions.policy import ApprovalPolicy, ApproverRule, ChatUser, any_match
 from bot.core.model import Incident, Proposal, Silence
 
@@ -138,11 +139,12 @@ def _actions(
     proposals: Sequence[Proposal],
     offers: Mapping[str, tuple[str, ...]] | None,
 ) -> tuple[str, ...] | None:
-    """The actions its incident's card offers (its proposals' steps, and what its
+    """The actions its incident's card offers (its proposals' steps, and the plans its
     diagnosis offers), else those the playbooks its `playbook` matcher names may offer."""
     if incident is not None:
         found = {a for p in proposals for a in actions_of(p)}
-        found |= {offer.action for offer in incident.diagnosis.actions if offer.offered}
+        plans = grouped(incident.diagnosis.actions)
+        found |= {offer.action for plan in plans if plan[0].offered for offer in plan}
     elif "playbook" in matchers and offers is not None:
         pattern = matchers["playbook"].lower()
         found = {

@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Mapping
 from datetime import datetime
 from types import MappingProxyType
+from typing import Any
 
 from bot.core.actions.facts import FactAnswer
 from bot.core.incidents.workloads import LABEL_PREFIX
@@ -71,6 +72,17 @@ class Track:
         twin.capped, twin.asked = set(self.capped), set(self.asked)
         twin.notes = deque(self.notes, maxlen=self.notes.maxlen)
         return twin
+
+    def amend(self, now: datetime, **changes: Any) -> Incident:
+        """The incident with `changes` (and the notes as they stand), a new revision."""
+        self.incident = dataclasses.replace(
+            self.incident,
+            **changes,
+            notes=tuple(self.notes),
+            updated_at=now,
+            revision=self.incident.revision + 1,
+        )
+        return self.incident
 
     @property
     def last_seen(self) -> datetime:

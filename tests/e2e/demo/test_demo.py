@@ -107,6 +107,8 @@ def test_pitcrew_demo_yes_reaches_every_scenarios_end_and_leaves_nothing_running
     # What each scenario showed on the way (wrapped lines joined).
     flat = " ".join(out.split())
     assert "The name trainer_register_center (namespace=rl-train) is already taken" in flat
+    # the kill and the resubmission are one plan, the card's primary button
+    assert "one plan, one Approve: ray.kill_actor → ray.resubmit_job" in flat
     assert "the State API shows actor trainer_register_center DEAD" in flat
     assert re.search(r"the rerun pitcrew-resubmit-\S+ SUCCEEDED", flat)
     assert "No module named 'flash_attn'" in flat
@@ -120,6 +122,10 @@ def test_pitcrew_demo_yes_reaches_every_scenarios_end_and_leaves_nothing_running
     assert "16Gi → 24Gi" not in flat
     # the seed's evidence bundle, in its card's thread (kept after the cluster is gone)
     assert re.search(r"Evidence bundle of RayJob ml-train/verl-ppo-qwen \(\d+\.\d KiB", flat)
+    assert (  # the printed `pitcrew bundle` is not for the store the demo deletes
+        "(the demo's store and bundles are deleted when it ends: that command is for a daemon "
+        "of your own, `pitcrew run`)"
+    ) in flat
     assert "memory limit 20Gi" in flat
     assert "Named actor already taken (RayJob and 1 pod)" in flat
     assert re.search(

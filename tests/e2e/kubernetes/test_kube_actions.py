@@ -285,6 +285,7 @@ def test_the_daemon_registry_builds_the_kubernetes_executor(
         "k8s.bump_memory",
         "k8s.cordon_node",
         "k8s.delete_pod",
+        "k8s.replace_worker_pods",
         "k8s.reschedule_gpu_pool",
         "k8s.scale_worker_group",
     )

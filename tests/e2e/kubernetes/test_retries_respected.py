@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from bot.adapters.kuberay import rerun
 from bot.adapters.kubernetes import executors as kubernetes
@@ -46,7 +47,14 @@ RAYJOB = ObjectRef("RayJob", NAME, seed.NS)
 
 
 def write_config(tmp_path: Path, kuberay: Emulator) -> Path:
-    return write_daemon_config(tmp_path, kuberay)
+    """The daemon's config with the executors and an approver the offers need: only what
+    this pitcrew could finish is offered (`bot.core.actions.reach`)."""
+    path = write_daemon_config(tmp_path, kuberay)
+    settings = yaml.safe_load(path.read_text())
+    settings["actions"] = {"executors": {"k8s.*": "kubernetes", "kuberay.*": "kuberay"}}
+    settings["approvals"] = {"approvers": [{"users": [APPROVER]}]}
+    path.write_text(yaml.safe_dump(settings))
+    return path
 
 
 def start_attempt(kuberay: Emulator, rayjob: dict[str, Any], n: int, failed: int) -> str:

@@ -80,7 +80,8 @@ def test_an_approval_whose_recheck_meets_a_bug_is_refused_saying_so(
     (ephemeral,) = emulator.wait_calls("chat.postEphemeral", 1)
     assert ephemeral.params["user"] == APPROVER
     assert ephemeral.params["text"] == f"Nothing changed: {WHY}."
-    assert told == [f"{APPROVER}'s approval of k8s.bump_memory ({offered}) was refused: {WHY}"]
+    plan = "plan k8s.bump_memory → kuberay.recreate_rayjob"
+    assert told == [f"{APPROVER}'s approval of {plan} ({offered}) was refused: {WHY}"]
     bugs = metrics.registry.get_sample_value("pitcrew_internal_errors_total", {"stage": "approval"})
     assert bugs == 1.0
     still = seeded.store.get_proposal(offered)

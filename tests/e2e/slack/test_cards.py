@@ -170,7 +170,10 @@ def _lifecycle(incident: Incident, proposal: Proposal) -> list[tuple[str, Report
     )
     return [
         ("approved by @U0ALICE", build_report(incident, (approved,))),
-        ("running k8s.bump_memory", build_report(incident, (running,))),
+        (
+            "running plan k8s.bump_memory → kuberay.recreate_rayjob",
+            build_report(incident, (running,)),
+        ),
         ("applied and verified", build_report(incident, (done,))),
         ("resolved", build_report(resolved, (done,))),
     ]

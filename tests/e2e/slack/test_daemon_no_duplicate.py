@@ -109,7 +109,7 @@ def test_a_daemon_killed_with_its_card_in_flight_and_its_successor_post_one_card
     measured.duplicated(cards=len(cards), incidents=len(incidents))
     assert cards == [card]
     assert len(incidents) == 1
-    assert "restored 1 open incidents and 1 unfinished cards" in second.log()
+    assert "restored 1 open incident and 1 unfinished card" in second.log()
     assert "Slack already has the card of" in second.log()
 
     ingest(second, DESCRIBE)  # the worker pod: the card gains its Approve button

@@ -119,7 +119,7 @@ def kill_button(message: Posted) -> dict[str, Any] | None:
             b
             for b in buttons(message)
             if b["action_id"] == blocks.APPROVE_ACTION
-            and b["text"]["text"] == "Approve ray.kill_actor"
+            and b["text"]["text"] == "Approve plan: ray.kill_actor → ray.resubmit_job"
         ),
         None,
     )
@@ -158,7 +158,8 @@ def test_a_failed_ray_job_is_carded_approved_in_slack_fixed_and_the_card_updated
         lambda: card_of(emulator, clash), 120, f"the card of {clash}\n{pitcrew_run.log()[-3000:]}"
     )
     assert card.channel == "C0PITCREW"
-    button = wait_until(lambda: kill_button(card), 60, "an Approve ray.kill_actor button")
+    # the kill and the resubmission it clears the way for: one plan, one Approve
+    button = wait_until(lambda: kill_button(card), 60, "an Approve of the kill's plan")
     proposal_id = button["value"]
     shown = json.dumps(card.blocks)
     assert "named_actor_conflict" in shown or "already taken" in shown
@@ -191,7 +192,7 @@ def test_a_failed_ray_job_is_carded_approved_in_slack_fixed_and_the_card_updated
 
     # The card updated in place: no buttons left for the decided action, applied.
     wait_until(
-        lambda: "applied and verified: ray.kill_actor" in status_of(card),
+        lambda: "applied and verified: plan ray.kill_actor → ray.resubmit_job" in status_of(card),
         120,
         f"the card to say the kill was applied (status: {status_of(card)!r})",
     )

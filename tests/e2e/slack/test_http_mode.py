@@ -279,7 +279,10 @@ def test_a_non_approver_is_refused_and_counted(http: Http, measured: Measured) -
     http.click(blocks.APPROVE_ACTION, user=STRANGER)
     (told,) = http.ephemerals(1)
     assert told["user"] == STRANGER
-    assert "U0MALLORY is not an approver for k8s.bump_memory in ml-train" in told["text"]
+    assert (
+        "U0MALLORY is not an approver for k8s.bump_memory in ml-train (approvals.approvers)"
+        in told["text"]
+    )
     assert http.refused("refused") == 1
     assert http.seeded.executed == []
     http.click(blocks.REJECT_ACTION, user=STRANGER)

@@ -47,7 +47,9 @@ SCOPED = ApprovalPolicy(
         ApproverRule(users=(APPROVER,)),
         ApproverRule(users=(TRAIN,), workloads=("ml-train/*",)),
         ApproverRule(users=(EVAL,), workloads=("ml-eval/*",)),
-        ApproverRule(users=(MEM,), actions=("k8s.bump_memory", "kuberay.*")),
+        ApproverRule(
+            users=(MEM,), actions=("k8s.bump_memory", "k8s.replace_worker_pods", "kuberay.*")
+        ),
         ApproverRule(users=(RAY,), actions=("ray.*",)),
     ),
     teams=POLICY.teams,
@@ -188,8 +190,8 @@ def test_the_silence_button_honours_the_silencers_workloads_and_actions(
         f"mutes workload {WORKLOAD}."
     )
     assert edge.silence_click(MEM) == (  # the button mutes the workload, whatever it offers
-        f"Nothing changed: {MEM} may silence only for actions k8s.bump_memory, kuberay.*; "
-        "this silence is not limited to actions."
+        f"Nothing changed: {MEM} may silence only for actions k8s.bump_memory, "
+        "k8s.replace_worker_pods, kuberay.*; this silence is not limited to actions."
     )
     measured.bad_clicks_accepted(len(edge.silences()))
     assert edge.silences() == set()
