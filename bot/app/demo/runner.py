@@ -252,10 +252,7 @@ class Demo:
         out.to_card = card.posted_at - started
         self.screen.say(f"card {card.ref} posted {out.to_card:.1f} s after the failure appeared")
         incident = self._incident(
-            lambda i: (
-                i.workload == SEED_RAYJOB
-                and "named_actor_conflict" in {str(f.category) for f in i.diagnosis.secondary}
-            ),
+            lambda i: i.workload == SEED_RAYJOB and _clash_in_driver_log(i),
             "the clash in the driver log to join the incident",
         )
         out.cause = f"{_cause(incident)} (+ named_actor_conflict)"
@@ -404,6 +401,17 @@ def _settled(proposal: Proposal | None) -> Proposal | None:
 
 def _of(incident: Incident) -> Callable[[Proposal], bool]:
     return lambda proposal: proposal.incident_id == incident.id
+
+
+def _clash_in_driver_log(incident: Incident) -> bool:
+    """The name clash is among the incident's findings as its driver log (the submitter
+    pod's) shows it, not only as the RayJob's status message says it: what the card's
+    "Also seen" line counts (`RayJob and 1 pod`)."""
+    return any(
+        str(finding.category) == "named_actor_conflict"
+        and "Pod" in incident.object_kinds.get(finding.playbook, {})
+        for finding in incident.diagnosis.secondary
+    )
 
 
 def _cause(incident: Incident) -> str:

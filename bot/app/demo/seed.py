@@ -334,16 +334,19 @@ def seed_objects() -> dict[str, Any]:
 
 def install(cluster: Cluster) -> dict[str, Any]:
     """The seed case's objects created in `cluster`, with the logs the kubelet would
-    serve: the submitter pod's (the driver log) and the OOMKilled worker's previous one."""
+    serve: the submitter pod's (the driver log) and the OOMKilled worker's previous one.
+    The logs are served before their pods exist, as a kubelet serves a terminated
+    container's log from the moment the pod shows it: a watcher reads it at its first
+    sight of the pod, whatever the timing (served after, a fast watcher found none)."""
     seed = seed_objects()
-    for obj in [*seed["nodes"], seed["quota"], seed["rayjob"], seed["cluster"], seed["job"]]:
-        cluster.create(obj)
-    for pod in seed["pods"]:
-        cluster.create(pod)
     cluster.serve_log(NS, seed["submitter_pod"]["metadata"]["name"], seed_driver_log())
     cluster.serve_log(
         NS,
         seed["oom_pod"]["metadata"]["name"],
         b"(raylet) Worker 2321 started\n(WorkerDict pid=2321) loading Qwen2.5-7B shards\n",
     )
+    for obj in [*seed["nodes"], seed["quota"], seed["rayjob"], seed["cluster"], seed["job"]]:
+        cluster.create(obj)
+    for pod in seed["pods"]:
+        cluster.create(pod)
     return seed

@@ -253,3 +253,25 @@ def test_the_registry_executor_revalidates_and_runs_a_proposal(
     assert executor.verify(step).ok
     events = [e for e in emulator.api.list_all(EVENTS, o.NS) if e.get("reason") == EVENT_REASON]
     assert any("approved by U042" in e["message"] for e in events)
+
+
+def test_installed_while_watched_the_submitters_driver_log_is_read(kuberay: Emulator) -> None:
+    """As in `pitcrew demo`: the source watches before the seed's objects exist, and reads
+    the failed submitter's log at its first sight of the pod."""
+    items: list[InputPart] = []
+    source = KubernetesSource(
+        kuberay.api,
+        KubeSourceConfig(namespaces=(o.NS,), backoff_initial=0.01, read_timeout=5),
+    )
+    source.start(items.append)
+    try:
+        assert wait_until(source.synced, 5)
+        install_seed(kuberay)
+        wait_for(lambda: _has_driver_log(items), 10, "the submitter's driver log")
+    finally:
+        source.stop()
+    logs = [i.origin for i in items if isinstance(i, LogText) and "pod/" in i.origin]
+    assert sorted(logs) == [
+        f"ml-train/pod/{CLUSTER}-gpu-group-worker-9zq4f [ray-worker] previous log",
+        "ml-train/pod/verl-ppo-qwen-x9z2k [ray-job-submitter] current log",
+    ]
