@@ -1,10 +1,13 @@
 """The seed case on kmock's emulator as operators really start: `pitcrew run` watching the
-namespace, with only the `kubernetes` executor kind configured (the `kuberay` kind not
-yet). The bump is offered alone, its card says what the recreate of the RayJob needs,
-one approval applies it once; then the old pod is OOM-killed three more times at its
-old 16Gi limit (KubeRay does not roll pods on a template change): one incident all
-along, and no second bump of the limit already raised. With both kinds configured, the
-live check runs before anything is stored: exactly one proposal row for the decision."""
+namespace through the official `kubernetes` client, with only the `kubernetes` executor
+kind configured (the `kuberay` kind not yet), or both kinds and an approver who may
+approve `k8s.*` only. The bump is offered alone, its card says what the recreate of the
+RayJob needs, one approval applies it once; then the old pod is OOM-killed three more
+times at its old 16Gi limit (KubeRay does not roll pods on a template change): one
+incident all along, and no second bump of the limit already raised. With no approvers
+yet, the card says what to configure and offers nothing. With both kinds configured,
+the live check runs before anything is stored: exactly one proposal row for the
+decision, the failed RayJob recreated; a running RayJob's dying worker is replaced."""
 
 from __future__ import annotations
 
@@ -30,19 +33,32 @@ pytestmark = [pytest.mark.kube, pytest.mark.slow]
 RAYJOB = ObjectRef("RayJob", "verl-ppo-qwen", seed_case.NS)
 CLUSTER = "verl-ppo-qwen-raycluster-x7k2p"
 OOM_POD = f"{CLUSTER}-gpu-group-worker-9zq4f"
+BOTH = {"k8s.*": "kubernetes", "kuberay.*": "kuberay"}
+TESTER: list[dict[str, Any]] = [{"users": ["console:tester"]}]
 NEEDS_KUBERAY = (
     "kuberay.recreate_rayjob would complete it but is not offered: no executor is configured "
     "for kuberay.recreate_rayjob: needs the `kuberay` executor kind in actions.executors "
     '("kuberay.recreate_rayjob": kuberay).'
 )
+NEEDS_APPROVER = (
+    "kuberay.recreate_rayjob would complete it but is not offered: no approver may approve "
+    "kuberay.recreate_rayjob in ml-train: needs an approver for kuberay.recreate_rayjob in "
+    "ml-train in approvals.approvers."
+)
 
 
-def config(tmp_path: Path, kuberay: Emulator, executors: dict[str, str]) -> Path:
-    """The emulator's namespace watched, actions on with `executors`, one approver."""
+def config(
+    tmp_path: Path,
+    kuberay: Emulator,
+    executors: dict[str, str],
+    approvers: list[dict[str, Any]] | None = None,
+) -> Path:
+    """The emulator's namespace watched, actions on with `executors`, `approvers` (one
+    who may approve anything unless said)."""
     path = write_daemon_config(tmp_path, kuberay)
     settings: dict[str, Any] = yaml.safe_load(path.read_text())
     settings["actions"] = {"enabled": True, "executors": executors}
-    settings["approvals"] = {"approvers": [{"users": ["console:tester"]}]}
+    settings["approvals"] = {"approvers": TESTER if approvers is None else approvers}
     settings["chat"] = {"kind": "console", "console": {"width": 160}}
     path.write_text(yaml.safe_dump(settings))
     return path
@@ -66,12 +82,24 @@ def oom_again(kuberay: Emulator, n: int) -> None:
     kuberay.api.patch(PODS, seed_case.NS, OOM_POD, {"status": status})
 
 
-def test_with_only_the_kubernetes_kind_the_bump_alone_is_applied_once_and_one_incident_stays(
-    tmp_path: Path, kuberay: Emulator
+@pytest.mark.parametrize(
+    ("executors", "approvers", "remains"),
+    [
+        ({"k8s.*": "kubernetes"}, TESTER, NEEDS_KUBERAY),  # the `kuberay` kind not yet
+        (BOTH, [{"users": ["console:tester"], "actions": ["k8s.*"]}], NEEDS_APPROVER),
+    ],
+    ids=["kubernetes-kind-only", "approver-of-k8s-only"],
+)
+def test_the_bump_alone_is_offered_applied_once_and_one_incident_stays(
+    tmp_path: Path,
+    kuberay: Emulator,
+    executors: dict[str, str],
+    approvers: list[dict[str, Any]],
+    remains: str,
 ) -> None:
     install_seed(kuberay)
     chat = RecordingChat()
-    settings = load(config(tmp_path, kuberay, {"k8s.*": "kubernetes"}), {})
+    settings = load(config(tmp_path, kuberay, executors, approvers), {})
     daemon = wiring.build(settings, chat=chat, engine=engine())
     daemon.start()
     try:
@@ -89,7 +117,9 @@ def test_with_only_the_kubernetes_kind_the_bump_alone_is_applied_once_and_one_in
         card = wait_for(
             lambda: [c.report for c in chat.calls if c.report and c.report.actions], 30, "card"
         )[-1]
-        assert card.actions[0].remains.endswith(NEEDS_KUBERAY)
+        (offered,) = card.actions  # the bump alone: one Approve button
+        assert offered.proposal_id == bump.id
+        assert offered.remains.endswith(remains)
 
         answer = daemon.service.approve(bump.id, console_user("tester"), datetime.now(UTC))
         assert answer.outcome is Outcome.APPROVED, answer.text
@@ -121,6 +151,35 @@ def test_with_only_the_kubernetes_kind_the_bump_alone_is_applied_once_and_one_in
         assert [p.id for p in still.proposals] == [bump.id]  # no second bump
         assert worker_limit(kuberay) == "24Gi"
         assert still.incident.unfinished.startswith("k8s.bump_memory applied and verified; ")
+    finally:
+        daemon.stop()
+
+
+def test_with_no_approvers_yet_the_card_says_what_to_configure_and_offers_nothing(
+    tmp_path: Path, kuberay: Emulator
+) -> None:
+    install_seed(kuberay)
+    chat = RecordingChat()
+    daemon = wiring.build(
+        load(config(tmp_path, kuberay, BOTH, approvers=[]), {}), chat=chat, engine=engine()
+    )
+    daemon.start()
+    try:
+        card = wait_for(
+            lambda: [c.report for c in chat.calls if c.report and c.report.configure],
+            60,
+            "the seed's card saying what to configure",
+        )[-1]
+        assert card.title == "Pod OOMKilled at its memory limit: RayJob ml-train/verl-ppo-qwen"
+        assert card.actions == ()  # no Approve button nobody may press
+        assert card.configure == (
+            "an approver for k8s.bump_memory in ml-train in approvals.approvers",
+            "an approver for kuberay.recreate_rayjob in ml-train in approvals.approvers",
+            "an approver for k8s.replace_worker_pods in ml-train in approvals.approvers",
+        )
+        (view,) = daemon.service.incidents()
+        assert daemon.store.proposals_for_incident(view.incident.id) == ()
+        assert worker_limit(kuberay) == "16Gi"
     finally:
         daemon.stop()
 
