@@ -34,25 +34,17 @@ NO_FAILURE_IN_THE_TEXT: dict[str, str] = {
     "d2-023": "KubeRay's probe command and a complaint, no probe result (ambiguous)",
     "d2-055": "Tune's status with a PENDING trial and no error (ambiguous)",
     "d2-056": "the autoscaler's INFO lines requeuing a launch (ambiguous)",
+    "A-059": "RayService's INFO line preparing a new cluster for a changed config (ambiguous)",
+    "A-039": "a describe of a Running container, Ready False, five restarts and no state or "
+    "reason of its last end (ambiguous)",
+    "A-006": "a Kueue Workload admitted and its Job Suspended, no condition saying why (ambiguous)",
+    "A-018": "a PyTorchJob with an empty STATE column (ambiguous)",
+    "A-043": "one line of the job's code, an assert statement, without the AssertionError "
+    "(ambiguous)",
 }
 """Rows labelled with a failure whose text shows none that pitcrew can name: each says
 why. They answer "No failure found"; any other row that holds a failure must not."""
-NOT_YET_READ: dict[str, str] = {
-    "A-009": "batch 3, silent at first sight (main 2a04b26): the operator's RBAC refusal",
-    "A-026": "batch 3, silent at first sight (main 2a04b26): a Kueue Workload's QuotaReserved "
-    "condition False",
-    "A-068": "batch 3, silent at first sight (main 2a04b26): glog's 'Too may open files'",
-    "A-059": "batch 3, silent at first sight (main 2a04b26): RayService's goal-config INFO "
-    "line (ambiguous)",
-    "A-043": "batch 3, silent at first sight (main 2a04b26): a bare assert line (ambiguous)",
-    "A-039": "batch 3, silent at first sight (main 2a04b26): Restart Count 5, Ready False "
-    "(ambiguous)",
-    "A-006": "batch 3, silent at first sight (main 2a04b26): a Kueue job Suspended (ambiguous)",
-    "B-009": "batch 3, silent at first sight (main 2a04b26): SkyPilot's stuck-condition "
-    "deadline (ambiguous)",
-    "A-018": "batch 3, silent at first sight (main 2a04b26): a PyTorchJob with no state "
-    "(ambiguous)",
-}
+NOT_YET_READ: dict[str, str] = {}
 """First-seen rows that answered "No failure found" when their batch was scored, until
 their misses are read (for their kind) and this list is emptied."""
 STILL_ALARMED = frozenset({"d2-044"})

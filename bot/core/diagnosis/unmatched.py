@@ -52,6 +52,13 @@ _FAILURE = re.compile(
     r"|DeadlineExceeded|BackoffLimitExceeded|UnexpectedAdmissionError|NodeShutdown"
     r"|FailedScheduling|FailedMount|FailedAttachVolume|FailedCreate\w*)\b"
     r"|(?:^|\t|\s{2}|- )Warning(?:\t+|\s{2,})[A-Z][A-Za-z]+(?:\t|\s{2,})"
+    # An operation refused or impossible, as the emitters word it: the API server's RBAC
+    # refusal, strerror(EACCES), kopf's missing permissions, and "could not" / "unable to"
+    # before the operation that did not happen.
+    r"|\bis forbidden: User\b|\b[Pp]ermission denied\b|\bNot enough permissions to\b"
+    r"|\b(?:[Cc]ould not|COULD NOT|[Uu]nable to) (?:create|open|connect|allocate|bind|mount"
+    r"|attach|start|load|resolve|read|write|CREATE)\b"
+    r"|\bhas been stuck (?:on|in|for)\b"
 )
 # A word every line `_FAILURE` matches contains: looked for first, it rules out the
 # ordinary lines that are most of a log five times faster than `_FAILURE` itself (a
@@ -61,7 +68,7 @@ _MAYBE = re.compile(
     r"|core dumped|panic|[eE]xit|Exception|^\s*[EF]\d|\] |Check fail|\*\*\* "
     r"|[Oo]ut of memory|oom|OOM|error|fatal|failed|BackOff|Evicted|Exceeded"
     r"|Unexpected|Shutdown|Warning|not found|Evict|waiting to start|Unhandled|Err|OUT_OF|Invalid"
-    r"|CannotRun"
+    r"|CannotRun|forbidden|ermission|ould not|OULD NOT|nable to|been stuck"
 )
 _BENIGN = re.compile(
     r"\b(?:0 errors?|no errors?|errors?=0|error_count[:=]\s*0)\b|FutureWarning|UserWarning"
