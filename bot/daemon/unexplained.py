@@ -20,7 +20,7 @@ from bot.core.diagnosis.unmatched import FailureLine, part_lines
 from bot.core.errors import PitcrewError
 from bot.core.incidents.correlator import Change, Correlator
 from bot.core.incidents.workloads import key_of
-from bot.core.incidents.wrappers import cause_unknown
+from bot.core.incidents.wrappers import cause_unknown, says_only_it_failed
 from bot.core.model import Incident, IncidentState
 from bot.core.origins import short_source
 from bot.daemon.budget import BudgetedClassifier
@@ -88,14 +88,17 @@ def _unknown(incident: Incident) -> bool:
 
 
 def _not_evidence(lines: list[FailureLine], incident: Incident) -> list[str]:
-    """`origin:line: text` of each line that is no evidence of the incident's findings."""
+    """`origin:line: text` of each line that is no evidence of the incident's findings
+    and says more than that a container exited."""
     seen = [
         " ".join(e.text.split()) for r in incident.diagnosis.findings for e in r.finding.evidence
     ]
     shown = []
     for line in lines:
         text = " ".join(line.text.split())
-        if any(text in known or known in text for known in seen if known):
+        if says_only_it_failed(text) or any(
+            text in known or known in text for known in seen if known
+        ):
             continue
         origin = short_source(line.origin)
         shown.append(f"{origin}:{line.line}: {text}" if origin else text)

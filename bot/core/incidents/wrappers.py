@@ -9,12 +9,15 @@ application error" are wrappers (docs/failure-classes.md, `rayjob_cr_failure`: "
 → read the driver logs"): they say that the run failed. When they are all an incident has,
 its card says "pitcrew does not know why", shows the failure-looking lines of its
 evidence no playbook knows (`Incident.unexplained`), and offers nothing: a rerun of a
-failure nobody understands fails the same way. Pure.
+failure nobody understands fails the same way. The submitter pod's own status line
+("container ray-job-submitter terminated: Error (exit code 1)") is the same wrapper
+as the pod sees it, and is never one of those lines (`says_only_it_failed`). Pure.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from bot.core.model import Diagnosis, Finding
 from bot.core.taxonomy import Category
@@ -27,6 +30,12 @@ _WRAPPER_CAPTURES = frozenset({"exit_code", "entrypoint_exit"})
 
 UNKNOWN_WHY = "pitcrew does not know why it failed"
 
+# A container's end as its pod's status says it with nothing of why: Kubernetes' `Error`
+# (or no reason) and the exit code, no termination message (bot.core.inputs.pods).
+_BARE_EXIT = re.compile(
+    r"container \S+ (?:last )?terminated: (?:Error|no reason given)(?: \(exit code \d+\))?"
+)
+
 
 def is_wrapper(finding: Finding) -> bool:
     """A finding that only says a run failed: a RayJob or Ray job failed status, or an
@@ -35,6 +44,12 @@ def is_wrapper(finding: Finding) -> bool:
         return False
     wrapping = (Category.RAYJOB_CR_FAILURE, Category.APPLICATION_ERROR)
     return finding.category in wrapping and set(finding.captures) <= _WRAPPER_CAPTURES
+
+
+def says_only_it_failed(line: str) -> bool:
+    """Whether a line only says that a container exited (its status's reason `Error` and
+    exit code): a wrapper's line, whichever source read it."""
+    return _BARE_EXIT.fullmatch(" ".join(line.split())) is not None
 
 
 def cause_unknown(diagnosis: Diagnosis) -> bool:
