@@ -151,6 +151,10 @@ class LedgerStore(Protocol):
 
     def start_action(self, entry: LedgerEntry) -> None: ...
 
+    def action_entry(self, proposal_id: str) -> LedgerEntry | None:
+        """The proposal's ledger entry, started or finished (None: never started)."""
+        ...
+
     def finish_action(
         self, proposal_id: str, result: ActionResult, at: datetime, detail: str = ""
     ) -> LedgerEntry | None: ...

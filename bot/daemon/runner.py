@@ -124,6 +124,47 @@ class Runner:
             return moved
         return self._execute(moved)
 
+    def take_over(self) -> int:
+        """A new leader's first duty (leader election: `bot.daemon.elector`): finish the
+        actions the deposed leader was running. Each RUNNING proposal is checked again and
+        carried out from there: a change in place already is verified, not made again
+        (`LiveCheck.done`: its target carries the proposal's `pitcrew.io/last-proposal`),
+        one the old leader never made is made once; the old leader's late writes are
+        refused by the store (fencing) and its late patch by the target's `test`
+        operations. Returns how many it finished."""
+        finished = 0
+        for proposal in self._store.proposals_in_state(S.RUNNING):
+            if self._closed:
+                break
+            log.warning(
+                "proposal %s (%s) was running when the leader changed; finishing it",
+                proposal.id,
+                proposal.action,
+            )
+            self._tell(
+                proposal.incident_id,
+                f"{proposal.action} ({proposal.id}) was running when pitcrew's leader changed; "
+                "the new leader finishes it (a change already made is verified, not made again).",
+            )
+            entry = self._store.action_entry(proposal.id)
+            if entry is None:  # claimed, never started: it starts now
+                self._store.start_action(self._entry(proposal))
+            elif entry.result is not ActionResult.STARTED:  # ended; the proposal not yet
+                self._settle(proposal, entry)
+                finished += 1
+                continue
+            self._carry_out(proposal)
+            finished += 1
+        return finished
+
+    def _settle(self, proposal: Proposal, entry: LedgerEntry) -> None:
+        """The proposal of an action the ledger says ended is moved to how it ended."""
+        at = entry.finished_at or self._clock()
+        ended = approvals.finish(proposal, at, entry.result, entry.detail)
+        self._store.record_decision(ended, proposal.version)
+        self._count(proposal.action, entry.result)
+        self._changed(proposal.incident_id)
+
     def run_approved(self) -> int:
         """Run every APPROVED proposal (the daemon's poll); returns how many it ran."""
         ran = 0
@@ -166,18 +207,24 @@ class Runner:
             return no_executor(proposal.action)
         return ""  # a plan's later step without an executor stops the plan there
 
-    def _execute(self, proposal: Proposal) -> Proposal | None:
-        started = self._clock()
-        self._store.start_action(
-            LedgerEntry(
-                proposal_id=proposal.id,
-                action=proposal.action,
-                approver=approver_of(proposal),
-                started_at=started,
-                result=ActionResult.STARTED,
-                detail=proposal.preview,
-            )
+    def _entry(self, proposal: Proposal) -> LedgerEntry:
+        """The ledger's claim of the proposal's action, before anything runs."""
+        return LedgerEntry(
+            proposal_id=proposal.id,
+            action=proposal.action,
+            approver=approver_of(proposal),
+            started_at=self._clock(),
+            result=ActionResult.STARTED,
+            detail=proposal.preview,
         )
+
+    def _execute(self, proposal: Proposal) -> Proposal | None:
+        self._store.start_action(self._entry(proposal))
+        return self._carry_out(proposal)
+
+    def _carry_out(self, proposal: Proposal) -> Proposal | None:
+        """A RUNNING proposal whose ledger entry is STARTED: its action (or plan), then the
+        ledger and the proposal say how it ended."""
         log.info("running %s for proposal %s: %s", proposal.action, proposal.id, proposal.preview)
         if proposal.then:
             result, detail, steps = self._plan(proposal)
@@ -245,7 +292,8 @@ class Runner:
             stale = approvals.revalidate(offered, found.live)
             if stale:
                 return ActionResult.REFUSED, f"{stale}; nothing was changed"
-            done = executor.execute(step, found.plan)
+            # In place already (a run a failover cut short): verified, not applied again.
+            done = found.live.done or executor.execute(step, found.plan)
         except Exception as error:
             return self._ended(proposal, error)
         try:

@@ -169,7 +169,8 @@ class RecreateRayJobExecutor(KubeExecutor):
 
     def check(self, step: Step, plan: Rerun | None) -> LiveCheck:
         if plan is None:
-            return self.live(step, {FACT: True}, f"already applied by proposal {step.proposal_id}")
+            done = f"already applied by proposal {step.proposal_id}"
+            return self.live(step, {FACT: True}, done, done=done)
         return self.live(
             step, {FACT: True}, "\n".join([*plan.lines(), ACTION_SPECS[self.action].impact])
         )

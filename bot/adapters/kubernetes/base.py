@@ -37,9 +37,10 @@ from bot.adapters.kubernetes.errors import (
     reason_of,
 )
 from bot.adapters.kubernetes.templates import (
+    PROPOSAL_ANNOTATION,
     Site,
-    annotation_ops,
     escape,
+    proposal_of,
     resolve,
     test_op,
 )
@@ -126,6 +127,17 @@ def rules_of(executors: Mapping[str, object]) -> tuple[RbacRule, ...]:
     )
 
 
+def marked_with(ops: list[dict[str, Any]]) -> str:
+    """The proposal a JSON patch marks its target with (`pitcrew.io/last-proposal`)."""
+    key = f"/metadata/annotations/{escape(PROPOSAL_ANNOTATION)}"
+    for op in ops:
+        if op.get("op") in ("add", "replace") and op.get("path") == key:
+            return str(op.get("value") or "")
+        if op.get("path") == "/metadata/annotations" and isinstance(op.get("value"), Mapping):
+            return str(op["value"].get(PROPOSAL_ANNOTATION) or "")
+    return ""
+
+
 def now_text() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -173,23 +185,34 @@ class KubeExecutor(ABC):
         facts: Mapping[str, bool],
         diff: str,
         params: Mapping[str, Any] | None = None,
+        done: str = "",
     ) -> LiveCheck:
         """The check's answer: `facts`, the spec's preview of the parameters as
         offered now (`params`, else the step's; it differs from the offered preview when
         the target changed since), why a fact does not hold (the diff's `withheld:`
-        line) and the live diff."""
+        line), the live diff, and `done` when the target carries this proposal's change."""
         spec = ACTION_SPECS[self.action]
         try:
             model = spec.params.check(step.params if params is None else params)
         except ValueError:
-            return LiveCheck(facts=facts, reason=withheld_reason(diff), diff=diff)
+            return LiveCheck(facts=facts, reason=withheld_reason(diff), diff=diff, done=done)
         return LiveCheck(
             facts=facts,
             preview=spec.preview(model),
             reason=withheld_reason(diff),
             params=model.as_dict(),
             diff=diff,
+            done=done,
         )
+
+    def done_by(self, step: Step, *objects: Mapping[str, Any]) -> str:
+        """What is in place when every one of `objects` carries this step's proposal in
+        `pitcrew.io/last-proposal` ("" otherwise, or before there is a proposal)."""
+        if not step.proposal_id or not objects:
+            return ""
+        if any(proposal_of(obj) != step.proposal_id for obj in objects):
+            return ""
+        return f"already applied by proposal {step.proposal_id}"
 
     def validated(self, model: type[P], params: Mapping[str, Any]) -> P:
         """The action's parameters, or refused naming what is invalid."""
@@ -228,7 +251,8 @@ class KubeExecutor(ABC):
     def dry_run_honoured(self, site: Site) -> bool:
         """Whether the API server honours `dryRun=All`, probed once per server with an
         annotation on the target: a server that ignores dryRun (an emulator) applies the
-        probe, which is then detected and taken back."""
+        probe, which is then detected and taken back. The probe is a merge patch, so
+        whatever annotations the target gained since it was read stay."""
         if not self.config.dry_run:
             return False
         known = self._dry_run.get(self.api.host)
@@ -236,13 +260,8 @@ class KubeExecutor(ABC):
             return known
         nonce = uuid.uuid4().hex[:12]
         resource = site.resource
-        self.api.patch(
-            resource,
-            site.namespace,
-            site.name,
-            annotation_ops(site.obj, PROBE_ANNOTATION, nonce),
-            dry_run=True,
-        )
+        probe = {"metadata": {"annotations": {PROBE_ANNOTATION: nonce}}}
+        self.api.patch(resource, site.namespace, site.name, probe, dry_run=True)
         after = self.api.get(resource, site.namespace, site.name) or {}
         annotations = as_map(resolve(after, "/metadata/annotations"))
         honoured = annotations.get(PROBE_ANNOTATION) != nonce
@@ -264,7 +283,19 @@ class KubeExecutor(ABC):
 
     def _apply(self, site: Site, ops: list[dict[str, Any]], what: str) -> str:
         """Dry-run (when honoured) then the patch. A failed `test` means the spec changed
-        since it was read: refused, nothing overwritten."""
+        since it was read: refused, nothing overwritten; unless the target now carries
+        the proposal this patch marks it with (a deposed leader's late patch, or two
+        replicas' runs of one proposal): then it is done, by the other."""
+        try:
+            return self._patch(site, ops, what)
+        except ActionRefusedError as refused:
+            cause = refused.__cause__
+            made = self._made_meanwhile(site, ops) if cause and is_test_failure(cause) else ""
+            if made:
+                return made
+            raise
+
+    def _patch(self, site: Site, ops: list[dict[str, Any]], what: str) -> str:
         resource = site.resource
         dry = "server-side dry-run skipped: this API server ignores dryRun"
         changed = changed_since_read(site, what)
@@ -278,6 +309,16 @@ class KubeExecutor(ABC):
         with guarded(changed, f"{site.describe()}: the API server refused the patch"):
             self.api.patch(resource, site.namespace, site.name, ops)
         return dry
+
+    def _made_meanwhile(self, site: Site, ops: list[dict[str, Any]]) -> str:
+        """Why a patch whose `test` failed is done all the same: the target now carries
+        the very proposal the patch marks it with (another replica made the change, e.g.
+        the leader that took over after a failover); "" when it does not."""
+        proposal_id = marked_with(ops)
+        after = self.api.get(site.resource, site.namespace, site.name) if proposal_id else None
+        if after is None or proposal_of(after) != proposal_id:
+            return ""
+        return f"already applied by proposal {proposal_id} (made meanwhile by another replica)"
 
     def _record(
         self, kind: str, obj: Mapping[str, Any], proposal_id: str, approver: str, what: str

@@ -241,7 +241,8 @@ class BumpMemoryExecutor(KubeExecutor):
         if p.current and live and not same_bytes(live, p.current):
             p = dataclasses.replace(p, current=live)
         facts = {"k8s.within_quota": plan.fits}
-        return self.live(step, facts, plan.preview(), p.as_dict())
+        done = self.done_by(step, plan.primary.site.obj)
+        return self.live(step, facts, plan.preview(), p.as_dict(), done)
 
     def execute(self, step: Step, plan: BumpPlan) -> str:
         proposal_id, approver = step.proposal_id, step.approver

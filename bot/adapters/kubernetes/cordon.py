@@ -23,6 +23,7 @@ from bot.adapters.kubernetes.templates import (
     set_ops,
     test_op,
 )
+from bot.core.actions.approvals import LiveCheck
 from bot.core.actions.params import CordonNode
 from bot.core.actions.specs import ACTION_SPECS
 from bot.core.actions.step import Step
@@ -96,6 +97,16 @@ class CordonNodeExecutor(KubeExecutor):
             return {FACT: False}, f"withheld: {error}"
         except CHECK_ERRORS as error:
             return {FACT: False}, f"withheld: {reason_of(error)}"
+
+    def check(self, step: Step, plan: Any) -> LiveCheck:
+        """As every check; a node found cordoned is looked at again for this proposal's
+        own mark (a run a failover cut short)."""
+        facts, diff = plan
+        if facts.get(FACT) is False and step.proposal_id:
+            node = self.api.get(NODES, None, CordonNode.check(step.params).name)
+            done = self.done_by(step, node) if node is not None else ""
+            return self.live(step, facts, diff, done=done)
+        return self.live(step, facts, diff)
 
     def execute(self, step: Step, plan: Any) -> str:
         params, proposal_id, approver = step.params, step.proposal_id, step.approver

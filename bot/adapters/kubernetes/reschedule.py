@@ -169,7 +169,8 @@ class RescheduleGpuPoolExecutor(KubeExecutor):
 
     def check(self, step: Step, plan: ReschedulePlan) -> LiveCheck:
         facts = {"k8s.gpu_pool_has_capacity": plan.has_capacity}
-        return self.live(step, facts, plan.preview(self.config.gpu_resource))
+        done = self.done_by(step, *(site.obj for site in plan.sites))
+        return self.live(step, facts, plan.preview(self.config.gpu_resource), done=done)
 
     def execute(self, step: Step, plan: ReschedulePlan) -> str:
         proposal_id, approver = step.proposal_id, step.approver

@@ -117,7 +117,8 @@ class ScaleWorkerGroupExecutor(KubeExecutor):
         return plan_scale(site, p.add)
 
     def check(self, step: Step, plan: ScalePlan) -> LiveCheck:
-        return self.live(step, {FACT: True}, f"{plan.line()}\n{ACTION_SPECS[self.action].impact}")
+        diff = f"{plan.line()}\n{ACTION_SPECS[self.action].impact}"
+        return self.live(step, {FACT: True}, diff, done=self.done_by(step, plan.site.obj))
 
     def execute(self, step: Step, plan: ScalePlan) -> str:
         proposal_id, approver = step.proposal_id, step.approver

@@ -148,8 +148,10 @@ class AddShmExecutor(KubeExecutor):
         return changes
 
     def check(self, step: Step, plan: list[ShmChange]) -> LiveCheck:
-        lines = [c.line() for c in plan] or [f"already applied by proposal {step.proposal_id}"]
-        return self.live(step, {FACT: True}, "\n".join([*lines, ACTION_SPECS[self.action].impact]))
+        done = "" if plan else f"already applied by proposal {step.proposal_id}"
+        lines = [c.line() for c in plan] or [done]
+        diff = "\n".join([*lines, ACTION_SPECS[self.action].impact])
+        return self.live(step, {FACT: True}, diff, done=done)
 
     def execute(self, step: Step, plan: list[ShmChange]) -> str:
         proposal_id, approver, changes = step.proposal_id, step.approver, plan

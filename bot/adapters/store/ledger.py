@@ -31,6 +31,14 @@ class LedgerRecords(SharedConnection):
             local = dataclasses.replace(entry, cluster=entry.cluster or self.cluster)
             _write_ledger(conn, local, insert=True)
 
+    def action_entry(self, proposal_id: str) -> LedgerEntry | None:
+        """The proposal's ledger entry, started or finished (None: never started)."""
+        with self._reading(f"read the ledger entry of proposal {proposal_id}") as conn:
+            row = conn.execute(
+                "SELECT body FROM ledger WHERE proposal_id = ?", (proposal_id,)
+            ).fetchone()
+        return None if row is None else self._entry(row["body"], proposal_id)
+
     def finish_action(
         self, proposal_id: str, result: ActionResult, at: datetime, detail: str = ""
     ) -> LedgerEntry | None:

@@ -102,12 +102,10 @@ class StaleProposalError(PitcrewError):
 def steps_to_record(
     stored: Proposal, decided: Proposal, expected_version: int
 ) -> tuple[Transition, ...]:
-    """The steps `decided` adds to the history of `stored`, the proposal as it is stored
-    now, checked: raises `StaleProposalError` unless `stored` is still at
-    `expected_version` (the version the decision was made from), and
-    `IllegalTransitionError` for a step that is neither a move `LEGAL` lists nor a first
-    of two approvals (a step that keeps the proposal OFFERED and names an approver
-    `decided` records)."""
+    """The steps `decided` adds to the history of `stored` (as stored now), checked:
+    raises `StaleProposalError` unless `stored` is still at `expected_version` (the one
+    the decision was made from), and `IllegalTransitionError` for a step that is neither
+    a move `LEGAL` lists nor a first of two approvals (the proposal stays OFFERED)."""
     if stored.version != expected_version:
         raise StaleProposalError(stored.id, stored.version, expected_version)
     steps = decided.history[len(stored.history) :]
@@ -318,21 +316,21 @@ def approvals_needed(policy: ApprovalPolicy, proposal: Proposal) -> int:
 
 @dataclass(frozen=True, slots=True)
 class LiveCheck:
-    """Fresh facts about the target, gathered by the caller at approval time.
-
-    `facts`: fact id -> holds now (see `FACTS`); an unknown fact refuses. `preview`:
-    the action's preview recomputed from live state (None: not recomputed). `reason`:
-    why a fact does not hold, in the target's terms ("RayCluster ml/x does not exist",
-    "no node matches the template's nodeSelector gpu=h100"). `params`: the parameters
-    the action would be offered with now (None: not recomputed), for a fresh proposal
-    when the preview went stale. `diff`: what the executor found it would change, in
-    live terms (the diagnose commands show it as the offer's preview)."""
+    """Fresh facts about the target, gathered by the caller at approval time. `facts`:
+    fact id -> holds now (see `FACTS`); an unknown fact refuses. `preview`: the action's
+    preview recomputed from live state (None: not recomputed). `reason`: why a fact does
+    not hold, in the target's terms ("RayCluster ml/x does not exist"). `params`: the
+    parameters it would be offered with now (None: not recomputed), for a fresh proposal
+    when the preview went stale. `diff`: what the executor found it would change, in live
+    terms (the diagnose commands show it as the offer's preview). `done`: the target
+    carries this proposal's change already (a run a failover cut short): not stale."""
 
     facts: Mapping[str, bool] = field(default_factory=lambda: MappingProxyType({}))
     preview: str | None = None
     reason: str = ""
     params: Mapping[str, Any] | None = None
     diff: str = ""
+    done: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,7 +366,9 @@ Decision = Approved | NeedsSecondApprover | Rejected | Refused
 
 def revalidate(proposal: Proposal | PlanStep, live: LiveCheck) -> str:
     """Why the proposal (or a plan's further step) is stale given fresh live facts, or
-    "" when it still holds."""
+    "" when it still holds (or is done already: `live.done`)."""
+    if live.done:
+        return ""
     for fact in proposal.preconditions:
         holds = live.facts.get(fact)
         text = FACTS.get(fact, fact)
@@ -497,9 +497,8 @@ def finish(
 
 
 def recover(proposals: Iterable[Proposal], now: datetime) -> tuple[Proposal, ...]:
-    """After a restart: proposals found RUNNING were interrupted and are reported as
-    FAILED ("interrupted by a restart"); they are never run again. APPROVED ones have
-    not started, so they are left to the executor."""
+    """After a restart of one replica: RUNNING proposals are FAILED as interrupted, never
+    run again (a new leader finishes them instead: `bot.daemon.runner.Runner.take_over`)."""
     return tuple(
         transition(p, S.FAILED, SYSTEM_ACTOR, now, INTERRUPTED)
         for p in proposals
