@@ -45,6 +45,7 @@ from bot.core.model import (
     Silence,
 )
 from bot.daemon.feed import Item
+from bot.daemon.lease import LeaseRecord
 
 Clock = Callable[[], datetime]
 """Returns the current time, timezone-aware."""
@@ -571,6 +572,33 @@ class Sink(Protocol):
 
     def submit(self, item: Item) -> bool:
         """Queue `item`; False when the queue stayed full (the caller may retry or drop)."""
+        ...
+
+
+# -- leader election: the Lease the replicas of one cluster elect their leader with ------
+
+
+class LeaseConflictError(Exception):
+    """Another replica wrote the Lease first (a create of one that exists, an update from
+    an older `resourceVersion`): the API server refused this write; read it again."""
+
+
+class LeaseLock(Protocol):
+    """The Lease (`coordination.k8s.io/v1`) in the cluster (`bot.adapters.kubernetes.lease`).
+    Any error other than `LeaseConflictError` means the API could not be asked."""
+
+    name: str  # what it is, for people: `Lease pitcrew/pitcrew`
+
+    def get(self) -> LeaseRecord | None:
+        """The Lease as stored now (None: there is none)."""
+        ...
+
+    def create(self, record: LeaseRecord) -> LeaseRecord:
+        """Create it; returns it as stored (its new `version`)."""
+        ...
+
+    def update(self, record: LeaseRecord) -> LeaseRecord:
+        """Replace it, from `record.version`; returns it as stored."""
         ...
 
 

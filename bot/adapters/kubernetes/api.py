@@ -80,6 +80,7 @@ DEPLOYMENTS = Resource("Deployment", "deployments", "apps", snake="deployment")
 STATEFUL_SETS = Resource("StatefulSet", "statefulsets", "apps", snake="stateful_set")
 JOBS = Resource("Job", "jobs", "batch", snake="job")
 CRON_JOBS = Resource("CronJob", "cronjobs", "batch", snake="cron_job")
+LEASES = Resource("Lease", "leases", "coordination.k8s.io", snake="lease")
 RAY_JOBS = Resource("RayJob", "rayjobs", "ray.io")
 RAY_CLUSTERS = Resource("RayCluster", "rayclusters", "ray.io")
 
@@ -197,6 +198,7 @@ class KubeApi:
             "": self._core,
             "apps": client.AppsV1Api(api_client),
             "batch": client.BatchV1Api(api_client),
+            "coordination.k8s.io": client.CoordinationV1Api(api_client),
         }
         self._custom = client.CustomObjectsApi(api_client)
 
@@ -427,6 +429,17 @@ class KubeApi:
                 response = self._typed_call(f"patch_{resource.snake}", resource)(
                     name, payload, **options
                 )
+            return _json_object(response)
+
+    def replace(
+        self, resource: Resource, namespace: str, name: str, body: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Replace an object (PUT) from the `metadata.resourceVersion` it carries: the API
+        server refuses it (`ConflictError`) when the object changed since."""
+        put = self._typed_call(f"replace_namespaced_{resource.snake}", resource)
+        options = {"_preload_content": False, "_request_timeout": self.timeout}
+        with translating():
+            response = put(name, namespace, dict(body), field_manager=FIELD_MANAGER, **options)
             return _json_object(response)
 
     def delete(

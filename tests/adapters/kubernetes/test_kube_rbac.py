@@ -11,6 +11,7 @@ from bot.adapters.kuberay.rerun import RBAC as KUBERAY_ACTIONS
 from bot.adapters.kuberay.rerun import RERUN_EXECUTORS
 from bot.adapters.kubernetes.executors import EXECUTORS as K8S_EXECUTORS
 from bot.adapters.kubernetes.executors import RBAC as K8S_ACTIONS
+from bot.adapters.kubernetes.lease import RULES as LEASE
 from bot.adapters.kubernetes.source import RBAC as SOURCE
 from bot.core.actions.specs import ACTION_SPECS
 
@@ -74,6 +75,11 @@ def test_the_read_and_write_tables_are_what_the_code_declares() -> None:
     assert read | write == declared
     assert all(verb in ("get", "list", "watch") for _, _, verb in read)
     assert all(verb in ("create", "patch", "delete") for _, _, verb in write)
+
+
+def test_the_leader_election_table_is_what_the_lease_needs() -> None:
+    declared = {(r.group, res, verb) for r in LEASE for res in r.resources for verb in r.verbs}
+    assert _table("Leader election") == declared
 
 
 ACTIONS_DOC = DOC.parent / "actions.md"
