@@ -55,6 +55,7 @@ DURATION: dict[str, Any] = {
 CHART_OWNED: dict[str, tuple[str, ...]] = {
     "Settings": ("playbooks",),
     "StoreSettings": ("path", "url"),
+    "LeaderElectionSettings": ("enabled", "namespace", "name"),
     "HttpSettings": ("port",),
     "ActionSettings": ("enabled",),
     "KubernetesSourceSettings": ("namespaces", "in_cluster", "kubeconfig", "context"),

@@ -47,16 +47,20 @@ Categorize = Callable[[Sequence[Any]], set[str]]
 # -- what each adapter is given -----------------------------------------------------------------
 
 
-def kube_api(settings: Settings) -> KubeApi:
-    """The Kubernetes client `sources.kubernetes` names (kubeconfig, context or in-cluster)."""
+def kube_api(settings: Settings, timeout: float | None = None) -> KubeApi:
+    """The Kubernetes client `sources.kubernetes` names (kubeconfig, context or in-cluster);
+    `timeout`: seconds per request, when shorter than the client's own."""
     from bot.adapters.kubernetes.api import KubeApi
 
     kube = settings.sources.kubernetes
-    return KubeApi.from_config(
+    api = KubeApi.from_config(
         str(kube.kubeconfig) if kube.kubeconfig else None,
         kube.context or None,
         in_cluster=kube.in_cluster or None,
     )
+    if timeout is not None:
+        api.timeout = timeout
+    return api
 
 
 def cluster_name(settings: Settings) -> str:
@@ -67,7 +71,7 @@ def cluster_name(settings: Settings) -> str:
     if settings.cluster.name:
         return settings.cluster.name
     kube = settings.sources.kubernetes
-    if not kube.enabled:
+    if not kube.enabled and not settings.leader_election.enabled:
         return ""
     return KubeApi.cluster_name(
         str(kube.kubeconfig) if kube.kubeconfig else None,

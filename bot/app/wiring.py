@@ -3,13 +3,15 @@
 settings -> store -> engine -> chat -> outbox thread -> the pipeline's queue (built
 before anything that puts items on it, so each is handed the queue itself) -> intake,
 live-check workers, memory and capture workers -> pipeline -> action runner, service,
-sources, scheduler, HTTP. `Daemon.start` and `Daemon.stop` put them up and take them
-down in order;
+sources, scheduler, HTTP, and the Lease's elector with leader election.
+`Daemon.start` and `Daemon.stop` put them up and take them down in order: the leader's
+parts (pipeline, outbox, sources, scheduler: `Daemon.lead`) at once with one replica,
+or once this replica takes the Lease; the HTTP server and the chat (probes, metrics,
+Slack's requests) on every replica.
 `run` is `pitcrew run`: start, wait for SIGTERM or SIGINT, stop cleanly (stop
 sources, drain the queue or keep what is left in the store for the next start,
-flush the outbox within a bounded wait, stop the
-scheduler, close the store) and return the exit status. Logging goes to stderr,
-one line per event.
+flush the outbox within a bounded wait, stop the scheduler, release the Lease, close
+the store) and return the exit status. Logging goes to stderr, one line per event.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TextIO
@@ -35,6 +37,7 @@ from bot.adapters.http.server import Credentials, HealthServer, Probes
 from bot.adapters.scheduler import Intervals, Jobs, Scheduler
 from bot.adapters.store.lock import StoreLock
 from bot.adapters.store.store import Store
+from bot.app import leadership
 from bot.app.bundles import bundle_writer
 from bot.app.capture_wiring import bundles_dir, capture_worker, prune_bundles
 from bot.app.factories import (
@@ -46,6 +49,7 @@ from bot.app.factories import (
 )
 from bot.app.memory_wiring import charts_dir, memory_worker, prune_charts
 from bot.app.on_demand import Diagnoser
+from bot.app.probes import Health, Leadership
 from bot.app.settings.sections import Settings
 from bot.core.actions import tuning
 from bot.core.actions.reach import Reach
@@ -55,7 +59,7 @@ from bot.core.incidents.assessment import Assess, adjusted, assessor
 from bot.core.incidents.correlator import Correlator
 from bot.core.playbooks.library import Library
 from bot.core.text import for_terminal
-from bot.daemon import live_checks, strays
+from bot.daemon import live_checks
 from bot.daemon.budget import Budget, BudgetedClassifier, budgeted_assess
 from bot.daemon.executor import Registry
 from bot.daemon.feed import Refresh, Tick
@@ -85,50 +89,6 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 @dataclass
-class Health:
-    """What `/healthz` and `/readyz` ask: the threads run, the chat's connection is not
-    known to be dead, the store answers, each source can observe."""
-
-    queue: Taking
-    outbox: Outbox
-    chat: Chat
-    store: Store
-    sources: Sequence[Source]
-    metrics: Metrics
-    one_app: bool = False  # Socket Mode: a shared Slack app makes this replica not ready
-    store_answer: str = ""  # which store, and whether it answered at the last readiness check
-
-    def liveness(self) -> dict[str, bool]:
-        return {
-            "pipeline": self.queue.alive(),
-            "outbox": self.outbox.alive(),
-            "chat": _chat_ok(self.chat),
-        }
-
-    def readiness(self) -> dict[str, bool]:
-        store_ok, self.store_answer = _store_answer(self.store)
-        checks = {"store": store_ok, **self.liveness()}
-        for source in self.sources:
-            healthy = _source_ok(source)
-            self.metrics.source_up.labels(source=source.name).set(1 if healthy else 0)
-            checks[f"source:{source.name}"] = healthy
-        if self.one_app:  # HTTP mode serves its own clicks whoever shares the app: a note
-            checks["slack_app"] = "slack_app" not in self.notes()
-        return checks
-
-    def notes(self) -> dict[str, str]:
-        """What /readyz says beside its checks: which store and how it answered, and
-        clicks for another cluster's pitcrew when they came (`bot.daemon.strays`)."""
-        said = {"store": self.store_answer}
-        try:
-            said_by = self.store.bookmark(strays.KEY)
-            shared = strays.problem(said_by, self.store.cluster, utcnow())
-        except StoreError:
-            return said  # the store's own note says so
-        return {**said, "slack_app": shared} if shared else said
-
-
-@dataclass
 class Daemon:
     settings: Settings
     metrics: Metrics
@@ -149,32 +109,67 @@ class Daemon:
     workers: Workers  # the memory and capture workers among them, closed by `stop`
     lock: StoreLock | None = None
 
+    leadership: Leadership = field(default_factory=Leadership)  # and the Lease's elector
+
     def start(self) -> None:
-        self.pipeline.restore()
-        self.queue.start(self.pipeline, keeper=self.intake)
-        self.intake.resume()  # what a stop or a crash left, before anything new
-        self.outbox.start()
-        self.http.start()
-        _lifecycle(self.chat, "start")
-        for source in self.sources:
-            source.start()
-        self.scheduler.start()
-        self.outbox.wake()
+        """Without leader election: lead at once, then serve. With it: serve (probes,
+        metrics, Slack's requests) and stand by; `lead` runs when the Lease is taken."""
+        elector = self.leadership.elector
+        if elector is None:
+            self.lead()
+            self.http.start()
+            _start_chat(self.chat, deliver=True)
+        else:
+            self.http.start()
+            _start_chat(self.chat, deliver=False)
+            elector.start()
         log.info(
-            "pitcrew running: http://%s:%d, store %s, chat %s, %d sources, executors for %s",
+            "pitcrew running: http://%s:%d, store %s, chat %s, %d sources, executors for %s%s",
             self.settings.http.host,
             self.http.port,
             self.store.describe(),
             self.settings.chat_kind,
             len(self.sources),
             ", ".join(self.registry.actions()) or "no action",
+            ", standing by for the Lease" if elector is not None else "",
         )
 
+    def lead(self, term: int | None = None) -> None:
+        """Run the leader's parts: the pipeline (its open incidents restored first), what a
+        stop or a crash left, the outbox, the sources, the scheduler. With a `term` (this
+        replica just took the Lease) the store is fenced first, so a deposed leader's late
+        writes are refused, and the actions the old leader was running are finished."""
+        with self.leadership.phase:
+            if self.leadership.stopping:
+                return
+            if term is not None:
+                self.store.fence(term, leadership.refused)
+            self.pipeline.restore()
+            self.queue.start(self.pipeline, keeper=self.intake)
+            self.intake.resume()  # what a stop or a crash left, before anything new
+            self.outbox.start()
+            if term is not None:
+                _lifecycle(self.chat, "deliver")
+            for source in self.sources:
+                source.start()
+            self.scheduler.start()
+            self.leadership.running.set()
+            self.metrics.leading.set(1)
+        if term is not None:
+            self.metrics.term.set(term)
+            log.info("leading at term %d: the sources, pipeline, outbox and runner run here", term)
+            self.runner.take_over()
+        self.outbox.wake()
+
     def stop(self) -> None:
-        """Stop sources, drain the queue, flush the outbox, stop the scheduler, close."""
+        """Stop sources, drain the queue, flush the outbox, stop the scheduler (what a
+        leader runs), release the Lease, close."""
         timeouts = self.settings.pipeline
+        with self.leadership.phase:
+            self.leadership.stopping = True
+        leading = self.leadership.leads()
         _quietly("stop the chat", lambda: _lifecycle(self.chat, "stop"))
-        for source in self.sources:
+        for source in self.sources if leading else ():
             _quietly(f"stop source {source.name}", source.stop)
         _quietly("stop the HTTP server", self.http.stop)
         if self.workers.memory is not None:
@@ -187,8 +182,11 @@ class Daemon:
         self.live.close()
         self.runner.close(wait=True)
         self.outbox.stop()
-        _quietly("flush the outbox", lambda: _flush(self.outbox, timeouts.flush_timeout))
+        if leading:
+            _quietly("flush the outbox", lambda: _flush(self.outbox, timeouts.flush_timeout))
         self.scheduler.stop()
+        if self.leadership.elector is not None:  # the standby takes over at its next try
+            self.leadership.elector.stop(release=True)
         self.store.close()
         if self.lock is not None:
             self.lock.release()
@@ -215,24 +213,18 @@ def build(
     registry = build_registry(settings, bookmarks, categorizer(engine.library))
     outbox = Outbox(store, chat, clock=clock, metrics=metrics)
     queue = Taking(_queue_limits(settings), metrics)  # first: all below put items on it
-    intake = Intake(store, queue, clock, metrics)
+    leads = Leadership()  # with leader election, `lead` runs once this replica takes the Lease
+    intake = Intake(store, queue, clock, metrics, leading=leads.leads)
     checks = _live_checks(settings, registry, queue, metrics)
     workers = _workers(settings, store, outbox, checks, queue)
     reach = Reach.of(registry.actions(), settings.approvals, settings.actions.enabled)
     pipeline = _pipeline(settings, engine, store, clock, workers, metrics, reach)
-    runner, service = _approvals(
-        settings, store, registry, queue, clock, metrics, engine.library.actions_by_playbook
-    )
+    offers = engine.library.actions_by_playbook
+    runner, service = _approvals(settings, store, registry, queue, clock, metrics, offers, leads)
     sources = build_sources(settings, queue, bookmarks)
-    jobs = Jobs(
-        tick=lambda: queue.submit(Tick()),
-        expire=lambda: service.expire(clock()),
-        wake_outbox=outbox.wake,
-        cleanup=lambda: clean_up(settings, store, clock()),
-        run_approved=runner.run_approved,
-        take_released=intake.take_released,
-    )
-    health = Health(queue, outbox, chat, store, sources, metrics, _one_app(settings))
+    jobs = _jobs(settings, clock, store, queue, outbox, runner, service, intake)
+    leads.elector = leadership.elector(settings, clock, lambda term: daemon.lead(term), store.term)
+    health = Health(queue, outbox, chat, store, sources, metrics, _one_app(settings), leads)
     daemon = Daemon(
         settings=settings,
         metrics=metrics,
@@ -252,9 +244,31 @@ def build(
         intake=intake,
         workers=workers,
         lock=lock,
+        leadership=leads,
     )
     _serve(daemon, engine.library, clock)
     return daemon
+
+
+def _jobs(
+    settings: Settings,
+    clock: Clock,
+    store: Store,
+    queue: Sink,
+    outbox: Outbox,
+    runner: Runner,
+    service: Service,
+    intake: Intake,
+) -> Jobs:
+    """What the scheduler runs (the leader's: `Daemon.lead` starts it)."""
+    return Jobs(
+        tick=lambda: queue.submit(Tick()),
+        expire=lambda: service.expire(clock()),
+        wake_outbox=outbox.wake,
+        cleanup=lambda: clean_up(settings, store, clock()),
+        run_approved=runner.run_approved,
+        take_released=intake.take_released,
+    )
 
 
 def _one_app(settings: Settings) -> bool:
@@ -327,6 +341,7 @@ def _pipeline(
         propose=settings.actions.enabled,
         proposal_ttl=settings.approvals.ttl,
         live_hold=settings.pipeline.live_check_timeout + timedelta(seconds=1),
+        resume_running=settings.leader_election.enabled,  # a new leader finishes them
     )
     return Pipeline(
         BudgetedClassifier(engine, budget, lambda: engine_of(engine.library)),
@@ -369,10 +384,12 @@ def _approvals(
     clock: Clock,
     metrics: Metrics,
     offers: Callable[[], Mapping[str, tuple[str, ...]]],
+    leads: Leadership,
 ) -> tuple[Runner, Service]:
     """The action runner and the service clicks and commands go through; both refresh
     an incident's card at once when its proposals move (and say a refusal in its
-    thread). `offers`: the actions each playbook offers, for silencers' scopes."""
+    thread). `offers`: the actions each playbook offers, for silencers' scopes. A click
+    on a standby (`leads`) only records the approval; the leader's runner runs it."""
 
     def refresh(incident_id: str) -> None:
         queue.submit(Refresh(incident_id, urgent=True))
@@ -395,7 +412,7 @@ def _approvals(
         settings.approvals,
         registry,
         metrics=metrics,
-        execute=runner.submit,
+        execute=lambda proposal_id: runner.submit(proposal_id) if leads.leads() else None,
         changed=refresh,
         tell=tell,
         offers=offers,
@@ -413,7 +430,7 @@ def _serve(daemon: Daemon, library: Library, clock: Clock) -> None:
         _receive_alerts(daemon, clock)
     bind = getattr(daemon.chat, "bind", None)
     if callable(bind):
-        diagnoser = Diagnoser(daemon.settings, library, daemon.queue)
+        diagnoser = Diagnoser(daemon.settings, library, daemon.intake)  # the leader's queue
         service: ChatService = daemon.service  # the port a chat calls
         bind(
             service,
@@ -493,39 +510,20 @@ def _http(settings: Settings, metrics: Metrics, health: Health) -> HealthServer:
         raise PitcrewError(f"http: cannot listen on {host}:{port}: {error.strerror}") from None
 
 
+def _start_chat(chat: Chat, deliver: bool) -> None:
+    """Start a chat that holds a connection (Slack); a standby's delivers nothing yet."""
+    start = getattr(chat, "start", None)
+    if callable(start) and hasattr(chat, "deliver"):
+        start(deliver=deliver)
+    elif callable(start):
+        start()
+
+
 def _lifecycle(chat: Chat, step: str) -> None:
     """`start` / `stop` for chats that hold a connection (Slack's Socket Mode)."""
     method = getattr(chat, step, None)
     if callable(method):
         method()
-
-
-def _store_answer(store: Store) -> tuple[bool, str]:
-    """Readable, and its last write was not refused by the disk; and which store, in words."""
-    try:
-        store.ping()
-    except StoreError as error:
-        return False, f"{store.describe()}: does not answer: {error.problem}"
-    failure = store.write_failure()
-    if failure is not None:
-        return False, f"{store.describe()}: answers, but its last write failed: {failure}"
-    return True, f"{store.describe()}: answers"
-
-
-def _chat_ok(chat: Chat) -> bool:
-    try:
-        return bool(chat.healthy())
-    except Exception as error:  # a probe answers unhealthy rather than failing the request
-        log.warning("the %s chat's health check failed: %s", chat.name, error)
-        return False
-
-
-def _source_ok(source: Source) -> bool:
-    try:
-        return bool(source.healthy())
-    except Exception as error:  # a probe answers unhealthy rather than failing the request
-        log.warning("the %s source's health check failed: %s", source.name, error)
-        return False
 
 
 def _flush(outbox: Outbox, within: timedelta) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from bot.core.errors import StoreError
@@ -36,7 +36,7 @@ from bot.daemon.spool import SpoolError, pack, unpack
 log = logging.getLogger("pitcrew.intake")
 
 QUEUE_FULL = "the pipeline's queue is full; retry later"
-FAILED, QUARANTINED = "failed", "quarantined"
+FAILED, QUARANTINED, RELEASED = "failed", "quarantined", "released"
 MAX_TAKES = 2  # starts at which an item may be begun and not finished before quarantine
 RETRY = 0.1  # seconds between offers of kept evidence to a queue that has no room
 
@@ -51,22 +51,38 @@ class Queue(Protocol):
     def alive(self) -> bool: ...
 
 
+def _always() -> bool:
+    return True
+
+
 class Intake:
     def __init__(
-        self, store: KeepingStore, queue: Queue, clock: Clock, metrics: Metrics | None = None
+        self,
+        store: KeepingStore,
+        queue: Queue,
+        clock: Clock,
+        metrics: Metrics | None = None,
+        leading: Callable[[], bool] = _always,
     ) -> None:
+        """`leading`: whether this replica takes evidence in (leader election); a standby
+        keeps what it accepts as released, for the leader (`take_released`)."""
         self._store = store
         self._queue = queue
         self._clock = clock
         self._metrics = metrics or Metrics()
+        self._leading = leading
 
     def accept(self, observation: Observation) -> str | None:
         """Keep and queue `observation`; None when done, else why not (nothing was kept)."""
-        if not self._queue.has_room(text_size(observation)):
+        leads = self._leading()
+        if leads and not self._queue.has_room(text_size(observation)):
             return QUEUE_FULL
         meta, body = pack(observation)
         try:
             row = self._store.spool(meta, body, self._clock())
+            if not leads:  # the leader takes it in within scheduler.released
+                self._store.set_aside(row, RELEASED, "standby", "", self._clock())
+                return None
         except StoreError as error:
             failure = self._store.write_failure() or error.problem
             return f"the store cannot be written ({failure}); retry later"
@@ -75,6 +91,13 @@ class Intake:
             return None
         self._forget(row)
         return QUEUE_FULL
+
+    def submit(self, item: Item, timeout: float = 1.0) -> bool:
+        """Queue `item` (what an on-demand diagnosis found): at once on the leader; a
+        standby keeps its evidence for the leader, as `accept` does."""
+        if self._leading():
+            return self._queue.submit(item, timeout)
+        return isinstance(item, Observation) and self.accept(item) is None
 
     def taken(self, item: Item) -> None:
         """The pipeline has taken `item` in: the row that kept it goes."""

@@ -76,6 +76,7 @@ class Metrics:
             registry=r,
         )
         self._failures(r)
+        self._leader(r)
 
     def _failures(self, r: CollectorRegistry) -> None:
         """What a bug or a budget stopped: counted, the items kept (`bot.daemon.taking`)."""
@@ -97,6 +98,15 @@ class Metrics:
             "Notifications the outbox gave up on (shown by `pitcrew status`)",
             ["kind"],
             registry=r,
+        )
+
+    def _leader(self, r: CollectorRegistry) -> None:
+        """Leader election: whether this replica leads, and the term it leads at."""
+        self.leading = Gauge(
+            "pitcrew_leader", "1 while this replica leads (leader election), else 0", registry=r
+        )
+        self.term = Gauge(
+            "pitcrew_lease_term", "The fencing term this replica leads at", registry=r
         )
 
     def exposition(self) -> bytes:

@@ -260,6 +260,10 @@ class Outbox:
         self._wake.set()
 
     def start(self) -> None:
+        """Deliver on a thread. A message queued before now may be in the chat already
+        (an earlier daemon, or the leader this replica took over from, died with it in
+        flight), so it is looked for before it is sent again."""
+        self._since = self._clock()
         self._stopping.clear()
         self._thread = threading.Thread(target=self._loop, name="pitcrew-outbox", daemon=True)
         self._thread.start()

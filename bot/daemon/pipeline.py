@@ -125,6 +125,7 @@ class PipelineConfig:
     propose: bool = True
     proposal_ttl: timedelta = policy.DEFAULT_TTL
     live_hold: timedelta = timedelta(seconds=30)
+    resume_running: bool = False  # a new leader finishes RUNNING proposals: not interrupted
 
 
 @dataclass(frozen=True)
@@ -192,7 +193,8 @@ class Pipeline:
             tracked.delivery, tracked.due = delivery, now
         for incident in open_incidents:
             self._tracked.of(incident.id).due = now
-        self._recover_interrupted(now)
+        if not self._config.resume_running:  # else `Runner.take_over` finishes them
+            self._recover_interrupted(now)
         for incident in open_incidents:  # the evidence is asked for again, off this thread
             self._ask_memory(incident, now)
         self._metrics.open_incidents.set(len(self._correlator))

@@ -178,6 +178,16 @@ scheduler: {tick: 500ms}
             "sources:\n  kubernetes:\n    enabled: true\n    cluster: gpu-prod\n",
             "F:4: sources.kubernetes.cluster: moved to cluster.name",
         ),
+        (
+            "leader_election:\n  enabled: true\n",
+            "F:1: (top level): leader_election.enabled needs a store its replicas share: "
+            "store.url (PostgreSQL); the SQLite file is one daemon's",
+        ),
+        (
+            "leader_election:\n  renew_deadline: 20s\n",
+            "F:1: leader_election: the lease duration (15 s) must be longer than the renew "
+            "deadline (20 s)",
+        ),
     ],
 )
 def test_each_bad_key_is_named_with_its_line(tmp_path: Path, text: str, expected: str) -> None:

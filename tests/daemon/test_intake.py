@@ -248,6 +248,19 @@ def test_released_evidence_waits_for_room_in_the_queue_without_spinning(tmp_path
         assert [r.id for r in store.spooled()] == [row]  # its row stays until taken in
 
 
+def test_a_standby_keeps_what_it_accepts_for_the_leader_to_take_in(tmp_path: Path) -> None:
+    with Store(tmp_path / "state.db") as store:
+        standby_queue, leader_queue = FullForAWhile(0), FullForAWhile(0)
+        standby = Intake(store, standby_queue, lambda: T0, leading=lambda: False)
+        assert standby.accept(_source_item(1)) is None  # 202: kept in the store
+        assert standby.submit(_source_item(2)) is True  # what /pitcrew diagnose found
+        assert standby_queue.queued == []  # a standby's pipeline does not run
+        leader = Intake(store, leader_queue, lambda: T0)
+        assert leader.take_released() == 2  # within scheduler.released
+        assert [item.kept for item in leader_queue.queued] == [1, 2]  # type: ignore[union-attr]
+        assert store.set_aside_rows() == ()  # released for the leader, not set aside
+
+
 # -- real processes: killed, and stopped before the queue drained ---------------------------
 
 

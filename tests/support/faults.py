@@ -36,6 +36,10 @@ class Measured:
         self._record("faults.cases", 1)
         self._record("faults.double_runs", max(executions - approved, 0))
 
+    def seconds(self, name: str, value: float) -> None:
+        """A duration the case measured (`bench/failover.py`: a failover's)."""
+        self._record(name, f"{value:.2f}")
+
     def bad_clicks_accepted(self, accepted: int) -> None:
         """`accepted` clicks (or commands) that should have been refused were acted on."""
         self._record("faults.cases", 1)

@@ -270,17 +270,24 @@ class SlackChat:
                 raise ValueError("Slack's HTTP mode needs the daemon's HTTP server to mount on")
             http.mount(self.config.events_path, self.app.events_route)
 
-    def start(self) -> None:
+    def start(self, deliver: bool = True) -> None:
         """Check the bot token (auth.test), then open the Socket Mode connection in the
-        background (retrying until Slack answers; the SDK reconnects after that)."""
+        background (retrying until Slack answers; the SDK reconnects after that). Without
+        `deliver` (a standby: it answers clicks and commands, the leader delivers) the
+        cards posted unchecked are checked only from `deliver()` on."""
         self._check_token()
         self._started = True
-        self.reconciler.start()
+        if deliver:
+            self.deliver()
         if self.config.socket_mode:
             self._connector = threading.Thread(
                 target=self._connect, name="pitcrew-slack-connect", daemon=True
             )
             self._connector.start()
+
+    def deliver(self) -> None:
+        """This replica delivers (it leads): cards posted unchecked are checked from now."""
+        self.reconciler.start()
 
     def stop(self) -> None:
         self._stopping.set()

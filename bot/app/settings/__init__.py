@@ -14,7 +14,8 @@ masks them. With no file at all every setting has a working default (console
 chat, `./pitcrew.db`, loopback HTTP on port 9464).
 
 The package's modules: `base` (the closed section model), `sections` (the root
-`Settings` and the small sections), `actions`, `sources` (one module per large area),
-`loading` (`load`, `render`). Import each name from the module that holds it:
-`from bot.app.settings.loading import load`, `from bot.app.settings.sections import Settings`.
+`Settings` and the small sections), `actions`, `sources`, `election` (one module per
+large area), `loading` (`load`, `render`). Import each name from the module that holds
+it: `from bot.app.settings.loading import load`, `from bot.app.settings.sections import
+Settings`.
 """

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from bot.adapters.store.urls import is_url
 from bot.app.settings.actions import ActionSettings
 from bot.app.settings.base import Closed
+from bot.app.settings.election import LeaderElectionSettings
 from bot.app.settings.sources import SourceSettings
 from bot.core.actions.policy import ApprovalPolicy
 from bot.core.incidents.grouping import CorrelationConfig
@@ -248,6 +249,7 @@ class Secrets(BaseModel):
 
 class Settings(Closed):
     cluster: ClusterSettings = ClusterSettings()
+    leader_election: LeaderElectionSettings = LeaderElectionSettings()
     store: StoreSettings = StoreSettings()
     http: HttpSettings = HttpSettings()
     alertmanager: AlertmanagerSettings = AlertmanagerSettings()
@@ -271,6 +273,15 @@ class Settings(Closed):
                 f"chat.slack.silence_for ({describe_span(button)}) is longer than "
                 f"approvals.max_silence ({describe_span(longest)}): every Silence click "
                 "would be refused"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _election_on_a_shared_store(self) -> Settings:
+        if self.leader_election.enabled and not self.store.url:
+            raise ValueError(
+                "leader_election.enabled needs a store its replicas share: store.url "
+                "(PostgreSQL); the SQLite file is one daemon's"
             )
         return self
 

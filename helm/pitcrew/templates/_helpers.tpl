@@ -141,7 +141,8 @@ SLACK_BOT_TOKEN
 
 {{/* The pitcrew config file ----------------------------------------------------- */}}
 
-{{/* values.config plus what the chart owns: the store (on the volume, or store.url), the HTTP
+{{/* values.config plus what the chart owns: the store (on the volume, or store.url, with
+leader election on the release's Lease), the HTTP
 port of the Service, in-cluster credentials and the watched namespaces, the
 actions switch, the extra playbooks directory. Rendered as YAML for bot/settings.py. */}}
 {{- define "pitcrew.config" -}}
@@ -151,6 +152,11 @@ actions switch, the extra playbooks directory. Rendered as YAML for bot/settings
 {{- $_ := set $store "url" .Values.store.url -}}
 {{- end -}}
 {{- $_ := set $config "store" $store -}}
+{{- if include "pitcrew.sharedStore" . -}}
+{{- $elected := dict "enabled" true "namespace" .Release.Namespace "name" (include "pitcrew.fullname" .) -}}
+{{- $election := mergeOverwrite (deepCopy ($config.leader_election | default dict)) $elected -}}
+{{- $_ := set $config "leader_election" $election -}}
+{{- end -}}
 {{- $http := mergeOverwrite (dict "host" "0.0.0.0") (deepCopy ($config.http | default dict)) (dict "port" (int .Values.service.port)) -}}
 {{- $_ := set $config "http" $http -}}
 {{- $actions := mergeOverwrite (deepCopy ($config.actions | default dict)) (dict "enabled" .Values.actions.enabled) -}}

@@ -413,6 +413,7 @@ def test_sqlite_is_one_replica_recreated_on_its_volume(name: str, rendered: dict
     assert not release.kind("PodDisruptionBudget")
     assert not any(r["metadata"]["name"].endswith("-leader-election") for r in release.kind("Role"))
     assert "url" not in release.config()["store"]
+    assert "leader_election" not in release.config()  # one replica, no Lease
     assert "PITCREW_STORE_PASSWORD_FILE" not in release.env()
 
 
@@ -431,6 +432,12 @@ def test_postgresql_is_two_replicas_rolled_under_a_budget(name: str, rendered: d
     assert budget["spec"]["maxUnavailable"] == 1
     assert budget["spec"]["selector"] == spec["selector"]
     assert release.config()["store"]["url"] == POSTGRES_URL
+    fullname = deployment["metadata"]["name"]
+    assert release.config()["leader_election"] == {
+        "enabled": True,
+        "namespace": NAMESPACE,
+        "name": fullname,  # the Lease the chart's Role lets the replicas get and update
+    }
     assert not release.kind("PersistentVolumeClaim")
     assert "postgresql://pitcrew@pitcrew-db.databases.svc:5432/pitcrew" in release.notes
     assert "shared by 2 replica(s)" in release.notes
