@@ -21,7 +21,6 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,20 +66,37 @@ def prepare(kube: Emulator) -> None:
 
 @dataclass
 class Slowed:
-    """Requests kmock answers late (their change made at once): a window to kill in."""
+    """Requests kmock answers late (a create's change made at once): a window to kill in.
+    Each is answered here, after the wait, as kmock's emulator answers it: a reaction that
+    only waits and falls through is used once by kmock, so it would slow one request."""
 
     seconds: dict[str, float] = field(default_factory=dict)
 
     def install(self, kube: Emulator) -> None:
-        def delay(what: str) -> Callable[[], Any]:
-            return lambda: asyncio.sleep(self.seconds.get(what, 0.0))
-
         quotas = kmock.resource("v1/resourcequotas")
         events = kmock.resource("v1/events")
 
+        async def listed(request: Any) -> Any:  # the plan reads the quota after the claim
+            await asyncio.sleep(self.seconds.get("quotas", 0.0))
+            items = [
+                obj.raw
+                for (resource, namespace, _), obj in kube.k.objects.items()
+                if resource.plural == "resourcequotas"
+                and namespace == request.namespace
+                and not obj.deleted
+            ]
+            return {"apiVersion": "v1", "kind": "ResourceQuotaList", "metadata": {}, "items": items}
+
+        async def created(request: Any) -> Any:  # the Event, after the patch
+            await asyncio.sleep(self.seconds.get("events", 0.0))
+            metadata = request.data["metadata"]
+            namespace = request.namespace or metadata.get("namespace")
+            stored = kube.k.objects[events, namespace, metadata["name"]]
+            return kmock.Response(status=201, payload=stored.raw)
+
         def declare(k: Any) -> None:
-            k[kmock.action.LIST, quotas] >> delay("quotas")  # the plan: after the claim
-            k[kmock.action.CREATE, events] >> delay("events")  # the Event: after the patch
+            k[kmock.action.LIST, quotas] << listed
+            k[kmock.action.CREATE, events] << created
 
         kube.run(declare)
 

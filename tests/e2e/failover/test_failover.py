@@ -71,9 +71,10 @@ def test_the_leader_killed_after_its_ledger_claim(
     b = pair.start("b")
     pair.ingest(a)
     card = pair.card()
-    slowed.seconds["quotas"] = 4.0  # the plan after the claim reads the quota this late
+    slowed.seconds["quotas"] = 10.0  # the plan after the claim reads the quota this late
     pair.click(a, card)
-    wait_until(lambda: pair.proposal() == (S.RUNNING, ActionResult.STARTED), 30, "the claim")
+    wait_until(lambda: pair.proposal() == (S.RUNNING, ActionResult.STARTED), 40, "the claim")
+    slowed.seconds["quotas"] = 0.0  # the standby's own plan is not slowed
     assert pair.limits() == ["16Gi"]
     killed = time.monotonic()
     a.kill()
@@ -92,9 +93,10 @@ def test_the_leader_killed_after_its_patch(pair: Pair, slowed: Slowed, measured:
     b = pair.start("b")
     pair.ingest(a)
     card = pair.card()
-    slowed.seconds["events"] = 6.0  # the Event after the patch is answered this late
+    slowed.seconds["events"] = 10.0  # the Event after the patch is answered this late
     pair.click(a, card)
     wait_until(lambda: pair.limits() == BUMPED, 30, "the leader's patch")
+    slowed.seconds["events"] = 0.0  # the standby's own requests are not slowed
     assert pair.proposal() == (S.RUNNING, ActionResult.STARTED)
     killed = time.monotonic()
     a.kill()
