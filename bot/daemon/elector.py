@@ -19,8 +19,17 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bot.daemon.lease import JITTER, Create, Election, ElectionConfig, LeaseRecord, Write
-from bot.daemon.ports import Clock, LeaseConflictError, LeaseLock
+from bot.daemon.lease import (
+    JITTER,
+    Create,
+    Election,
+    ElectionConfig,
+    LeaseConflictError,
+    LeaseLock,
+    LeaseRecord,
+    Write,
+)
+from bot.daemon.ports import Clock
 
 log = logging.getLogger("pitcrew.lease")
 

@@ -22,6 +22,8 @@ Kubernetes adapter's):
 
 A write carries the `version` (resourceVersion) of the record it was decided from, so
 of two replicas deciding at once one write is refused by the API server.
+The port to the Lease (`LeaseLock`) is defined here with its record, as the
+daemon's other ports are in `bot.daemon.ports`.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol
 
 LEASE_DURATION = timedelta(seconds=15)
 RENEW_DEADLINE = timedelta(seconds=10)
@@ -201,3 +204,27 @@ class Election:
             transitions,
             version,
         )
+
+
+class LeaseConflictError(Exception):
+    """Another replica wrote the Lease first (a create of one that exists, an update from
+    an older `resourceVersion`): the API server refused this write; read it again."""
+
+
+class LeaseLock(Protocol):
+    """The Lease (`coordination.k8s.io/v1`) in the cluster (`bot.adapters.kubernetes.lease`).
+    Any error other than `LeaseConflictError` means the API could not be asked."""
+
+    name: str  # what it is, for people: `Lease pitcrew/pitcrew`
+
+    def get(self) -> LeaseRecord | None:
+        """The Lease as stored now (None: there is none)."""
+        ...
+
+    def create(self, record: LeaseRecord) -> LeaseRecord:
+        """Create it; returns it as stored (its new `version`)."""
+        ...
+
+    def update(self, record: LeaseRecord) -> LeaseRecord:
+        """Replace it, from `record.version`; returns it as stored."""
+        ...

@@ -1,21 +1,20 @@
 """The ports: every interface the daemon's workers depend on and the adapters implement,
 so the daemon never imports an adapter.
 
-Why this exists: the pipeline, the outbox worker, the service and the action runner
-need durable state, a chat, sources, a queue to put things on and executors, but only
-the adapters talk to the world. They name what they need here, as Protocols the
-adapters satisfy structurally (`bot.adapters.store.store.Store` the stores, on SQLite or
-PostgreSQL,
+Why this exists: the pipeline, the outbox worker, the service and the action runner need
+durable state, a chat, sources, a queue to put things on and executors, but only the adapters
+talk to the world. They name what they need here, as Protocols the adapters satisfy
+structurally (`bot.adapters.store.store.Store` the stores, on SQLite or PostgreSQL,
 `bot.adapters.slack.chat` and `bot.adapters.console` the `Chat`, the Kubernetes, Ray and
-KubeRay sources the `Source`, the Kubernetes, Ray and echo executors the `Executor`,
-which `bot.daemon.executor` dispatches to); tests and benchmarks may pass anything that
-does too. A source puts what it sees into a `Sink` (the pipeline's queue); which kinds of
-source exist and how each is built is `bot.app.factories`, what they put on the queue
-`bot.daemon.feed`. The clock is a port as well: every worker asks it for `now`, so tests
-can drive time by hand. The other way round, a chat that takes commands and clicks
-(Slack) calls the daemon's `ChatService` (`bot.daemon.service.Service`) and explains its
-answers (`Answer`, its `Outcome`, `Status`, ...), defined here so the adapter uses the
-service's own values. Pure: values and Protocols only.
+KubeRay sources the `Source`, the Kubernetes, Ray and echo executors the `Executor`, which
+`bot.daemon.executor` dispatches to); tests and benchmarks may pass anything that does too. A
+source puts what it sees into a `Sink` (the pipeline's queue); which kinds of source exist and
+how each is built is `bot.app.factories`, what they put on the queue `bot.daemon.feed`. The
+clock is a port as well: every worker asks it for `now`, so tests can drive time by hand. The
+other way round, a chat that takes commands and clicks (Slack) calls the daemon's
+`ChatService` (`bot.daemon.service.Service`) and explains its answers (`Answer`, its
+`Outcome`, `Status`, ...), defined here so the adapter uses the service's own values. Pure:
+values and Protocols only (the Lease's: `bot.daemon.lease`).
 """
 
 from __future__ import annotations
@@ -45,7 +44,6 @@ from bot.core.model import (
     Silence,
 )
 from bot.daemon.feed import Item
-from bot.daemon.lease import LeaseRecord
 
 Clock = Callable[[], datetime]
 """Returns the current time, timezone-aware."""
@@ -148,13 +146,12 @@ class ProposalStore(Protocol):
 
 
 class LedgerStore(Protocol):
-    """The action ledger: started before an action runs, finished after."""
+    """The action ledger: started before an action runs, finished after; a proposal's
+    entry read back (`action_entry`, None: never started)."""
 
     def start_action(self, entry: LedgerEntry) -> None: ...
 
-    def action_entry(self, proposal_id: str) -> LedgerEntry | None:
-        """The proposal's ledger entry, started or finished (None: never started)."""
-        ...
+    def action_entry(self, proposal_id: str) -> LedgerEntry | None: ...
 
     def finish_action(
         self, proposal_id: str, result: ActionResult, at: datetime, detail: str = ""
@@ -432,8 +429,6 @@ class Chat(Protocol):
 
 # -- what a chat's commands and buttons call, and what they are answered --------------
 
-_NONE_UNCHECKED = KeptUnchecked(())
-
 
 class Outcome(StrEnum):
     APPROVED = "approved"
@@ -495,7 +490,7 @@ class Status:
     dead_letters: tuple[QueuedMessage, ...] = ()  # the newest the outbox gave up on
     given_up: int = 0  # every notification the outbox gave up on
     held: tuple[QueuedMessage, ...] = ()  # notifications waiting for a person to act
-    unchecked: KeptUnchecked = _NONE_UNCHECKED  # cards awaiting the duplicate check
+    unchecked: KeptUnchecked = KeptUnchecked(())  # cards awaiting the duplicate check
     cluster: str = ""  # whose pitcrew this is
     other_clusters: str = ""  # clicks for other clusters came lately: why, and the fix
 
@@ -572,33 +567,6 @@ class Sink(Protocol):
 
     def submit(self, item: Item) -> bool:
         """Queue `item`; False when the queue stayed full (the caller may retry or drop)."""
-        ...
-
-
-# -- leader election: the Lease the replicas of one cluster elect their leader with ------
-
-
-class LeaseConflictError(Exception):
-    """Another replica wrote the Lease first (a create of one that exists, an update from
-    an older `resourceVersion`): the API server refused this write; read it again."""
-
-
-class LeaseLock(Protocol):
-    """The Lease (`coordination.k8s.io/v1`) in the cluster (`bot.adapters.kubernetes.lease`).
-    Any error other than `LeaseConflictError` means the API could not be asked."""
-
-    name: str  # what it is, for people: `Lease pitcrew/pitcrew`
-
-    def get(self) -> LeaseRecord | None:
-        """The Lease as stored now (None: there is none)."""
-        ...
-
-    def create(self, record: LeaseRecord) -> LeaseRecord:
-        """Create it; returns it as stored (its new `version`)."""
-        ...
-
-    def update(self, record: LeaseRecord) -> LeaseRecord:
-        """Replace it, from `record.version`; returns it as stored."""
         ...
 
 

@@ -20,8 +20,7 @@ from typing import Any
 from bot.adapters.kubernetes.api import LEASES, KubeApi, RbacRule
 from bot.adapters.kubernetes.errors import ConflictError
 from bot.core.inputs.values import as_map, text_at
-from bot.daemon.lease import LEASE_DURATION, LeaseRecord
-from bot.daemon.ports import LeaseConflictError
+from bot.daemon.lease import LEASE_DURATION, LeaseConflictError, LeaseRecord
 
 RULES = (
     RbacRule(
@@ -34,7 +33,7 @@ RULES = (
 
 
 class KubeLease:
-    """One named Lease in one namespace (`bot.daemon.ports.LeaseLock`)."""
+    """One named Lease in one namespace (`bot.daemon.lease.LeaseLock`)."""
 
     def __init__(self, api: KubeApi, namespace: str, name: str) -> None:
         self.api = api

@@ -22,8 +22,7 @@ from bot.adapters.kubernetes.api import KubeApi
 from bot.adapters.kubernetes.lease import KubeLease
 from bot.app.demo.emulator import KubeEmulator
 from bot.daemon.elector import Elector
-from bot.daemon.lease import ElectionConfig, LeaseRecord
-from bot.daemon.ports import LeaseConflictError
+from bot.daemon.lease import ElectionConfig, LeaseConflictError, LeaseRecord
 from tests.support.kube_leases import serve_leases, stored_lease
 from tests.support.tcp_proxy import TcpProxy
 
