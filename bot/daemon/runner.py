@@ -13,7 +13,8 @@ How an action ended is told apart everywhere (`ActionResult`): *refused* (a
 precondition no longer holds: nothing was changed), *failed* (the world said no),
 *bug* (pitcrew's own fault: logged with its traceback). A proposal found RUNNING
 after a restart was interrupted; the pipeline reports it and it is never run again
-(`approvals.recover`). An action with no executor fails with a reason saying so.
+(`approvals.recover`), except under leader election, where a new leader finishes what
+the old one was running (`take_over`). An action with no executor fails with a reason saying so.
 
 Executor kinds are named in the config (`actions.executors`); which kinds exist
 and how each is built is `bot.app.factories`.
