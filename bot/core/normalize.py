@@ -138,7 +138,8 @@ def unwrap(data: bytes) -> tuple[bytes, list[int]] | None:
     A line is a wrap's first half when it is long and the next line does not start
     a record of its own. A line exactly as long as the paste's most common long
     width was cut by a terminal, possibly inside a word, so it is joined without a
-    space; a shorter one was broken at a space, which is put back."""
+    space; a shorter one was broken at a space, which is put back unless the next line
+    still starts with it."""
     lines = [line.removesuffix(b"\r") for line in data.split(b"\n")]
     width = _terminal_width(lines)
     joined: list[bytes] = []
@@ -147,7 +148,8 @@ def unwrap(data: bytes) -> tuple[bytes, list[int]] | None:
     for index, line in enumerate(lines):
         if joined and _continues(previous, line):
             cut = previous.endswith((b" ", b"\t")) or len(previous) in (width, *TERMINAL_WIDTHS)
-            joined[-1] += (b"" if cut else b" ") + line
+            spaced = cut or line.startswith((b" ", b"\t"))  # the break kept its space
+            joined[-1] += (b"" if spaced else b" ") + line
         else:
             joined.append(line)
             firsts.append(index)

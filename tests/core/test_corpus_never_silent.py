@@ -41,21 +41,14 @@ NO_FAILURE_IN_THE_TEXT: dict[str, str] = {
     "A-018": "a PyTorchJob with an empty STATE column (ambiguous)",
     "A-043": "one line of the job's code, an assert statement, without the AssertionError "
     "(ambiguous)",
+    "C-014": "the raylet's INFO line killing a worker, cut before it says why (ambiguous)",
+    "C-022": "a DCGM metric series naming Xid 45, the cleanup after a process ended, and no "
+    "failure (ambiguous)",
+    "C-051": "a Volcano Queue's describe at its capability, jobs waiting by policy (ambiguous)",
 }
 """Rows labelled with a failure whose text shows none that pitcrew can name: each says
 why. They answer "No failure found"; any other row that holds a failure must not."""
-NOT_YET_READ: dict[str, str] = {
-    "C-014": "batch 4, silent at first sight (main 72d6488)",
-    "C-018": "batch 4, silent at first sight (main 72d6488)",
-    "C-022": "batch 4, silent at first sight (main 72d6488)",
-    "C-025": "batch 4, silent at first sight (main 72d6488)",
-    "C-028": "batch 4, silent at first sight (main 72d6488)",
-    "C-051": "batch 4, silent at first sight (main 72d6488)",
-    "C-055": "batch 4, silent at first sight (main 72d6488)",
-    "C-056": "batch 4, silent at first sight (main 72d6488)",
-    "C-058": "batch 4, silent at first sight (main 72d6488)",
-    "D-015": "batch 4, silent at first sight (main 72d6488)",
-}
+NOT_YET_READ: dict[str, str] = {}
 """First-seen rows that answered "No failure found" when their batch was scored, until
 their misses are read (for their kind) and this list is emptied."""
 STILL_ALARMED = frozenset({"d2-044"})

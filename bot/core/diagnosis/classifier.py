@@ -230,10 +230,11 @@ class Classifier:
     ) -> None:
         """A paste's hard-wrapped lines joined again, scanned for the signatures the
         lines as written did not show; evidence is the user's lines, with their numbers."""
-        unwrapped = unwrap(without_colour(data))
+        unwrapped = unwrap(data)  # widths as pasted: a terminal counted the codes too
         if unwrapped is None:
             return
-        text, firsts = unwrapped
+        joined, firsts = unwrapped
+        text = without_colour(joined)
         original = data.decode("utf-8", "replace").split("\n")
         candidates, _ = self._log_prefilter.line_candidates(text)
         lines = _LineCounter(text, 0)

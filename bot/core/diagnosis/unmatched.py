@@ -42,7 +42,8 @@ _FAILURE = re.compile(
     r"|\bCheck failed\b|\*\*\* (?:Check failure|SIG[A-Z]+ |Aborted at)"
     r"|\bOut of memory: Kill|\bMemory cgroup out of memory|\binvoked oom-killer\b"
     r"|\boom[-_]kill(?: event)?s?\b|\bOOM[- ]?[Kk]ill|\bOUT_OF_MEMORY\b"
-    r"|\b(?:error|fatal)(?::|\s+(?:while|when|during|creating|reading|getting|occurred)\b)"
+    r"|\b(?:error|fatal)(?::|\s+(?:while|when|during|creating|reading|getting|occurred|from)\b)"
+    r"|\bunrecoverable error\b"
     r"|\bfailed(?: to| with| due|:)"
     r"|\bcommand not found\b|\bexec format error\b|\bEvict(?:ed|ion|s)?\b|\bis waiting to start\b"
     r"|^Unhandled error\b"
@@ -68,7 +69,7 @@ _MAYBE = re.compile(
     r"|core dumped|panic|[eE]xit|Exception|^\s*[EF]\d|\] |Check fail|\*\*\* "
     r"|[Oo]ut of memory|oom|OOM|error|fatal|failed|BackOff|Evicted|Exceeded"
     r"|Unexpected|Shutdown|Warning|not found|Evict|waiting to start|Unhandled|Err|OUT_OF|Invalid"
-    r"|CannotRun|forbidden|ermission|ould not|OULD NOT|nable to|been stuck"
+    r"|CannotRun|forbidden|ermission|ould not|OULD NOT|nable to|been stuck|nrecoverable"
 )
 _BENIGN = re.compile(
     r"\b(?:0 errors?|no errors?|errors?=0|error_count[:=]\s*0)\b|FutureWarning|UserWarning"

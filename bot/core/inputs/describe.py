@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.core.inputs import InputPart
+from bot.core.inputs import InputPart, LogText
 from bot.core.inputs.blocks import Block, Line, Miss, block_end, lines_from
 from bot.core.inputs.kubeobjects import object_parts
 from bot.core.inputs.object_refs import canonical_kind
@@ -192,6 +192,10 @@ def _parts(sections: list[Section], origin: str) -> Iterator[InputPart]:
         yield from object_parts(obj, origin)
     for event in events:
         yield from object_parts(event, origin)
+    unread = _unread_rows(top.get("Events"))
+    if unread:  # a layout the table reader does not know: its lines are still read
+        where = f"{origin} (describe Events)" if origin else "describe Events"
+        yield LogText([("\n".join(unread) + "\n").encode("utf-8")], origin=where)
 
 
 def _kind(top: Mapping[str, Section]) -> str:
@@ -399,6 +403,16 @@ def _table(section: Section | None) -> list[dict[str, str]]:
             break
         found.append({key: cells[name] for key, name in zip(keys, columns.names, strict=True)})
     return found
+
+
+def _unread_rows(section: Section | None) -> list[str]:
+    """The rows of a describe table that its header's columns do not split (an old
+    kubectl's tab-separated Events with empty cells): kept as text, never dropped."""
+    rows = [line for line in section.body if line.strip()] if section else []
+    if len(rows) < 2:
+        return []
+    columns = Columns.from_header(rows[0])
+    return [line for line in rows[1:] if not is_rule(line) and columns.split(line) is None]
 
 
 def _events(section: Section | None, involved: Mapping[str, str]) -> list[dict[str, Any]]:

@@ -228,3 +228,21 @@ def test_a_large_kubectl_list_is_read() -> None:
     pods = {"apiVersion": "v1", "kind": "List", "items": [pod] * 2000}
     signals = signals_of(parts_of(json.dumps(pods, indent=4)))
     assert len(signals) == 4000
+
+
+def test_describe_events_in_a_layout_the_table_reader_does_not_split_are_kept_as_text() -> None:
+    """kubectl 1.0 printed Events tab-separated with empty cells (kubernetes#11453)."""
+    text = (
+        "Name:\t\t\t\tmysql\n"
+        "Namespace:\t\t\tdefault\n"
+        "Status:\t\t\t\tPending\n"
+        "Events:\n"
+        "  FirstSeen\t\t\t\tLastSeen\t\t\tCount\tFrom\t\tSubobjectPath\tReason\t\t\tMessage\n"
+        "  Fri, 17 Jul 2015 10:30:55 -0700\tFri, 17 Jul 2015 10:31:10 -0700\t5\t{scheduler }"
+        "\t\t\tfailedScheduling\tFailed for reason PodFitsResources and possibly others\n"
+    )
+    (log,) = logs_of(parts_of(text))
+    assert log == (
+        "  Fri, 17 Jul 2015 10:30:55 -0700\tFri, 17 Jul 2015 10:31:10 -0700\t5\t{scheduler }"
+        "\t\t\tfailedScheduling\tFailed for reason PodFitsResources and possibly others\n"
+    )
