@@ -38,9 +38,20 @@ def inventory_files(directory: Path) -> list[Path]:
 
 
 def _read(path: Path) -> str:
+    return _text(path, _bytes(path))
+
+
+def _bytes(path: Path) -> bytes:
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
+        return path.read_bytes()
+    except OSError as error:
+        raise PlaybookError(str(path), "", f"cannot read: {error}") from None
+
+
+def _text(path: Path, raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
         raise PlaybookError(str(path), "", f"cannot read: {error}") from None
 
 
@@ -65,24 +76,30 @@ def builtin_known_messages() -> KnownMessages:
 def inventory_known_messages(directories: list[Path]) -> KnownMessages:
     """The inventory of `directories` as the matcher needs it, indexed; empty when it cannot
     be read (the unknown answer then names no entry, as before the inventory). Kept in the
-    user's cache under a hash of the files and the code: reading and indexing 20,000
-    messages costs a third of a second, reading them back a tenth of that."""
+    user's cache under a hash of the files' bytes and the code: reading and indexing 20,000
+    messages costs a third of a second, hashing the files and reading the entry back a
+    hundredth of that (the files are decoded only to build it)."""
     try:
         paths = [path for directory in directories for path in inventory_files(directory)]
-        texts = [(path, _read(path)) for path in paths]
+        data = [(path, _bytes(path)) for path in paths]
     except PlaybookError:
         return known_messages(())
-    entry = cache.entry("known", _key(texts), ".pickle")
+    entry = cache.entry("known", _key(data), ".pickle")
     found = cache.read_value(entry, KnownMessages)
     if found is None:
+        try:
+            texts = [(path, _text(path, raw)) for path, raw in data]
+        except PlaybookError:
+            return known_messages(())
         found = known_messages(m for path, text in texts for m in read_known(text, str(path)))
         found.indexed()
         cache.write_value(entry, found)
     return found
 
 
-def _key(texts: list[tuple[Path, str]]) -> str:
+def _key(data: list[tuple[Path, bytes]]) -> str:
     digest = hashlib.sha256(cache.code_fingerprint())
-    for path, text in texts:
-        digest.update(f"{path}\x00{len(text)}\x00".encode() + text.encode())
+    for path, raw in data:
+        digest.update(f"{path}\x00{len(raw)}\x00".encode())
+        digest.update(raw)
     return digest.hexdigest()[:32]

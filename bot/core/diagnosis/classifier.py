@@ -89,7 +89,11 @@ class Classifier:
                 compiled.append(compile_signature(len(compiled), loaded, signature))
         self.signatures = compiled
         self._noise = AnyOf([n.regex for n in library.noise], cache)
-        self._unless_sigs = [s for s in compiled if s.unless and not s.signature.weak]
+        self._unless_sigs = [  # by their patterns: each regex is compiled when a line asks
+            s
+            for s in compiled
+            if (s.signature.unless or s.loaded.playbook.unless) and not s.signature.weak
+        ]
         self._any_unless = AnyOf(
             sorted(
                 {

@@ -57,9 +57,11 @@ class Recognized:
         return f"known as {self.message.key} ({self.message.emitter})"
 
 
-Row = tuple[str, str, str, tuple[tuple[str, ...], ...]]
-"""A `KnownMessage`'s fields as plain values: 20,000 of them are read back from the user's
-cache in a few hundredths of a second, where as many objects took a tenth."""
+Row = str
+"""A `KnownMessage` as one JSON array `[key, emitter, verdict, wordings]`, read only when
+the message is a line's candidate: 20,000 of these strings are read back from the user's
+cache in a few thousandths of a second, where as many tuples of tuples took a hundredth
+and as many objects a tenth."""
 
 
 @dataclass
@@ -67,33 +69,44 @@ class KnownMessages:
     """The inventory's messages, indexed by one word of each wording on first use."""
 
     rows: tuple[Row, ...]
-    _index: dict[str, list[tuple[int, int]]] | None = field(default=None, repr=False)
+    _index: dict[str, tuple[int, ...]] | None = field(default=None, repr=False)
+    """Each word's wordings as a flat run of (message, wording) numbers."""
+    _read: dict[int, KnownMessage] = field(default_factory=dict, repr=False, compare=False)
 
     def message(self, number: int) -> KnownMessage:
-        return KnownMessage(*self.rows[number])
+        message = self._read.get(number)
+        if message is None:
+            key, emitter, verdict, wordings = json.loads(self.rows[number])
+            message = KnownMessage(key, emitter, verdict, tuple(map(tuple, wordings)))
+            self._read[number] = message
+        return message
 
     def indexed(self) -> KnownMessages:
         """The same messages with their index built now (to be kept, e.g. in a cache)."""
         self._built()
         return self
 
-    def _built(self) -> dict[str, list[tuple[int, int]]]:
+    def _built(self) -> dict[str, tuple[int, ...]]:
         """Each wording under its rarest word across the inventory (the longest among
         equally rare ones), so that a line's words call up a few candidates each."""
         if self._index is None:
-            words_of = [[_inner_words(parts) for parts in row[3]] for row in self.rows]
+            words_of = [
+                [_inner_words(parts) for parts in self.message(m).wordings]
+                for m in range(len(self.rows))
+            ]
             count: dict[str, int] = {}
             for wordings in words_of:
                 for words in wordings:
                     for word in set(words):
                         count[word] = count.get(word, 0) + 1
-            index: dict[str, list[tuple[int, int]]] = {}
+            index: dict[str, list[int]] = {}
             for m, wordings in enumerate(words_of):
                 for w, words in enumerate(wordings):
                     if words:
                         key = min(words, key=lambda word: (count[word], -len(word)))
-                        index.setdefault(key, []).append((m, w))
-            self._index = index
+                        index.setdefault(key, []).extend((m, w))
+            self._index = {word: tuple(numbers) for word, numbers in index.items()}
+            self._read.clear()  # read again when asked: a cache keeps the rows alone
         return self._index
 
     def recognize(self, line: str) -> Recognized | None:
@@ -103,15 +116,17 @@ class KnownMessages:
         best: Recognized | None = None
         seen: set[tuple[int, int]] = set()
         for word in set(_WORD.findall(text)):
-            for candidate in index.get(word, ()):
+            numbers = index.get(word, ())
+            for candidate in zip(numbers[::2], numbers[1::2], strict=True):
                 if candidate in seen:
                     continue
                 seen.add(candidate)
-                parts = self.rows[candidate[0]][3][candidate[1]]
+                message = self.message(candidate[0])
+                parts = message.wordings[candidate[1]]
                 score = found(parts, text)
                 if score and (best is None or score > best.score):
                     whole = score == sum(len(p) for p in parts)
-                    best = Recognized(self.message(candidate[0]), score, whole)
+                    best = Recognized(message, score, whole)
         return best
 
 
@@ -170,7 +185,12 @@ def system_raise(known: KnownMessages, line: str) -> Recognized | None:
 
 
 def known_messages(messages: Iterable[KnownMessage]) -> KnownMessages:
-    return KnownMessages(tuple((m.key, m.emitter, m.verdict, m.wordings) for m in messages))
+    return KnownMessages(
+        tuple(
+            json.dumps([m.key, m.emitter, m.verdict, m.wordings], ensure_ascii=False)
+            for m in messages
+        )
+    )
 
 
 def name_lines(known: KnownMessages, lines: Sequence[FailureLine]) -> list[FailureLine]:

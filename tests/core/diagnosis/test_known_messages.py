@@ -94,4 +94,4 @@ def test_nothing_is_indexed_until_a_line_is_asked_about() -> None:
     known = known_messages([SECRET])
     assert known._index is None
     known.recognize("no such message")
-    assert known._index == {"couldn": [(0, 0)]}
+    assert known._index == {"couldn": (0, 0)}  # (message, wording) pairs, flat
