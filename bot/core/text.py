@@ -12,7 +12,6 @@ override shows `exe.txt` as `txt.exe`. All three start from `strip_controls`.
 from __future__ import annotations
 
 import hashlib
-import html
 import re
 import unicodedata
 
@@ -75,6 +74,8 @@ def escape_html(text: str) -> str:
     """Text for an HTML element's content or a quoted attribute's value: control
     characters removed, `&`, `<`, `>`, `"` and `'` escaped, so no element, attribute or
     entity can be made from it."""
+    import html  # its table of entities: not for a terminal's `pitcrew diagnose`
+
     return html.escape(strip_controls(text), quote=True)
 
 
