@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from bot.core.actions.order import grouped
 from bot.core.model import ActionOffer, Diagnosis, RankedFinding, Role, Severity
 from bot.core.text import for_terminal
 
@@ -88,6 +87,8 @@ def _offers_table(diagnosis: Diagnosis) -> Table:
     """The offers, a plan on one row (its steps in order), then the withheld actions."""
     from rich.table import Table
 
+    from bot.core.actions.order import grouped
+
     table = Table(show_header=True, header_style="bold", expand=True, show_lines=False)
     table.add_column("action")
     table.add_column("")
@@ -137,9 +138,11 @@ def _plain_lines(diagnosis: Diagnosis) -> list[str]:
     lines.append(diagnosis.text)
     lines.extend(_what_to_do(diagnosis))
     if diagnosis.actions:
+        from bot.core.actions.order import grouped  # the actions' modules: only for offers
+
         lines.append("")
-    for group in grouped(diagnosis.actions):
-        lines.extend(_offer_lines(group))
+        for group in grouped(diagnosis.actions):
+            lines.extend(_offer_lines(group))
     return lines
 
 

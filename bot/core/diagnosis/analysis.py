@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.core import linear
-from bot.core.actions.specs import ACTION_SPECS, FACTS
 from bot.core.diagnosis.classifier import Hit
 from bot.core.model import (
     ActionOffer,
@@ -392,7 +391,7 @@ def _offer(
     reason = reason or problem
     preview = ""
     if not reason:
-        spec = ACTION_SPECS[rule.action]
+        spec = rule.spec
         try:
             model = spec.params.check(params)
             params = model.as_dict()
@@ -403,7 +402,7 @@ def _offer(
         action=rule.action,
         params=frozen_map(params),
         offered=not reason,
-        reason=reason or f"{ACTION_SPECS[rule.action].summary} ({finding.category})",
+        reason=reason or f"{rule.spec.summary} ({finding.category})",
         playbook=finding.playbook,
         preview=preview,
         pending_fact=pending if reason else "",
@@ -529,9 +528,9 @@ def _guard_failure(
     if isinstance(guard, FactGuard):
         known = facts.get(guard.fact)
         if known is None:
-            return f"{LIVE_CHECK} that {FACTS[guard.fact]}"
+            return f"{LIVE_CHECK} that {guard.said}"
         if not known:
-            return guard.reason or f"it is not true that {FACTS[guard.fact]}"
+            return guard.reason or f"it is not true that {guard.said}"
     return ""
 
 

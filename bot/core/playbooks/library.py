@@ -17,14 +17,16 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Annotated, Literal, NamedTuple
+from typing import TYPE_CHECKING, Annotated, Literal, NamedTuple
 
 from bot.core import linear
-from bot.core.actions.specs import ACTION_SPECS, FACTS
 from bot.core.errors import PlaybookError
 from bot.core.model import SourceKind
 from bot.core.taxonomy import Category
 from bot.core.validation import STRICT, Check, OneOf
+
+if TYPE_CHECKING:
+    from bot.core.actions.specs import ActionSpec
 
 NOISE_FILE = "noise.yaml"
 _ID = r"^[a-z0-9][a-z0-9-]*[a-z0-9]$"
@@ -58,12 +60,16 @@ def template_compiles(value: str) -> str:
 
 
 def _known_action(value: str) -> str:
+    from bot.core.actions.specs import ACTION_SPECS  # checked when a playbook is parsed
+
     if value not in ACTION_SPECS:
         raise ValueError(f"unknown action {value!r}; known: {', '.join(sorted(ACTION_SPECS))}")
     return value
 
 
 def _known_fact(value: str) -> str:
+    from bot.core.actions.specs import FACTS
+
     if value not in FACTS:
         raise ValueError(f"unknown fact {value!r}; known: {', '.join(sorted(FACTS))}")
     return value
@@ -307,6 +313,13 @@ class FactGuard:
     )
     reason: str | None = None
 
+    @property
+    def said(self) -> str:
+        """The fact in words (`bot.core.actions.specs.FACTS`)."""
+        from bot.core.actions.specs import FACTS
+
+        return FACTS[self.fact]
+
 
 Guard = PrimaryGuard | EvidenceGuard | NoEvidenceGuard | CaptureGuard | FactGuard
 GUARDS = OneOf(
@@ -332,6 +345,8 @@ class ActionRule:
     guards: list[Annotated[Guard, GUARDS]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        from bot.core.actions.specs import ACTION_SPECS  # not for a library read back
+
         spec = ACTION_SPECS.get(self.action)
         known = spec.params.names() if spec else ()
         unknown = sorted(set(self.params) - set(known))
@@ -339,6 +354,13 @@ class ActionRule:
             raise ValueError(
                 f"{self.action} has no parameter {', '.join(unknown)}; it takes {', '.join(known)}"
             )
+
+    @property
+    def spec(self) -> ActionSpec:
+        """What pitcrew knows of the action: its parameters, preview and summary."""
+        from bot.core.actions.specs import ACTION_SPECS  # the actions' modules: for offers
+
+        return ACTION_SPECS[self.action]
 
 
 @dataclass(frozen=True, kw_only=True)
