@@ -45,14 +45,11 @@ NO_FAILURE_IN_THE_TEXT: dict[str, str] = {
     "C-022": "a DCGM metric series naming Xid 45, the cleanup after a process ended, and no "
     "failure (ambiguous)",
     "C-051": "a Volcano Queue's describe at its capability, jobs waiting by policy (ambiguous)",
+    "F-025": "an MCAD AppWrapper's queueing conditions, cut before any refusal (ambiguous)",
 }
 """Rows labelled with a failure whose text shows none that pitcrew can name: each says
 why. They answer "No failure found"; any other row that holds a failure must not."""
-NOT_YET_READ: dict[str, str] = {
-    "E-031": "batch 5, silent at first sight (main 7cd13e4)",
-    "F-004": "batch 5, silent at first sight (main 7cd13e4)",
-    "F-025": "batch 5, silent at first sight (main 7cd13e4)",
-}
+NOT_YET_READ: dict[str, str] = {}
 """First-seen rows that answered "No failure found" when their batch was scored, until
 their misses are read (for their kind) and this list is emptied."""
 STILL_ALARMED = frozenset({"d2-044", "E-025"})
