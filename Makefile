@@ -27,7 +27,7 @@ test: check prometheus alertmanager postgresql
 # each stopped after 20 s; its wall time is the last line.
 test-fast: $(STAMP)
 	@start=$$(date +%s); \
-	$(BIN)/python -m pytest -q --ignore=tests/e2e -m "not slow and not postgres" --timeout=20; status=$$?; \
+	$(BIN)/python -m pytest -q -n auto --ignore=tests/e2e -m "not slow and not postgres" --timeout=20; status=$$?; \
 	echo "test-fast: $$(( $$(date +%s) - start )) s"; exit $$status
 
 check: $(STAMP)

@@ -214,6 +214,7 @@ def test_playbooks_check_reports_every_bad_file_with_did_you_mean(tmp_path: Path
     )
 
 
+@pytest.mark.slow  # two processes each render every template against its examples
 def test_playbooks_check_of_the_built_in_directory_reads_it_once(tmp_path: Path) -> None:
     """Checked by hand, or named again through a symlink, the shipped playbooks are
     not reported as redefining themselves."""

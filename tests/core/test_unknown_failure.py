@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from bot.adapters.files import cache
 from bot.adapters.files.playbooks import builtin_engine, load_builtin
 from bot.core.diagnosis.engine import Engine, to_json
 
@@ -91,7 +92,7 @@ def engine() -> Engine:
 def playbooks_only() -> Engine:
     """The built-in playbooks without the message inventory, which names the lines it
     knows (its own tests say how): here, which lines are said at all."""
-    return Engine(load_builtin())
+    return Engine(load_builtin(), cache.PATTERNS)  # its databases compiled once, kept
 
 
 @pytest.mark.parametrize("name", HEALTHY)

@@ -155,6 +155,7 @@ def test_the_slash_command_parses_and_words_the_shapes(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow  # reads every line of the inventory and the corpora
 def test_the_quick_screen_never_hides_a_failure_line() -> None:
     """`_MAYBE` is only a shortcut: every line of the real inputs kept here (the seed, the
     test inputs and corpus, the playbooks' examples) that the full pattern calls a

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.adapters.files.playbooks import load_builtin
-from bot.core.diagnosis.engine import Engine, to_json
+from bot.adapters.files.playbooks import engine_of, load_builtin
+from bot.core.diagnosis.engine import to_json
 from bot.core.diagnosis.known_messages import KnownMessage, KnownMessages, known_messages
 
 NETWORK = KnownMessage(
@@ -24,7 +24,7 @@ def test_the_inventory_is_read_only_for_a_line_no_playbook_knows() -> None:
         asked.append(1)
         return known_messages([NETWORK])
 
-    engine = Engine(load_builtin(), None, known)
+    engine = engine_of(load_builtin(), known)
     assert engine.diagnose_text("INFO all is well\n").unknown == ()
     assert asked == []
     text = "ERROR network is not ready: container runtime network not ready: NetworkReady=false\n"
@@ -105,6 +105,6 @@ _WRAPPED = (
 def test_the_catch_all_gives_way_to_an_emitting_systems_own_raise(
     text: str, primary: str | None, unknown: list[str]
 ) -> None:
-    engine = Engine(load_builtin(), None, lambda: known_messages([EMPTY_PROMPT, LOOKUP]))
+    engine = engine_of(load_builtin(), lambda: known_messages([EMPTY_PROMPT, LOOKUP]))
     answer = to_json(engine.diagnose_text(text))
     assert (answer["primary"], answer["unknown"]) == (primary, unknown)

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from bot.adapters.files.playbooks import load_builtin
+from bot.adapters.files.playbooks import engine_of, load_builtin
 from bot.core.diagnosis.engine import Engine
 from bot.core.diagnosis.known_messages import known_messages, read_known
 from bot.core.quality.inventory import InventoryEntry, parse_inventory
@@ -41,9 +41,7 @@ def entries() -> tuple[InventoryEntry, ...]:
 
 @pytest.fixture(scope="module")
 def engine() -> Engine:
-    return Engine(
-        load_builtin(), None, lambda: known_messages(read_known(TEXT, "kubernetes.jsonl"))
-    )
+    return engine_of(load_builtin(), lambda: known_messages(read_known(TEXT, "kubernetes.jsonl")))
 
 
 @pytest.mark.parametrize(
