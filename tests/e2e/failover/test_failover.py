@@ -74,10 +74,11 @@ def test_the_leader_killed_after_its_ledger_claim(
     slowed.seconds["quotas"] = 10.0  # the plan after the claim reads the quota this late
     pair.click(a, card)
     wait_until(lambda: pair.proposal() == (S.RUNNING, ActionResult.STARTED), 40, "the claim")
-    slowed.seconds["quotas"] = 0.0  # the standby's own plan is not slowed
     assert pair.limits() == ["16Gi"]
     killed = time.monotonic()
     a.kill()
+    a.exit_code(timeout=10)
+    slowed.seconds["quotas"] = 0.0  # the standby's own plan is not slowed (not before: a's is)
     assert pair.wait_leader(b, timeout=TAKEOVER + 30) is b
     wait_until(lambda: pair.limits() == BUMPED, 60, "the RayCluster patched")
     acted = since(killed)
@@ -96,10 +97,11 @@ def test_the_leader_killed_after_its_patch(pair: Pair, slowed: Slowed, measured:
     slowed.seconds["events"] = 10.0  # the Event after the patch is answered this late
     pair.click(a, card)
     wait_until(lambda: pair.limits() == BUMPED, 30, "the leader's patch")
-    slowed.seconds["events"] = 0.0  # the standby's own requests are not slowed
     assert pair.proposal() == (S.RUNNING, ActionResult.STARTED)
     killed = time.monotonic()
     a.kill()
+    a.exit_code(timeout=10)
+    slowed.seconds["events"] = 0.0  # the standby's own Event is not slowed (not before: a's is)
     assert pair.wait_leader(b, timeout=TAKEOVER + 30) is b
     wait_until(lambda: applied(card), 60, "the card applied")
     acted = since(killed)
