@@ -22,7 +22,9 @@ the signals `bot.core.inputs` makes of each object (docs/signals.md), carrying t
 owning workload (Pod → ReplicaSet → Deployment, Pod → Job, Pod → RayCluster →
 RayJob) and the relevant spec (limits, `node_selector`); the previous
 container's log tail for a container that terminated; the submitter's log for
-a RayJob that failed.
+a RayJob that failed. A log read that found nothing (not served yet, an API error, the
+per-minute budget) is tried again on a schedule (`log_retries`), since a Failed pod
+sends no later event to read it on.
 
 The daemon plugs it in with a small surface:
 
@@ -58,6 +60,7 @@ from bot.adapters.kubernetes.api import (
     Resource,
 )
 from bot.adapters.kubernetes.errors import KubeApiError, reason_of
+from bot.adapters.kubernetes.log_retries import LogRead, LogRetries
 from bot.adapters.kubernetes.logs import RateLimit, driver_logs, is_submitter, log_tail
 from bot.adapters.kubernetes.owner_resolver import OwnerResolver
 from bot.adapters.kubernetes.resource_watch import KUBERAY_KINDS, ResourceWatch
@@ -85,6 +88,7 @@ _RESOURCES: Mapping[str, Resource] = {
 _MAX_REMEMBERED_PROBLEMS = 1_000
 _LOG_REPEAT = 30.0  # seconds in which the same container log is not read twice
 _MAX_RECENT_LOGS = 1_000
+_LOG_RETRY_TICK = 0.5  # seconds between looks at the log reads due again
 
 
 RBAC: tuple[RbacRule, ...] = (
@@ -120,6 +124,7 @@ class KubeSourceConfig:
     log_tail_lines: int = 200
     log_tail_bytes: int = 64 * 1024
     log_tails_per_minute: int = 30
+    log_retry_delays: tuple[float, ...] = (2.0, 5.0, 15.0, 30.0, 60.0)  # after a read found none
     queue_size: int = 10_000  # only used without an emit callback or sink (poll mode)
     submit_attempts: int = 5  # full waits on the sink's queue before dropping
     resume_from: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -169,6 +174,7 @@ class KubernetesSource:
         self._log_limit = RateLimit(self.config.log_tails_per_minute, clock)
         self._problems: dict[str, None] = {}
         self._recent_logs: dict[tuple[str, str, str, bool], float] = {}
+        self._log_retries = LogRetries(self.config.log_retry_delays)
         self.kuberay = "not checked"
         self.started = False
         self.counters = {
@@ -178,6 +184,9 @@ class KubernetesSource:
             "malformed": 0,
             "log_tails": 0,
             "log_tails_skipped": 0,
+            "log_tails_retried": 0,
+            "log_tails_given_up": 0,
+            "log_retry_errors": 0,
             "healthy": 0,
         }
 
@@ -197,6 +206,9 @@ class KubernetesSource:
             thread = threading.Thread(target=watch.run, name=f"pitcrew-k8s-{watch.id}", daemon=True)
             self._threads.append(thread)
             thread.start()
+        retries = threading.Thread(target=self._retry_logs, name="pitcrew-k8s-logs", daemon=True)
+        self._threads.append(retries)
+        retries.start()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop every watch (closing open streams) and wait for the threads."""
@@ -347,7 +359,7 @@ class KubernetesSource:
         return False
 
     def _context(self, parts: list[InputPart]) -> Context:
-        first = next((p for p in parts if isinstance(p, Signal)), None)
+        first = next((p for p in parts if isinstance(p, Signal)), None) or next(iter(parts), None)
         ref = (first.workload or first.obj) if first is not None else None
         return Context(
             cluster=self.config.cluster,
@@ -397,33 +409,68 @@ class KubernetesSource:
         workload: ObjectRef | None,
         source: SourceKind = SourceKind.WORKER_LOG,
     ) -> LogText | None:
-        key = (pod.namespace, pod.name, container, previous)
+        read = LogRead(pod, container, previous, workload, source)
         now = self.clock()
         with self._lock:
-            if now - self._recent_logs.get(key, -_LOG_REPEAT) < _LOG_REPEAT:
+            if now - self._recent_logs.get(read.key, -_LOG_REPEAT) < _LOG_REPEAT:
                 return None  # read moments ago (a failed RayJob and its submitter pod)
-            self._recent_logs[key] = now
+            self._recent_logs[read.key] = now
             while len(self._recent_logs) > _MAX_RECENT_LOGS:
                 self._recent_logs.pop(next(iter(self._recent_logs)))
+        tail = self._read(read)
+        if tail is None:  # not served yet, or put off: tried again on a schedule
+            with self._lock:
+                self._recent_logs.pop(read.key, None)
+            self._log_retries.later(read, now)
+        return tail
+
+    def _read(self, read: LogRead) -> LogText | None:
+        """One read within the per-minute log budget; None when put off or nothing there."""
         if not self._log_limit.allow():
             self._count("log_tails_skipped")
             return None
         tail = log_tail(
             self.api,
-            pod,
-            container,
-            previous=previous,
-            workload=workload,
-            source=source,
+            read.pod,
+            read.container,
+            previous=read.previous,
+            workload=read.workload,
+            source=read.source,
             lines=self.config.log_tail_lines,
             limit_bytes=self.config.log_tail_bytes,
         )
         if tail is not None:
             self._count("log_tails")
-        else:  # nothing to read yet (a pod whose log is not served): a later signal tries again
-            with self._lock:
-                self._recent_logs.pop(key, None)
+            self._log_retries.done(read.key)
         return tail
+
+    def retry_logs(self) -> None:
+        """Read again the logs whose retry is due; one found is handed on alone (its
+        workload joins it to the incident), one still missing after its last try is
+        given up, counted and logged."""
+        now = self.clock()
+        for read in self._log_retries.due(now):
+            try:
+                tail = self._read(read)
+            except Exception:  # a bug: kept for its next try, never dropped silently
+                self._count("log_retry_errors")
+                log.exception("reading the log of %s [%s] again failed", read.pod, read.container)
+                tail = None
+            if tail is not None:
+                self._count("log_tails_retried")
+                self.deliver([tail])
+            elif not self._log_retries.later(read, now):
+                self._count("log_tails_given_up")
+                log.warning(
+                    "no log of %s [%s] after %d reads; given up",
+                    read.pod,
+                    read.container,
+                    read.attempt + 1,
+                )
+
+    def _retry_logs(self) -> None:
+        while not self._stop.wait(_LOG_RETRY_TICK):
+            self.retry_logs()
 
     def _driver_log(self, rayjob: ObjectRef) -> list[InputPart]:
         return driver_logs(

@@ -23,6 +23,7 @@ from bot.adapters.kubernetes.bump import BumpMemoryExecutor
 from bot.adapters.kubernetes.executors import executors
 from bot.adapters.kubernetes.source import KubernetesSource, KubeSourceConfig
 from bot.adapters.kubernetes.templates import PROPOSAL_ANNOTATION
+from bot.app.demo.seed import seed_driver_log, seed_objects
 from bot.core.actions import approvals
 from bot.core.actions.specs import ACTION_SPECS
 from bot.core.actions.step import Step
@@ -275,3 +276,58 @@ def test_installed_while_watched_the_submitters_driver_log_is_read(kuberay: Emul
         f"ml-train/pod/{CLUSTER}-gpu-group-worker-9zq4f [ray-worker] previous log",
         "ml-train/pod/verl-ppo-qwen-x9z2k [ray-job-submitter] current log",
     ]
+
+
+def test_a_driver_log_not_served_at_the_pods_first_sight_is_read_on_a_retry(
+    kuberay: Emulator,
+) -> None:
+    """A Failed pod sends no later event: the read at the source's first sight of the
+    submitter pod finds no log (the kubelet does not serve it yet), and the retry due
+    after the first delay reads it and hands it on with the RayJob as its workload."""
+    now = [1000.0]
+    source = KubernetesSource(
+        kuberay.api,
+        KubeSourceConfig(namespaces=(o.NS,), log_retry_delays=(2.0, 5.0)),
+        clock=lambda: now[0],
+    )
+    seed = seed_objects()
+    for obj in [*seed["nodes"], seed["quota"], seed["rayjob"], seed["cluster"], seed["job"]]:
+        kuberay.create(obj)
+    submitter = kuberay.create(seed["submitter_pod"])
+    signals = [p for k in source.converter.keyed("Pod", submitter) for p in k.parts]
+    assert source.evidence(signals) == []  # nothing served yet: kept for a retry
+
+    kuberay.serve_log(o.NS, submitter["metadata"]["name"], seed_driver_log())
+    now[0] += 1.9
+    source.retry_logs()
+    assert source.poll() == []  # not due yet
+    now[0] += 0.1
+    source.retry_logs()
+    (log,) = source.poll()
+    assert isinstance(log, LogText)
+    assert (log.origin, log.source, log.workload) == (
+        "ml-train/pod/verl-ppo-qwen-x9z2k [ray-job-submitter] current log",
+        SourceKind.DRIVER_LOG,
+        RAYJOB,
+    )
+    assert b"".join(log.chunks) == seed_driver_log()
+    assert (source.counters["log_tails_retried"], source.counters["log_tails_given_up"]) == (1, 0)
+
+
+def test_a_log_never_served_is_given_up_after_its_last_retry(kuberay: Emulator) -> None:
+    now = [1000.0]
+    source = KubernetesSource(
+        kuberay.api,
+        KubeSourceConfig(namespaces=(o.NS,), log_retry_delays=(2.0, 5.0)),
+        clock=lambda: now[0],
+    )
+    seed = seed_objects()
+    for obj in [*seed["nodes"], seed["quota"], seed["rayjob"], seed["cluster"], seed["job"]]:
+        kuberay.create(obj)
+    submitter = kuberay.create(seed["submitter_pod"])
+    source.evidence([p for k in source.converter.keyed("Pod", submitter) for p in k.parts])
+    for step in (2.0, 5.0):
+        now[0] += step
+        source.retry_logs()
+    assert source.poll() == []
+    assert (source.counters["log_tails_retried"], source.counters["log_tails_given_up"]) == (0, 1)
