@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.adapters.files.playbooks import builtin_engine
+from bot.adapters.local_process import free_port
 from bot.adapters.ray.bookmarks import MemoryBookmarks
 from bot.adapters.ray.client import TERMINAL, RayClusterConfig, RayDashboard
 from bot.adapters.ray.local import LocalRayHead
@@ -83,12 +83,6 @@ def job_details(i: int, now_ms: int) -> dict[str, Any]:
     }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def cpu_per_thousand(n: int, polls: int) -> tuple[float, float, int]:
     """(CPU ms per poll per 1,000 jobs, payload MB, jobs listed)."""
     now_ms = int(time.time() * 1000)
@@ -101,7 +95,7 @@ def cpu_per_thousand(n: int, polls: int) -> tuple[float, float, int]:
         actors.mkdir(parents=True)
         empty = {"result": True, "msg": "", "data": {"result": {"result": []}}}
         (actors / "index.html").write_text(json.dumps(empty))
-        port = _free_port()
+        port = free_port()
         server = subprocess.Popen(
             [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
             cwd=root,

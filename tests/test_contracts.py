@@ -25,6 +25,7 @@ DAEMON_NETWORK = "The daemon does no network I/O"
 APP_LAYERS = "Layers inside the app: the CLI over its commands over the wiring"
 ADAPTERS = "Adapters do not import each other (kuberay composes kubernetes and ray)"
 STORE_DRIVERS = "sqlite3 and psycopg (the store's drivers) only in bot.adapters.store"
+LOCAL_PROCESS = "bot.adapters.local_process is a leaf every adapter may build on"
 
 
 def lint_with(tmp_path: Path, module: str, probe: str) -> tuple[int, str, int]:
@@ -205,6 +206,28 @@ def test_the_package_as_it_is_keeps_every_contract(tmp_path: Path) -> None:
                 "- bot.adapters.http.ingest -> psycopg (l.{line})"
             ],
             id="PostgreSQL's driver outside the store",
+        ),
+        pytest.param(
+            "bot/adapters/local_process.py",
+            "import psycopg",
+            STORE_DRIVERS,
+            [
+                "bot.adapters.local_process is not allowed to import psycopg: "
+                "- bot.adapters.local_process -> psycopg (l.{line})"
+            ],
+            id="an SDK in the shared local process",
+        ),
+        pytest.param(
+            "bot/adapters/local_process.py",
+            "from bot.adapters.ray import local",
+            (LOCAL_PROCESS, ADAPTERS),
+            [
+                "bot.adapters.local_process is not allowed to import bot.adapters.ray: "
+                "- bot.adapters.local_process -> bot.adapters.ray.local (l.{line})",
+                "bot.adapters.store is not allowed to import bot.adapters.ray: "
+                "- bot.adapters.store.local_postgres -> bot.adapters.local_process",
+            ],
+            id="the shared local process importing an adapter",
         ),
     ],
 )

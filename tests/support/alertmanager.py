@@ -14,22 +14,14 @@ from __future__ import annotations
 
 import http.server
 import shutil
-import socket
 import subprocess
 import tempfile
 import threading
-import time
 from pathlib import Path
-from types import TracebackType
 
 import requests
 
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+from bot.adapters.local_process import LocalProcess, free_port
 
 
 def installed() -> bool:
@@ -38,9 +30,14 @@ def installed() -> bool:
     )
 
 
-class LocalAlertmanager:
+class LocalAlertmanager(LocalProcess):
     """`prometheus-alertmanager` whose only receiver is `webhook` (pitcrew's /alertmanager),
     sending `token` as a bearer token read from a file, grouping by alert and object."""
+
+    what = "alertmanager"
+    log_name = "alertmanager.log"
+    error = RuntimeError
+    output_limit = 3000
 
     def __init__(
         self, webhook: str, token: str, external_url: str = "http://alertmanager.test:9093"
@@ -48,17 +45,10 @@ class LocalAlertmanager:
         self.webhook = webhook
         self.token = token
         self.external_url = external_url
-        self.port = 0
-        self._dir: Path | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int:
-        return self._proc.pid if self._proc else 0
 
     def config(self, token_file: Path) -> str:
         return f"""\
@@ -77,18 +67,6 @@ receivers:
           authorization: {{type: Bearer, credentials_file: {token_file}}}
 """
 
-    def __enter__(self) -> LocalAlertmanager:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
     def start(self, timeout: float = 30.0) -> str:
         if not installed():
             raise RuntimeError("prometheus-alertmanager is not installed (make alertmanager)")
@@ -105,37 +83,24 @@ receivers:
         if check.returncode != 0:
             raise RuntimeError(f"amtool check-config: {check.stdout}{check.stderr}")
         self.port = free_port()
-        with (self._dir / "alertmanager.log").open("wb") as log:
-            self._proc = subprocess.Popen(
-                [
-                    "prometheus-alertmanager",
-                    f"--config.file={self._dir / 'alertmanager.yml'}",
-                    f"--storage.path={self._dir / 'data'}",
-                    f"--web.listen-address=127.0.0.1:{self.port}",
-                    f"--web.external-url={self.external_url}",
-                    "--cluster.listen-address=",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=self._dir,
-            )
+        self._launch(
+            [
+                "prometheus-alertmanager",
+                f"--config.file={self._dir / 'alertmanager.yml'}",
+                f"--storage.path={self._dir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                f"--web.external-url={self.external_url}",
+                "--cluster.listen-address=",
+            ]
+        )
         self._wait_ready(timeout)
         return self.url
 
-    def _wait_ready(self, timeout: float) -> None:
-        until = time.monotonic() + timeout
-        while time.monotonic() < until:
-            if self._proc is not None and self._proc.poll() is not None:
-                raise RuntimeError(f"alertmanager exited: {self.output()}")
-            try:
-                if requests.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"alertmanager was not ready in {timeout:g} s: {self.output()}")
+    def _ready(self) -> bool:
+        try:
+            return requests.get(f"{self.url}/-/ready", timeout=1).status_code == 200
+        except requests.RequestException:
+            return False
 
     def add(self, *labels: str, annotations: tuple[str, ...] = (), generator_url: str = "") -> None:
         """`amtool alert add` of one alert (`name=value` labels and annotations)."""
@@ -146,25 +111,6 @@ receivers:
         done = subprocess.run(command, capture_output=True, text=True, timeout=30)
         if done.returncode != 0:
             raise RuntimeError(f"amtool alert add: {done.stdout}{done.stderr}")
-
-    def output(self, limit: int = 3000) -> str:
-        if self._dir is None or not (self._dir / "alertmanager.log").exists():
-            return ""
-        return (self._dir / "alertmanager.log").read_text(errors="replace")[-limit:]
-
-    def stop(self, grace: float = 5.0) -> None:
-        """Terminate our process by pid (then kill it), and remove its directory."""
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait(grace)
-        self._proc = None
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
 
 
 class ScrapeTarget:

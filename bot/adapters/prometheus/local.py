@@ -12,16 +12,14 @@ tests need.
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from types import TracebackType
 
 import requests
 
+from bot.adapters.local_process import LocalProcess, free_port
 from bot.adapters.prometheus.working_set import CLUSTER_LABEL, GROUP_LABEL, USAGE
 from bot.core.actions.memory_evidence import PodSeries
 
@@ -87,8 +85,12 @@ def merged(*parts: Mapping[str, list[str]]) -> dict[str, list[str]]:
     return out
 
 
-class LocalPrometheus:
+class LocalPrometheus(LocalProcess):
     """`prometheus` with backfilled storage in a temporary directory, on a free port."""
+
+    what = "prometheus"
+    log_name = "prometheus.log"
+    error = LocalPrometheusError
 
     def __init__(
         self,
@@ -104,29 +106,10 @@ class LocalPrometheus:
         self.temp_parent = temp_parent
         self.config = config
         self.files = dict(files or {})
-        self.port = 0
-        self._dir: Path | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int:
-        return self._proc.pid if self._proc else 0
-
-    def __enter__(self) -> LocalPrometheus:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def start(self, timeout: float = 30.0) -> str:
         if not installed():
@@ -140,22 +123,16 @@ class LocalPrometheus:
         (self._dir / "prometheus.yml").write_text(self.config)
         for name, text in self.files.items():
             (self._dir / name).write_text(text)
-        self.port = _free_port()
-        log = (self._dir / "prometheus.log").open("wb")
-        self._proc = subprocess.Popen(
+        self.port = free_port()
+        self._launch(
             [
                 "prometheus",
                 f"--config.file={self._dir / 'prometheus.yml'}",
                 f"--storage.tsdb.path={data}",
                 "--storage.tsdb.retention.time=3650d",
                 f"--web.listen-address=127.0.0.1:{self.port}",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            cwd=self._dir,
+            ]
         )
-        log.close()
         self._wait_ready(timeout)
         return self.url
 
@@ -172,45 +149,11 @@ class LocalPrometheus:
         if backfill.returncode != 0:
             raise LocalPrometheusError(f"promtool backfill failed: {backfill.stderr[-2000:]}")
 
-    def _wait_ready(self, timeout: float) -> None:
-        until = time.monotonic() + timeout
-        while time.monotonic() < until:
-            if self._proc is not None and self._proc.poll() is not None:
-                raise LocalPrometheusError(f"prometheus exited: {self.output()}")
-            try:
-                if requests.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise LocalPrometheusError(f"prometheus was not ready in {timeout:g} s: {self.output()}")
-
-    def output(self, limit: int = 2000) -> str:
-        if self._dir is None or not (self._dir / "prometheus.log").exists():
-            return ""
-        return (self._dir / "prometheus.log").read_text(errors="replace")[-limit:]
-
-    def stop(self, grace: float = 5.0) -> None:
-        """Terminate our process by pid (then kill it), and remove its directory."""
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait(grace)
-        self._proc = None
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+    def _ready(self) -> bool:
+        try:
+            return requests.get(f"{self.url}/-/ready", timeout=1).status_code == 200
+        except requests.RequestException:
+            return False
 
 
 def _escape(value: str) -> str:

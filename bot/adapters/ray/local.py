@@ -23,9 +23,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
 
 import requests
+
+from bot.adapters.local_process import LocalService
 
 _PROC = Path("/proc")
 _PORT_NAMES = (
@@ -46,7 +47,7 @@ class LocalRayError(RuntimeError):
     """The local Ray head did not start (the message holds the end of its output)."""
 
 
-class LocalRayHead:
+class LocalRayHead(LocalService):
     """`ray start --head --block` on 127.0.0.1 with free ports in a temporary directory."""
 
     def __init__(
@@ -73,18 +74,6 @@ class LocalRayHead:
     @property
     def pid(self) -> int:
         return self.process.pid if self.process else 0
-
-    def __enter__(self) -> LocalRayHead:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def start(self, timeout: float = 90.0) -> str:
         """Start the head and wait until its Jobs API answers; returns the dashboard URL."""

@@ -16,16 +16,15 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import psycopg
+
+from bot.adapters.local_process import LocalProcess, free_port
 
 SUPERUSER = "pitcrew"
 PASSWORD = "pitcrew-local-only"  # password authentication, as a real server has (scram)
@@ -63,8 +62,16 @@ def installed() -> bool:
 
 
 @dataclass
-class LocalPostgres:
-    """`postgres` with a fresh cluster in a temporary directory, on a free port."""
+class LocalPostgres(LocalProcess):
+    """`postgres` with a fresh cluster in a temporary directory, on a free port; stopped
+    by an immediate shutdown (no checkpoint: the data goes with the directory)."""
+
+    what = "postgres"
+    log_name = "postgres.log"
+    error = LocalPostgresError
+    stop_signal = signal.SIGQUIT
+    grace = 10.0
+    poll_every = 0.1
 
     temp_parent: str = "/tmp"
     port: int = 0
@@ -73,24 +80,8 @@ class LocalPostgres:
     _made: int = 0
     _as: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def pid(self) -> int:
-        return self._proc.pid if self._proc else 0
-
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://{SUPERUSER}:{PASSWORD}@127.0.0.1:{self.port}/{database}"
-
-    def __enter__(self) -> LocalPostgres:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def start(self, timeout: float = 60.0) -> str:
         bindir = binaries()
@@ -113,15 +104,12 @@ class LocalPostgres:
         )  # fmt: skip
         if init.returncode != 0:
             raise LocalPostgresError(f"initdb failed: {(init.stdout + init.stderr)[-2000:]}")
-        self.port = _free_port()
-        log = (self._dir / "postgres.log").open("wb")
+        self.port = free_port()
         settings = [arg for s in SERVER_SETTINGS for arg in ("-c", s)]
-        self._proc = subprocess.Popen(
+        self._launch(
             [str(bindir / "postgres"), "-D", str(data), "-p", str(self.port), *settings],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self._dir,
             **self._as,
-        )  # fmt: skip
-        log.close()
+        )
         self._wait_ready(timeout)
         return self.url()
 
@@ -133,38 +121,12 @@ class LocalPostgres:
             conn.execute(f"CREATE DATABASE {name}")
         return self.url(name)
 
-    def _wait_ready(self, timeout: float) -> None:
-        until = time.monotonic() + timeout
-        while time.monotonic() < until:
-            if self._proc is not None and self._proc.poll() is not None:
-                raise LocalPostgresError(f"postgres exited: {self.output()}")
-            try:
-                with psycopg.connect(self.url(), connect_timeout=1):
-                    return
-            except psycopg.OperationalError:
-                time.sleep(0.1)
-        self.stop()
-        raise LocalPostgresError(f"postgres was not ready in {timeout:g} s: {self.output()}")
-
-    def output(self, limit: int = 2000) -> str:
-        if self._dir is None or not (self._dir / "postgres.log").exists():
-            return ""
-        return (self._dir / "postgres.log").read_text(errors="replace")[-limit:]
-
-    def stop(self, grace: float = 10.0) -> None:
-        """Stop our server by pid, and remove its directory. An immediate shutdown (no
-        checkpoint: the data goes with the directory), then a kill."""
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.send_signal(signal.SIGQUIT)
-            try:
-                self._proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait(grace)
-        self._proc = None
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
+    def _ready(self) -> bool:
+        try:
+            with psycopg.connect(self.url(), connect_timeout=1):
+                return True
+        except psycopg.OperationalError:
+            return False
 
 
 def _unprivileged() -> dict[str, Any]:
@@ -179,10 +141,3 @@ def _unprivileged() -> dict[str, Any]:
             "(the postgresql package creates it: apt-get install -y postgresql)"
         ) from None
     return {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
