@@ -86,8 +86,9 @@ class LocalProcess(LocalService):
             if self._ready():
                 return
             time.sleep(self.poll_every)
+        said = self.output()  # read before stop() removes the directory with the log
         self.stop()
-        raise self.error(f"{self.what} was not ready in {timeout:g} s: {self.output()}")
+        raise self.error(f"{self.what} was not ready in {timeout:g} s: {said}")
 
     def output(self, limit: int | None = None) -> str:
         """The end of the process's output (`output_limit` characters unless told)."""

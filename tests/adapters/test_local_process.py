@@ -74,10 +74,10 @@ def test_a_ready_process_runs_in_its_directory_and_stop_ends_it_and_removes_it(
             id="exits before it is ready: the end of its output",
         ),
         pytest.param(
-            "import time; print('waiting'); time.sleep(60)",
-            0.3,
-            "script was not ready in 0.3 s: ",
-            id="never ready: stopped and named",
+            "import time; print('waiting', flush=True); time.sleep(60)",
+            2.0,
+            "script was not ready in 2 s: waiting\n",
+            id="never ready: stopped and named with the end of its output",
         ),
     ],
 )
